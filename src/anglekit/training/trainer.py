@@ -166,3 +166,39 @@ class AnglETrainer(Trainer):
         self.log(dict(metrics))
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
+
+    # ----------------------------------------------------------- checkpoints
+    def _trainable_names(self) -> set[str] | None:
+        """Names of the weights a checkpoint must hold, or None for all of them.
+
+        With LoRA only the adapters (and a training head, if any) change, so checkpoints hold
+        those alone: megabytes instead of the whole frozen base (gigabytes for a 7B model, and no
+        k-bit base tensors to serialise). Resume and best-model loading put them back onto the
+        base that the run loads from its config.
+        """
+        model = self.accelerator.unwrap_model(self.model)
+        if not getattr(model, "has_lora", False):
+            return None
+        return {name for name, parameter in model.named_parameters() if parameter.requires_grad}
+
+    def _save(self, output_dir: str | None = None, state_dict: dict[str, Tensor] | None = None) -> None:
+        trainable = self._trainable_names() if state_dict is None else None
+        if trainable is not None:
+            state_dict = {k: v for k, v in self.accelerator.unwrap_model(self.model).state_dict().items() if k in trainable}
+        super()._save(output_dir, state_dict=state_dict)
+
+    def _issue_warnings_after_load(self, load_result: Any) -> None:
+        """Adapter-only checkpoints leave the frozen base out on purpose; a missing trained
+        weight is an error, never a warning (it would resume from untrained adapters)."""
+        trainable = self._trainable_names()
+        if trainable is not None:
+            from torch.nn.modules.module import _IncompatibleKeys
+
+            lost = sorted(k for k in load_result.missing_keys if k in trainable)
+            if lost:
+                raise RuntimeError(
+                    f"checkpoint lacks {len(lost)} trained weight(s), e.g. {lost[:3]}: it was written by a "
+                    "different LoRA configuration (rank, targets) than this run's"
+                )
+            load_result = _IncompatibleKeys([], list(load_result.unexpected_keys))
+        super()._issue_warnings_after_load(load_result)
