@@ -19,7 +19,9 @@ Protocol (every setting is a flag; all are written into the result):
     .venv/bin/python benchmarks/bench_generate.py --n-sentences 8 --max-tokens 48 --max-steps 2 \\
         --eval-limit 100 --out-dir /tmp/bench-generate-smoke                          # smoke run
 
-Results: ``<out-dir>/bench_generate.json`` and ``.md`` (default ``benchmarks/results/generate/``).
+Results: ``<out-dir>/bench_generate.json`` and ``.md`` (default ``benchmarks/results/generate/``), next to the
+sentences, the generated pairs and the answer cache (``cache/``, not versioned); the trained models
+live in a temporary folder.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import argparse
 import contextlib
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -104,10 +107,11 @@ def main(argv: list[str] | None = None) -> int:
           f"({gen['requests']['sent']} sent, {gen['requests']['cache_hits']} cached)", file=sys.stderr)
 
     zero = evaluate(str(common.minilm_dir()), args)
-    angle = train_run("angle", str(pairs), "paper", args.max_steps, args, out)
-    angle["stsb_test"] = evaluate(angle["model_dir"], args)
-    simcse = train_run("simcse", str(sentence_file), "simcse-unsup", angle["steps"], args, out)
-    simcse["stsb_test"] = evaluate(simcse["model_dir"], args)
+    with tempfile.TemporaryDirectory(prefix="anglekit-bench-generate-") as scratch:  # models: hundreds of MB each
+        angle = train_run("angle", str(pairs), "paper", args.max_steps, args, Path(scratch))
+        angle["stsb_test"] = evaluate(angle.pop("model_dir"), args)
+        simcse = train_run("simcse", str(sentence_file), "simcse-unsup", angle["steps"], args, Path(scratch))
+        simcse["stsb_test"] = evaluate(simcse.pop("model_dir"), args)
 
     result = {
         "subset": subset,
