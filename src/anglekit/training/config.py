@@ -107,6 +107,8 @@ class TrainConfig:
     """Supervised contrastive objectives: weight w of each row's own hard negative (SimCSE's value h is w = exp(h); preset 1)."""
     mlp_head: bool = False
     """SimCSE's MLP (linear + tanh) over the pooled vector, in training only; never saved with the model."""
+    gather_candidates: bool = True
+    """Contrastive objectives with several processes (multi-GPU): every anchor also meets the positives and hard negatives of the other processes (SimCSE's distributed training); --no-gather-candidates keeps each process's batch alone."""
     probe_steps: int | None = None
     """Log training-dynamics probes (angles to positive and negatives, alignment, uniformity) every N steps (default: logging_steps)."""
     probe_data: str | None = None

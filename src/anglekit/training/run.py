@@ -390,6 +390,7 @@ def train(config: TrainConfig) -> TrainResult:
         group_by_length=config.group_by_length,
         eval_batch_size=config.eval_batch_size,
         probes=accumulator,
+        gather_candidates=config.gather_candidates,
     )
     if config.progress:
         # Our bar shows the components; the default printer would repeat each log as a dict.
@@ -400,7 +401,10 @@ def train(config: TrainConfig) -> TrainResult:
     seconds = time.perf_counter() - started
     pairs = trainer.pairs_trained
 
-    model_dir = embedder.save_pretrained(out / "model")
+    # With several processes only the first writes the model and results.json; the others wait
+    # until it has, so that no process returns before the run is on disk.
+    writer = trainer.is_world_process_zero()
+    model_dir = embedder.save_pretrained(out / "model") if writer else out / "model"
     after: dict[str, float] = {}
     if test_set is not None:
         after = evaluate_pairs(lambda t: embedder.encode(t, config.eval_batch_size), test_set.text1, test_set.text2, test_set.labels).as_dict()
@@ -415,5 +419,7 @@ def train(config: TrainConfig) -> TrainResult:
         after=after,
         best_checkpoint=trainer.state.best_model_checkpoint,
     )
-    atomic_write_json(out / "results.json", result.as_dict())
+    if writer:
+        atomic_write_json(out / "results.json", result.as_dict())
+    trainer.accelerator.wait_for_everyone()
     return result

@@ -14,6 +14,9 @@ The objective's ``batch_kind`` decides what a batch is and how it becomes embedd
   two forward passes in distribution and runs faster). The first copy gives the anchors, the
   second the positives.
 * ``triplets``: [2B or 3B, T] (anchors, positives[, hard negatives]), one forward pass.
+
+With several processes, contrastive objectives see the positives and hard negatives of every
+process (:mod:`anglekit.training.gather`, differentiable) unless ``gather_candidates`` is off.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from transformers import Trainer
 from anglekit.evaluation.similarity import evaluate_pairs
 from anglekit.losses import AnglEObjective, ContrastiveObjective
 from anglekit.losses.combined import ObjectiveOutput
+from anglekit.training.gather import gather_rows
 from anglekit.training.probes import ProbeAccumulator, batch_probes
 from anglekit.training.sampler import LengthGroupedSampler
 
@@ -58,6 +62,7 @@ class AnglETrainer(Trainer):
         group_by_length: bool = True,
         eval_batch_size: int = 64,
         probes: ProbeAccumulator | None = None,
+        gather_candidates: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -68,6 +73,9 @@ class AnglETrainer(Trainer):
         self.model_accepts_loss_kwargs = False
         self.objective = objective
         self.probes = probes
+        self.gather_candidates = gather_candidates
+        self._candidates: list[int] = []
+        """Candidates per anchor (positives + hard negatives, all processes) of the steps since the last log."""
         self.group_by_length = group_by_length
         self.eval_batch_size = eval_batch_size
         self._component_sums: dict[str, float] = defaultdict(float)
@@ -120,7 +128,9 @@ class AnglETrainer(Trainer):
         text_ids = inputs["text_ids"]
         anchors, positives = dropout_views(model, inputs["input_ids"], inputs["attention_mask"])
         anchors, positives = anchors.float(), positives.float()
-        out = self.objective(anchors, positives, anchor_ids=text_ids, positive_ids=text_ids)
+        candidates, candidate_ids, offset = self._gather(positives, text_ids)
+        self._count_candidates(candidates, None)
+        out = self.objective(anchors, candidates, anchor_ids=text_ids, positive_ids=candidate_ids, offset=offset)
         self._probe(anchors, positives, None)
         return torch.cat([anchors, positives]), out, anchors.shape[0]
 
@@ -131,16 +141,36 @@ class AnglETrainer(Trainer):
         vectors = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).float()
         anchors, positives = vectors[:size], vectors[size : 2 * size]
         negatives = vectors[2 * size :] if parts == 3 else None
+        every_positive, positive_ids, offset = self._gather(positives, text_ids[size : 2 * size])
+        every_negative, negative_ids = None, None
+        if negatives is not None:
+            every_negative, negative_ids, _ = self._gather(negatives, text_ids[2 * size :])
+        self._count_candidates(every_positive, every_negative)
         out = self.objective(
             anchors,
-            positives,
-            negatives,
+            every_positive,
+            every_negative,
             anchor_ids=text_ids[:size],
-            positive_ids=text_ids[size : 2 * size],
-            negative_ids=text_ids[2 * size :] if parts == 3 else None,
+            positive_ids=positive_ids,
+            negative_ids=negative_ids,
+            offset=offset,
         )
         self._probe(anchors, positives, negatives)
         return vectors, out, size
+
+    def _gather(self, vectors: Tensor, text_ids: Tensor) -> tuple[Tensor, Tensor, int]:
+        """Candidates (and their text ids) from every process, and where this process's rows start
+        (:mod:`anglekit.training.gather`); this process's own batch when gathering is off or in
+        evaluation."""
+        if not (self.gather_candidates and self.model.training):
+            return vectors, text_ids, 0
+        every, offset = gather_rows(vectors)
+        every_id, _ = gather_rows(text_ids, differentiable=False)
+        return every, every_id, offset
+
+    def _count_candidates(self, positives: Tensor, negatives: Tensor | None) -> None:
+        if self.model.training:
+            self._candidates.append(positives.shape[0] + (0 if negatives is None else negatives.shape[0]))
 
     def _probe(self, anchors: Tensor, positives: Tensor, negatives: Tensor | None) -> None:
         if self.probes is not None and self.model.training:
@@ -148,6 +178,9 @@ class AnglETrainer(Trainer):
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs:
+            if self._candidates:
+                logs["candidates"] = sum(self._candidates) / len(self._candidates)
+                self._candidates.clear()
             for name, total in self._component_sums.items():
                 logs[f"loss_{name}"] = total / max(1, self._component_counts[name])
             self._component_sums.clear()
