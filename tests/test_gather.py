@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import helpers
 from anglekit.losses import ContrastiveObjective
 from anglekit.training.gather import distributed_world, gather_rows
 
@@ -35,9 +36,10 @@ def _worker(rank: int, preset: str, init_file: str, out_dir: str) -> None:
         rows = slice(start, start + SIZES[rank])
         a = anchors[rows].clone().requires_grad_(True)
         p = positives[rows].clone().requires_grad_(True)
-        every_p, offset = gather_rows(p)
-        every_id, id_offset = gather_rows(IDS[rows], differentiable=False)
-        assert offset == id_offset == start and every_p.shape[0] == 5
+        with pytest.raises(ValueError, match="same number of rows"):
+            gather_rows(p, IDS[:1])  # refused before any collective, on every process alike
+        (every_p, every_id), offset = gather_rows(p, IDS[rows])
+        assert offset == start and every_p.shape[0] == every_id.shape[0] == 5
         out = _objective(preset)(a, every_p, anchor_ids=IDS[rows], positive_ids=every_id, offset=offset)
         total = out.loss * SIZES[rank]  # this process's share of the full batch's summed loss
         total.backward()
@@ -68,16 +70,15 @@ def test_two_processes_match_one_process_with_the_whole_batch(preset: str, tmp_p
 def test_without_a_process_group_gather_is_the_identity() -> None:
     assert distributed_world() == (0, 1)
     tensor = torch.randn(3, 4, requires_grad=True)
-    gathered, offset = gather_rows(tensor)
+    (gathered,), offset = gather_rows(tensor)
     assert gathered is tensor and offset == 0
 
 
 def _sentences(path: Path) -> Path:
     import random
 
-    words = "cat dog bird runs jumps red blue small big house tree car".split()
     rng = random.Random(0)
-    path.write_text("\n".join(" ".join(rng.choice(words) for _ in range(6)) for _ in range(40)) + "\n")
+    path.write_text("".join(helpers.random_sentence(rng) + "\n" for _ in range(40)), encoding="utf-8")
     return path
 
 

@@ -66,17 +66,19 @@ class _GatherRows(torch.autograd.Function):
         return total[start : start + ctx.sizes[ctx.rank]], None, None
 
 
-def gather_rows(tensor: Tensor, *, differentiable: bool = True) -> tuple[Tensor, int]:
-    """Rows of ``tensor`` from every process, in rank order, and where this process's rows start.
+def gather_rows(*tensors: Tensor) -> tuple[list[Tensor], int]:
+    """Rows of each tensor from every process, in rank order, and where this process's rows start.
 
-    Without a multi-process group this is ``(tensor, 0)``. ``differentiable=False`` gathers
-    integer tensors such as text ids.
+    The tensors share their number of rows (e.g. vectors and their text ids), so one exchange of
+    batch sizes serves them all. A tensor that requires grad is gathered differentiably. Without
+    a multi-process group this is ``(list(tensors), 0)``.
     """
     rank, world = distributed_world()
     if world == 1:
-        return tensor, 0
-    sizes = _sizes(tensor.shape[0], tensor.device)
-    offset = sum(sizes[:rank])
-    if differentiable and tensor.requires_grad:
-        return _GatherRows.apply(tensor, sizes, rank), offset
-    return _padded_gather(tensor, sizes), offset
+        return list(tensors), 0
+    rows = {t.shape[0] for t in tensors}
+    if len(rows) != 1:
+        raise ValueError(f"gather_rows: the tensors must have the same number of rows, got {sorted(rows)}")
+    sizes = _sizes(rows.pop(), tensors[0].device)
+    gathered = [_GatherRows.apply(t, sizes, rank) if t.requires_grad else _padded_gather(t, sizes) for t in tensors]
+    return gathered, sum(sizes[:rank])

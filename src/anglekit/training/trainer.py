@@ -128,7 +128,7 @@ class AnglETrainer(Trainer):
         text_ids = inputs["text_ids"]
         anchors, positives = dropout_views(model, inputs["input_ids"], inputs["attention_mask"])
         anchors, positives = anchors.float(), positives.float()
-        candidates, candidate_ids, offset = self._gather(positives, text_ids)
+        (candidates, candidate_ids), offset = self._gather(positives, text_ids)
         self._count_candidates(candidates, None)
         out = self.objective(anchors, candidates, anchor_ids=text_ids, positive_ids=candidate_ids, offset=offset)
         self._probe(anchors, positives, None)
@@ -141,10 +141,13 @@ class AnglETrainer(Trainer):
         vectors = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).float()
         anchors, positives = vectors[:size], vectors[size : 2 * size]
         negatives = vectors[2 * size :] if parts == 3 else None
-        every_positive, positive_ids, offset = self._gather(positives, text_ids[size : 2 * size])
         every_negative, negative_ids = None, None
-        if negatives is not None:
-            every_negative, negative_ids, _ = self._gather(negatives, text_ids[2 * size :])
+        if negatives is None:
+            (every_positive, positive_ids), offset = self._gather(positives, text_ids[size : 2 * size])
+        else:
+            (every_positive, positive_ids, every_negative, negative_ids), offset = self._gather(
+                positives, text_ids[size : 2 * size], negatives, text_ids[2 * size :]
+            )
         self._count_candidates(every_positive, every_negative)
         out = self.objective(
             anchors,
@@ -158,15 +161,13 @@ class AnglETrainer(Trainer):
         self._probe(anchors, positives, negatives)
         return vectors, out, size
 
-    def _gather(self, vectors: Tensor, text_ids: Tensor) -> tuple[Tensor, Tensor, int]:
-        """Candidates (and their text ids) from every process, and where this process's rows start
+    def _gather(self, *tensors: Tensor) -> tuple[list[Tensor], int]:
+        """Candidates and their text ids from every process, and where this process's rows start
         (:mod:`anglekit.training.gather`); this process's own batch when gathering is off or in
         evaluation."""
         if not (self.gather_candidates and self.model.training):
-            return vectors, text_ids, 0
-        every, offset = gather_rows(vectors)
-        every_id, _ = gather_rows(text_ids, differentiable=False)
-        return every, every_id, offset
+            return list(tensors), 0
+        return gather_rows(*tensors)
 
     def _count_candidates(self, positives: Tensor, negatives: Tensor | None) -> None:
         if self.model.training:
