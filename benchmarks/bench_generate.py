@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -66,10 +65,6 @@ def train_run(name: str, train_data: str, objective: str, max_steps: int, seed: 
     with contextlib.redirect_stdout(sys.stderr):
         result = train(config)
     return {"steps": result.steps, "train_seconds": result.train_seconds, "model_dir": str(result.model_dir)}
-
-
-def mean_std(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
 GENERATION_KEYS = ("n_sentences", "size", "max_tokens", "temperature", "gen_batch_size", "concurrency", "seed")
@@ -160,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
             simcse["stsb_test"] = evaluate(simcse.pop("model_dir"), args)
             runs.append({"seed": seed, "angle": angle, "simcse": simcse})
             print(f"seed {seed}: AnglE {angle['stsb_test']:.2f}, SimCSE {simcse['stsb_test']:.2f}", file=sys.stderr)
-    angle_mean, angle_std = mean_std([r["angle"]["stsb_test"] for r in runs])
-    simcse_mean, simcse_std = mean_std([r["simcse"]["stsb_test"] for r in runs])
+    angle_mean, angle_std = common.mean_std([r["angle"]["stsb_test"] for r in runs])
+    simcse_mean, simcse_std = common.mean_std([r["simcse"]["stsb_test"] for r in runs])
     steps = runs[0]["angle"]["steps"]
 
     result = {

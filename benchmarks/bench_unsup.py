@@ -31,7 +31,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -151,7 +150,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         values = [v for v in values if v is not None]
         if not values:
             return None, None
-        return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+        return common.mean_std(values)
 
     summary = []
     for method in dict.fromkeys(r["method"] for r in rows):

@@ -21,6 +21,7 @@ import os
 import platform
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import zipfile
@@ -187,6 +188,12 @@ def cosine_spearman_x100(emb1: np.ndarray, emb2: np.ndarray, gold: np.ndarray) -
     b = b / np.clip(np.linalg.norm(b, axis=1, keepdims=True), 1e-12, None)
     cos = np.sum(a * b, axis=1)
     return float(spearmanr(cos, gold).correlation * 100.0)
+
+
+def mean_std(values: Iterable[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation over seeds (0.0 for a single run)."""
+    values = list(values)
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
 def peak_rss_mb() -> float:
