@@ -20,6 +20,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The suites read the data root; anglekit's default is $ANGLEKIT_DATA, else the per-user folder.
+os.environ.setdefault("ANGLEKIT_DATA", str(HERE.parent.parent / "shared" / "data"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,8 +14,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from anglekit.data.senteval import read_lines
-from anglekit.errors import DataError
+from anglekit.data.sources import read_lines
+from anglekit.data.splits import normalize_split
+from anglekit.errors import ConfigError, DataError
 
 FLICKR_SPLITS: dict[str, tuple[str, str, str]] = {
     # split: (folder, file stem, image list)
@@ -47,9 +48,10 @@ def load_flickr30k_captions(directory: str | os.PathLike[str], split: str = "tes
     Every file must have the same number of lines and no empty caption; the image list, when
     present, must have one line per image.
     """
-    key = {"val": "dev", "validation": "dev"}.get(split, split)
-    if key not in FLICKR_SPLITS:
-        raise DataError(f"unknown Flickr30k split {split!r}; expected one of train, dev (val), test")
+    try:
+        key = normalize_split(split)
+    except ConfigError:
+        raise DataError(f"unknown Flickr30k split {split!r}; expected one of train, dev (val), test") from None
     folder, stem, image_list = FLICKR_SPLITS[key]
     root = Path(directory)
     files = [read_lines(root / folder / f"{stem}.{j}", what=f"Flickr30k {key} captions: one caption a line, "

@@ -37,8 +37,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from anglekit.data.readers import _read_text_sink, _text_problem
-from anglekit.data.triplets import TripletDataset
+from anglekit.data.records import TripletDataset
+from anglekit.data.sources import collect_texts, read_lines, text_problem
+from anglekit.data.splits import normalize_split
 from anglekit.errors import ConfigError, DataError
 
 __all__ = ["NLI_LABELS", "PAIRINGS", "load_snli", "nli_to_triplets", "parse_nli_label", "snli_files"]
@@ -47,7 +48,6 @@ NLI_LABELS = ("entailment", "neutral", "contradiction")
 """Label names; the Hugging Face integer of each is its index here."""
 PAIRINGS = ("zip", "cycle", "all")
 _NO_GOLD = {"-", "", "-1"}
-_SNLI_SPLITS = {"train": "train", "dev": "dev", "validation": "dev", "val": "dev", "test": "test"}
 
 
 def parse_nli_label(value: Any) -> str | None:
@@ -124,7 +124,7 @@ def nli_to_triplets(
             continue
         bad = None
         for value, field_index in ((premise, 0), (hypothesis, 1)):
-            problem = _text_problem(value)
+            problem = text_problem(value)
             if problem is not None:
                 bad = (problem, field_index)
                 break
@@ -172,9 +172,7 @@ def nli_to_triplets(
 
 def snli_files(directory: str | os.PathLike[str], split: str) -> tuple[Path, Path, Path]:
     """The ``s1``, ``s2`` and ``labels`` files of ``split`` in SentEval's SNLI folder."""
-    key = _SNLI_SPLITS.get(str(split).lower())
-    if key is None:
-        raise ConfigError(f"unknown SNLI split {split!r}; use train, dev (validation) or test")
+    key = normalize_split(split)
     root = Path(directory).expanduser()
     files = tuple(root / f"{stem}.{key}" for stem in ("s1", "s2", "labels"))
     missing = [p.name for p in files if not p.is_file()]
@@ -195,13 +193,13 @@ def load_snli(directory: str | os.PathLike[str], split: str = "dev", *, pairing:
     the same number of lines; a blank line is an error naming its file and line.
     """
     s1, s2, lab = snli_files(directory, split)
-    premises = _read_text_sink(s1, None, lenient=False, plain=True).texts
-    hypotheses = _read_text_sink(s2, None, lenient=False, plain=True).texts
-    labels = _read_lines(lab)
+    premises = collect_texts(s1, plain=True).texts
+    hypotheses = collect_texts(s2, plain=True).texts
+    labels = read_lines(lab, what="SNLI labels, one a line").lines  # a blank line: no gold label
     lengths = {s1.name: len(premises), s2.name: len(hypotheses), lab.name: len(labels)}
     if len(set(lengths.values())) > 1:
         raise DataError(f"SNLI files are not line-aligned: {lengths}", source=str(Path(directory)))
-    key = _SNLI_SPLITS[str(split).lower()]
+    key = normalize_split(split)
     return nli_to_triplets(
         premises,
         hypotheses,
@@ -213,15 +211,3 @@ def load_snli(directory: str | os.PathLike[str], split: str = "dev", *, pairing:
         field_names=("text", "text", "label"),
         field_sources=(str(s1), str(s2), str(lab)),
     )
-
-
-def _read_lines(path: Path) -> list[str]:
-    """Label lines as they are (a blank line is a missing gold label, not a read error)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read labels: {exc}", source=str(path)) from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]

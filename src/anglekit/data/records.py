@@ -1,8 +1,10 @@
-"""Record types: one labelled pair, and a validated, column-oriented dataset of pairs.
+"""Record types: labelled pairs, plain sentences and triplets, each as a validated dataset.
 
-A :class:`PairDataset` is what every reader returns. It is validated on construction (every
-text a non-empty ``str``, every label a finite float inside the declared range, all columns of one
-length), so that code downstream (collator, trainer, evaluation) can trust it without re-checking.
+A :class:`PairDataset`, :class:`SentenceDataset` or :class:`TripletDataset` is what the readers
+return. Each is validated on construction (every text a non-empty ``str``, every label a finite
+float inside the declared range, all columns of one length), so that code downstream (collator,
+trainer, evaluation) can trust it without re-checking. Record types know no reader: reading is
+:mod:`~anglekit.data.readers`, :mod:`~anglekit.data.sentences` and :mod:`~anglekit.data.triplets`.
 """
 
 from __future__ import annotations
@@ -12,16 +14,16 @@ import numbers
 import operator
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from anglekit.errors import ConfigError, DataError
 
-__all__ = ["PairDataset", "PairRecord"]
+__all__ = ["PairDataset", "PairRecord", "SentenceDataset", "TripletDataset", "TripletRecord", "check_label_range"]
 
 
-def _check_label_range(label_range: Any) -> tuple[float, float] | None:
+def check_label_range(label_range: Any) -> tuple[float, float] | None:
     """Normalise a declared ``(low, high)`` label range; ``None`` means undeclared."""
     if label_range is None:
         return None
@@ -104,7 +106,7 @@ class PairDataset:
         bad = np.flatnonzero(~np.isfinite(self.labels))
         if bad.size:
             raise DataError(f"label is not finite ({self.labels[bad[0]]})", source=where, row=int(bad[0]) + 1, field="label")
-        self.label_range = _check_label_range(self.label_range)
+        self.label_range = check_label_range(self.label_range)
         if self.label_range is not None and len(self.labels):
             low, high = self.label_range
             outside = np.flatnonzero((self.labels < low) | (self.labels > high))
@@ -245,4 +247,189 @@ class PairDataset:
             total = sum(self.skipped.values())
             reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(self.skipped.items()))
             text += f"; SKIPPED {total} row{'s' if total != 1 else ''} ({reasons})"
+        return text
+
+
+@dataclass(eq=False)
+class SentenceDataset:
+    """A validated list of sentences (non-empty strings, kept exactly as read)."""
+
+    texts: list[str]
+    name: str = ""
+    source: str = ""
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        where = self.source or self.name or None
+        self.texts = list(self.texts)
+        for i, text in enumerate(self.texts):
+            if not isinstance(text, str):
+                raise DataError(f"text must be a str, got {type(text).__name__}", source=where, row=i + 1, field="text")
+            if not text or text.isspace():
+                raise DataError("text is empty", source=where, row=i + 1, field="text")
+        self.skipped = {str(k): int(v) for k, v in dict(self.skipped).items()}
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return self.select(range(*index.indices(len(self))))
+        return self.texts[operator.index(index)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.texts)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SentenceDataset):
+            return NotImplemented
+        return (self.texts, self.name, self.source, self.skipped) == (other.texts, other.name, other.source, other.skipped)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable container
+
+    def __repr__(self) -> str:
+        return f"SentenceDataset(name={self.name!r}, source={self.source!r}, sentences={len(self)})"
+
+    def select(self, indices: Iterable[int] | np.ndarray) -> SentenceDataset:
+        """A new dataset with the sentences at ``indices`` (in that order)."""
+        positions = [int(i) for i in (indices.tolist() if isinstance(indices, np.ndarray) else indices)]
+        return SentenceDataset([self.texts[i] for i in positions], name=self.name, source=self.source, skipped=dict(self.skipped))
+
+    def deduplicate(self) -> SentenceDataset:
+        """The distinct sentences in order of first appearance; the removed count is in ``skipped``."""
+        distinct = list(dict.fromkeys(self.texts))
+        skipped = dict(self.skipped)
+        removed = len(self.texts) - len(distinct)
+        if removed:
+            skipped["duplicate"] = skipped.get("duplicate", 0) + removed
+        return SentenceDataset(distinct, name=self.name, source=self.source, skipped=skipped)
+
+    @classmethod
+    def concatenate(cls, parts: Iterable[SentenceDataset], *, name: str | None = None) -> SentenceDataset:
+        """One dataset of all sentences of ``parts`` in order (skipped counts added up)."""
+        parts = list(parts)
+        if not parts:
+            raise DataError("no sentence sources to join")
+        texts: list[str] = []
+        skipped: dict[str, int] = {}
+        for part in parts:
+            texts.extend(part.texts)
+            for reason, count in part.skipped.items():
+                skipped[reason] = skipped.get(reason, 0) + count
+        joined_name = name or "+".join(p.name for p in parts)
+        return cls(texts, name=joined_name, source="+".join(p.source or p.name for p in parts), skipped=skipped)
+
+    def summary(self) -> str:
+        """One readable line: size, distinct count, length statistics, anything skipped."""
+        head = self.name or "sentences"
+        if self.source and self.source != self.name:
+            head += f" ({self.source})"
+        text = f"{head}: {len(self)} sentences"
+        if self.texts:
+            words = np.fromiter((len(t.split()) for t in self.texts), dtype=np.int64, count=len(self.texts))
+            text += f", {len(set(self.texts))} distinct, {words.mean():.1f} words on average (max {words.max()})"
+        if self.skipped:
+            total = sum(self.skipped.values())
+            reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(self.skipped.items()))
+            text += f"; SKIPPED {total} ({reasons})"
+        return text
+
+
+class TripletRecord(NamedTuple):
+    """One triplet; ``negative`` is ``None`` when the data has no hard negatives."""
+
+    anchor: str
+    positive: str
+    negative: str | None
+
+
+@dataclass(eq=False)
+class TripletDataset:
+    """Aligned anchors, positives and (optionally) hard negatives.
+
+    Attributes:
+        anchor, positive: texts (non-empty strings, kept exactly as read).
+        negative: hard negatives aligned with them, or ``None`` when there are none.
+        name, source: display name and origin.
+        skipped: what a lenient read skipped (or an NLI conversion left unused), ``reason -> count``.
+    """
+
+    anchor: list[str]
+    positive: list[str]
+    negative: list[str] | None = None
+    name: str = ""
+    source: str = ""
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        where = self.source or self.name or None
+        self.anchor = list(self.anchor)
+        self.positive = list(self.positive)
+        self.negative = None if self.negative is None else list(self.negative)
+        columns = [("anchor", self.anchor), ("positive", self.positive)]
+        if self.negative is not None:
+            columns.append(("negative", self.negative))
+        lengths = {n: len(c) for n, c in columns}
+        if len(set(lengths.values())) > 1:
+            raise DataError(f"columns differ in length: {lengths}", source=where)
+        for column_name, column in columns:
+            for i, text in enumerate(column):
+                if not isinstance(text, str):
+                    raise DataError(f"text must be a str, got {type(text).__name__}", source=where, row=i + 1, field=column_name)
+                if not text or text.isspace():
+                    raise DataError("text is empty", source=where, row=i + 1, field=column_name)
+        self.skipped = {str(k): int(v) for k, v in dict(self.skipped).items()}
+
+    @property
+    def has_negatives(self) -> bool:
+        return self.negative is not None
+
+    def __len__(self) -> int:
+        return len(self.anchor)
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return self.select(range(*index.indices(len(self))))
+        i = operator.index(index)
+        return TripletRecord(self.anchor[i], self.positive[i], None if self.negative is None else self.negative[i])
+
+    def __iter__(self) -> Iterator[TripletRecord]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TripletDataset):
+            return NotImplemented
+        return (self.anchor, self.positive, self.negative, self.name, self.source, self.skipped) == (
+            other.anchor, other.positive, other.negative, other.name, other.source, other.skipped,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable container
+
+    def __repr__(self) -> str:
+        return (
+            f"TripletDataset(name={self.name!r}, source={self.source!r}, rows={len(self)}, "
+            f"negatives={self.has_negatives})"
+        )
+
+    def select(self, indices: Iterable[int] | np.ndarray) -> TripletDataset:
+        positions = [int(i) for i in (indices.tolist() if isinstance(indices, np.ndarray) else indices)]
+        return TripletDataset(
+            [self.anchor[i] for i in positions],
+            [self.positive[i] for i in positions],
+            None if self.negative is None else [self.negative[i] for i in positions],
+            name=self.name,
+            source=self.source,
+            skipped=dict(self.skipped),
+        )
+
+    def summary(self) -> str:
+        head = self.name or "triplets"
+        if self.source and self.source != self.name:
+            head += f" ({self.source})"
+        text = f"{head}: {len(self)} rows ({'anchor, positive, hard negative' if self.has_negatives else 'anchor, positive'})"
+        if self.skipped:
+            total = sum(self.skipped.values())
+            reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(self.skipped.items()))
+            text += f"; SKIPPED {total} ({reasons})"
         return text

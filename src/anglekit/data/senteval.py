@@ -36,16 +36,42 @@ from pathlib import Path
 
 import numpy as np
 
+from anglekit.data.sources import KNOWN_LATIN1_FILES, TextFile, read_lines
 from anglekit.errors import DataError
 
+__all__ = [  # KNOWN_LATIN1_FILES, TextFile and read_lines are re-exported from anglekit.data.sources
+    "BINARY_TASK_FILES",
+    "KNOWN_LATIN1_FILES",
+    "MRPC_FILES",
+    "MRPC_HEADER",
+    "SICK_FILES",
+    "SICK_HEADER",
+    "SST_FILES",
+    "STSB_FILES",
+    "STS_EXPECTED_PAIRS",
+    "STS_VARIANTS",
+    "STS_YEARS",
+    "TREC_CLASSES",
+    "TREC_FILES",
+    "LabelledSentences",
+    "ScoredPairs",
+    "StsSubset",
+    "StsYear",
+    "TextFile",
+    "load_binary_task",
+    "load_mrpc_senteval",
+    "load_sick_relatedness",
+    "load_sst_binary",
+    "load_sts_subset",
+    "load_sts_year",
+    "load_stsbenchmark",
+    "load_trec",
+    "read_lines",
+    "sts_year_dir",
+    "unique_texts",
+]
+
 PathLike = str | os.PathLike[str]
-
-KNOWN_LATIN1_FILES: frozenset[str] = frozenset({"train_5500.label", "TREC_10.label"})
-"""File names that are not clean UTF-8 in the public copies and are decoded as Latin-1 on purpose.
-
-``TREC/train_5500.label`` holds one byte 0xF0 (line 66, "sister\\xf0city"), which is not UTF-8;
-SentEval opens both TREC files as Latin-1, and so does this module (and says so in its results).
-"""
 
 STS_YEARS: dict[str, tuple[str, ...]] = {
     "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
@@ -60,59 +86,6 @@ STS_EXPECTED_PAIRS: dict[str, int] = {"STS12": 3108, "STS13": 1500, "STS14": 375
 """Scored pairs per year after skipping blank gold lines (SentEval's counts)."""
 
 STS_VARIANTS = ("senteval", "original")
-
-
-# --------------------------------------------------------------------------------------------
-# decoding
-
-
-@dataclass(frozen=True)
-class TextFile:
-    """The lines of one text file (line ends removed) and the decoding that was used."""
-
-    path: str
-    lines: list[str]
-    encoding: str
-    note: str | None = None
-
-
-def read_lines(path: PathLike, *, what: str = "a text file") -> TextFile:
-    """Read ``path`` as strict UTF-8 (a BOM is dropped); split on ``\\n`` and drop a final empty line.
-
-    ``\\r`` before ``\\n`` is removed. A file in :data:`KNOWN_LATIN1_FILES` that is not valid UTF-8
-    is decoded as Latin-1 and the fact is recorded in ``TextFile.note``. Any other undecodable file
-    is a :class:`DataError` naming the file and the offending byte. ``what`` describes the expected
-    content for the error raised when the file is missing.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise DataError(f"file not found; expected {what}", source=str(p))
-    raw = p.read_bytes()
-    encoding = "utf-8"
-    note = None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line_no = raw.count(b"\n", 0, exc.start) + 1
-        if p.name in KNOWN_LATIN1_FILES:
-            text = raw.decode("latin-1")
-            encoding = "latin-1"
-            note = (
-                f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}, line {line_no}); "
-                "decoded as Latin-1 as SentEval does for this file"
-            )
-        else:
-            raise DataError(
-                f"not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start} ({exc.reason}); "
-                f"expected {what} in UTF-8",
-                source=str(p),
-                row=line_no,
-            ) from exc
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
-    return TextFile(path=str(p), lines=lines, encoding=encoding, note=note)
 
 
 def _norm(text: str, normalize_whitespace: bool) -> str:

@@ -14,37 +14,38 @@ read before going offline and **not re-verified**): default config with columns 
   hub repository (``data/<split>-*.parquet``), or any folder with ``<split>.{jsonl,json,csv,tsv,parquet}``;
 * a single file (one split).
 
-Split names: ``train``; ``valid`` (also ``dev``, ``validation``, ``val``); ``test``.
+Split names: those of :func:`anglekit.data.splits.normalize_split` (``train``; ``dev``, also
+``valid``, ``validation``, ``val``; ``test``); the files and the hub call the dev split ``valid``.
+
+The catalogue (:mod:`anglekit.data.catalog`) lists the dataset as ``github-issues`` and calls
+:func:`load_github_issues` for it; this module does not import the catalogue.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from anglekit.data.readers import read_pairs
+from anglekit.data.records import PairDataset
+from anglekit.data.splits import normalize_split
 from anglekit.errors import ConfigError, DataError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from anglekit.data.records import PairDataset
-
-# anglekit.data.* is imported inside the functions: anglekit.data.catalog imports this module at
-# its end (register_in_catalog), so a top-level import here would be circular.
-
-__all__ = ["HUB_ID", "NAMES", "SPLIT_ALIASES", "load_github_issues", "register_in_catalog"]
+__all__ = ["FILE_SPLITS", "HUB_ID", "NAMES", "load_github_issues"]
 
 HUB_ID = "WhereIsAI/github-issue-similarity"
 NAMES = ("github-issues", "github_issues", "github-issue-similarity", "gis")
-SPLIT_ALIASES = {"train": "train", "valid": "valid", "dev": "valid", "validation": "valid", "val": "valid", "test": "test"}
+FILE_SPLITS = {"train": "train", "dev": "valid", "test": "test"}
+"""Canonical split -> the split's name in the files and on the hub."""
 _COLUMNS = {"text1": "text1", "text2": "text2", "label": "label"}
 _EXTENSIONS = ("jsonl", "json", "parquet", "csv", "tsv")
 
 
 def _split_name(split: str) -> str:
-    key = str(split).strip().lower()
-    if key not in SPLIT_ALIASES:
-        raise ConfigError(f"unknown split {split!r} of the GitHub issues dataset (train, valid/dev/validation, test)")
-    return SPLIT_ALIASES[key]
+    try:
+        return FILE_SPLITS[normalize_split(split)]
+    except ConfigError:
+        raise ConfigError(f"unknown split {split!r} of the GitHub issues dataset (train, valid/dev/validation, test)") from None
 
 
 def _split_file(folder: Path, split: str) -> Path | None:
@@ -69,8 +70,6 @@ def load_github_issues(
 
     The signature fits :class:`anglekit.data.catalog.KnownDataset.loader` (``loader(path, split, lenient=)``).
     """
-    from anglekit.data.readers import read_pairs
-
     text = os.fspath(path_or_hub)
     path = Path(text).expanduser()
     if path.is_file():
@@ -90,28 +89,3 @@ def load_github_issues(
         raise DataError("no such file or directory, and not a hub id", source=text)
     return read_pairs(hub, format="hub", split=canonical, columns=_COLUMNS, label_range=(0.0, 1.0), lenient=lenient,
                       name=f"github-issues:{canonical}")
-
-
-def register_in_catalog(known_datasets: dict[str, Any], name_aliases: dict[str, str]) -> None:
-    """Add the dataset to :mod:`anglekit.data.catalog` (called from there, once, at import).
-
-    Gives ``resolve_dataset("github-issues:train")`` (local copy under the data root in
-    ``github-issues/``, else the hub), and detection of folders written by ``github-issues build``.
-    """
-    from anglekit.data.catalog import KnownDataset
-    from anglekit.github_issues.build import MANIFEST
-
-    known_datasets["github-issues"] = KnownDataset(
-        name="github-issues",
-        loader=load_github_issues,
-        local_dirs=("github-issues", "github_issues", "github-issue-similarity"),
-        marker_files=(MANIFEST,),
-        hub_id=HUB_ID,
-        hub_config=None,
-        hub_columns=dict(_COLUMNS),
-        hub_splits={"train": "train", "dev": "valid", "test": "test"},
-        hub_label_range=(0.0, 1.0),
-        hub_note="labels 0/1 (duplicate issues); splits train / valid / test",
-    )
-    for name in NAMES:
-        name_aliases[name] = "github-issues"

@@ -21,12 +21,13 @@ from anglekit.data import (
     resolve_sentences,
     resolve_training_data,
     resolve_triplets,
+    triplets_from_records,
 )
-from anglekit.data.collator import SentenceCollator, TokenizedSentences, TokenizedTriplets, TripletCollator
+from anglekit.training.tasks.contrastive import SentenceCollator, TokenizedSentences, TokenizedTriplets, TripletCollator
 from anglekit.data.nli import parse_nli_label
 from anglekit.errors import ConfigError, DataError
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_shared = pytest.mark.skipif(not (SHARED / "senteval" / "SNLI").is_dir(), reason="../shared/data not available")
 
 
@@ -194,7 +195,7 @@ def test_triplets_from_python_data_and_column_mapping(tmp_path: Path) -> None:
     assert exc.value.row == 2
     ds = read_triplets({"q": ["x"], "d": ["y"]}, columns={"anchor": "q", "positive": "d"})
     assert tuple(ds[0]) == ("x", "y", None)
-    ds = TripletDataset.from_records([("a", "p", "n")], name="mine", source="here")
+    ds = triplets_from_records([("a", "p", "n")], name="mine", source="here")
     assert ds.name == "mine" and ds.source == "here"
     with pytest.raises(DataError, match="differ in length"):
         TripletDataset(["a"], ["p", "q"])

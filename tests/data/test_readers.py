@@ -36,7 +36,7 @@ from anglekit.data import (  # noqa: E402
 )
 from anglekit.errors import ConfigError, DataError  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_shared = pytest.mark.skipif(not (SHARED / "stsb").is_dir(), reason="../shared/data not available")
 
 ROWS = [("A man plays a guitar.", "Someone plays music.", 4.2), ("A cat sleeps.", "The stock market fell.", 0.0), ("Kids run.", "Children are running.", 2.4)]
