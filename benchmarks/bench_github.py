@@ -11,7 +11,7 @@
    has the two sides of the same related STS-B pairs (score >= 3), a negative pair the sides of
    two unrelated groups, half of them sharing their first 8 sentences (only the text past the
    first 512 tokens tells those apart); about 650-750 tokens a text, 375 of them boilerplate. Methods: truncation at 128 and at the model
-   limit (512 for all-MiniLM-L6-v2), chunk pooling (``anglekit.long_text.embed_long``) with
+   limit (512 for all-MiniLM-L6-v2), chunk pooling (``anglekit.model.long_text.embed_long``) with
    128-token windows: 4 windows spread over the text (``max_chunks=4``: exactly the token budget
    of truncation at 512, i.e. equal compute), all windows without overlap, all with 50% overlap. Reports Spearman x 100 and ROC-AUC of cosine vs label, tokens processed and seconds.
 
@@ -146,8 +146,8 @@ def _scores(a: np.ndarray, b: np.ndarray, labels: np.ndarray) -> dict[str, float
 def bench_long_text(n_pairs: int, tiny: bool) -> dict[str, Any]:
     import torch
 
-    from anglekit.embedder import Embedder
-    from anglekit.long_text import _special_wrap, chunk_token_ids, embed_long, model_max_length
+    from anglekit.model.embedder import Embedder
+    from anglekit.model.long_text import _special_wrap, chunk_token_ids, embed_long, model_max_length
 
     model_name = "tiny random BERT"
     if not tiny:

@@ -38,3 +38,8 @@ class DataError(AnglekitError, ValueError):
             where.append(f"field {field!r}")
         prefix = ", ".join(where)
         super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class UnsupportedModelError(ConfigError):
+    """A model folder holds parts anglekit cannot apply (e.g. a sentence-transformers module other
+    than Transformer, Pooling and Normalize), so anglekit would embed differently from its authors."""

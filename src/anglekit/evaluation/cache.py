@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from anglekit.atomic import atomic_path, atomic_write_json
+from anglekit.io.atomic import atomic_path, atomic_write_json
 from anglekit.errors import ConfigError, DataError
 
 KEY_BYTES = 16

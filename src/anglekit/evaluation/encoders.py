@@ -3,7 +3,7 @@
 The suites work on an :data:`~anglekit.evaluation.similarity.EncodeFn`: any callable mapping a list
 of texts to a float array ``(len(texts), dim)``. :func:`prepare_encoder` accepts
 
-* an anglekit :class:`~anglekit.embedder.Embedder` (anything with ``encode(texts, batch_size=...)``,
+* an anglekit :class:`~anglekit.model.embedder.Embedder` (anything with ``encode(texts, batch_size=...)``,
   ``config.max_length`` and ``fingerprint()``),
 * a ``sentence_transformers.SentenceTransformer`` (its ``max_seq_length`` is set to ``max_length``),
 * or a plain callable ``encode(texts) -> array``; if it takes a ``max_length`` keyword, the

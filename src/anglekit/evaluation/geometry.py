@@ -94,7 +94,7 @@ def plot_geometry(cos: np.ndarray, gold: np.ndarray, path: str | os.PathLike[str
     from matplotlib.figure import Figure
     from scipy.stats import gaussian_kde
 
-    from anglekit.atomic import atomic_path
+    from anglekit.io.atomic import atomic_path
 
     fig = Figure(figsize=(10, 4))
     FigureCanvasAgg(fig)

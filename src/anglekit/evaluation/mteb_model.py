@@ -4,7 +4,7 @@ Needs the optional ``mteb`` package (``pip install mteb``; tested with mteb 2.x)
 anglekit imports this module.
 
     import mteb
-    from anglekit.embedder import Embedder
+    from anglekit.model.embedder import Embedder
     from anglekit.evaluation.mteb_model import AnglekitMTEBModel
 
     embedder = Embedder.from_pretrained("path/to/model", max_length=512)

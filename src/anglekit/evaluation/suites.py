@@ -1,6 +1,6 @@
 """One entry point for every evaluation suite: :func:`run_suite` (and :func:`run_suites`).
 
-    from anglekit.embedder import Embedder
+    from anglekit.model.embedder import Embedder
     from anglekit.evaluation.suites import run_suite
 
     model = Embedder.from_pretrained("pypi:all-minilm-l6-v2", pooling="last_avg", max_length=256)
@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from anglekit.atomic import atomic_write_json, atomic_write_text
+from anglekit.io.atomic import atomic_write_json, atomic_write_text
 from anglekit.errors import ConfigError
 from anglekit.evaluation.cache import CachedEncoder, EmbeddingCache
 from anglekit.evaluation.encoders import prepare_encoder

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from anglekit.atomic import atomic_path
+from anglekit.io.atomic import atomic_path
 from anglekit.errors import ConfigError, DataError
 
 __all__ = ["load_metrics", "plot_dynamics", "series"]

@@ -2,7 +2,7 @@
 
 Unsupervised SimCSE trains with an MLP (dense hidden -> hidden, then tanh; BERT's pooler
 shape) on top of the [CLS] vector and drops it at test time ("mlp_only_train"); SimACE follows
-it. :class:`TrainingModel` wraps the :class:`~anglekit.embedder.Embedder`: in training mode its
+it. :class:`TrainingModel` wraps the :class:`~anglekit.model.embedder.Embedder`: in training mode its
 forward pass applies the head, in eval mode (and in ``encode``) it does not. The head lives in
 the trainer's model, so it is optimised, checkpointed and restored on resume, but
 ``Embedder.save_pretrained`` never sees it: the saved model is the plain embedder.

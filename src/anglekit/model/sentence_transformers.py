@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from anglekit.errors import ConfigError
+from anglekit.errors import ConfigError, UnsupportedModelError
+from anglekit.model.hub import local_or_hub_file as _file
 
 _POOLING_MODES = {
     "pooling_mode_cls_token": "cls",
@@ -29,12 +30,6 @@ def _read_json(path: Path) -> Any:
         raise ConfigError(f"{path}: cannot read sentence-transformers settings ({exc})") from exc
 
 
-def _file(name_or_path: str, filename: str, revision: str | None) -> Path | None:
-    from anglekit.embedder import _local_or_hub_file
-
-    return _local_or_hub_file(name_or_path, filename, revision)
-
-
 def read_sentence_transformers_settings(name_or_path: str, *, revision: str | None = None) -> dict[str, Any]:
     """Embedder settings implied by a sentence-transformers layout, or {} when it is not one."""
     modules_file = _file(name_or_path, "modules.json", revision)
@@ -47,7 +42,7 @@ def read_sentence_transformers_settings(name_or_path: str, *, revision: str | No
     for module in modules:
         kind = str(module.get("type", ""))
         if not kind.endswith(_SUPPORTED_MODULES):
-            raise ConfigError(
+            raise UnsupportedModelError(
                 f"{modules_file}: module {kind!r} is not supported (anglekit applies only "
                 f"{', '.join(_SUPPORTED_MODULES)}); the model would embed differently from sentence-transformers"
             )
@@ -60,19 +55,19 @@ def read_sentence_transformers_settings(name_or_path: str, *, revision: str | No
                     if key.startswith("pooling_mode_") and on and key not in _POOLING_MODES
                 )
                 if unsupported:
-                    raise ConfigError(f"{pooling_file}: pooling mode(s) {unsupported} are not supported")
+                    raise UnsupportedModelError(f"{pooling_file}: pooling mode(s) {unsupported} are not supported")
                 active = [mode for key, mode in _POOLING_MODES.items() if pooling_config.get(key)]
                 if len(active) == 1:
                     settings["pooling"] = active[0]
                 elif active:
-                    raise ConfigError(f"{pooling_file}: several pooling modes {active} are not supported together")
+                    raise UnsupportedModelError(f"{pooling_file}: several pooling modes {active} are not supported together")
         elif kind.endswith("Normalize"):
             settings["normalize"] = True
     bert_config_file = _file(name_or_path, "sentence_bert_config.json", revision)
     if bert_config_file is not None:
         bert_config = _read_json(bert_config_file)
         if bert_config.get("do_lower_case"):
-            raise ConfigError(f"{bert_config_file}: do_lower_case is not supported (lower-case the texts yourself)")
+            raise UnsupportedModelError(f"{bert_config_file}: do_lower_case is not supported (lower-case the texts yourself)")
         max_len = bert_config.get("max_seq_length")
         if isinstance(max_len, int) and max_len > 0:
             settings["max_length"] = max_len

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from anglekit.errors import ConfigError
-from anglekit.pooling import (
+from anglekit.model.pooling import (
     POOLING_STRATEGIES,
     check_strategy,
     first_token,

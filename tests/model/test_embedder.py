@@ -17,10 +17,10 @@ import pytest
 import torch
 
 import helpers
-from anglekit.embedder import Embedder
-from anglekit.embedder_config import CONFIG_NAME, EmbedderConfig
+from anglekit.model.embedder import Embedder
+from anglekit.model.config import CONFIG_NAME, EmbedderConfig
 from anglekit.errors import ConfigError
-from anglekit.pooling import POOLING_STRATEGIES
+from anglekit.model.pooling import POOLING_STRATEGIES
 
 TEXTS = [
     "a man is playing the guitar .",
@@ -388,8 +388,26 @@ def test_sentence_transformers_layout_with_a_dense_module_is_refused(tiny_bert_d
         Embedder.from_pretrained(model, device="cpu")
 
 
+def test_modules_anglekit_cannot_apply_raise_the_dedicated_error(tiny_bert_dir: Path, copy_model: Any) -> None:
+    """Callers (eval's fallback to sentence-transformers) catch this type, never the message text."""
+    from anglekit.errors import UnsupportedModelError
+
+    model = copy_model(tiny_bert_dir)
+    _write_sentence_transformers_layout(model, normalize=False, max_seq_length=16)
+    modules = json.loads((model / "modules.json").read_text())
+    modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    (model / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(UnsupportedModelError, match="Dense"):
+        Embedder.from_pretrained(model, device="cpu")
+    modules.pop(2)
+    (model / "modules.json").write_text(json.dumps(modules))
+    (model / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 16, "do_lower_case": True}))
+    with pytest.raises(UnsupportedModelError, match="do_lower_case"):
+        Embedder.from_pretrained(model, device="cpu")
+
+
 def test_real_minilm_matches_sentence_transformers() -> None:
-    from anglekit.offline_models import minilm_dir
+    from anglekit.model.offline import minilm_dir
 
     try:
         directory = minilm_dir()

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from anglekit.errors import ConfigError
-from anglekit.long_text import chunk_token_ids, embed_long, model_max_length
+from anglekit.model.long_text import chunk_token_ids, embed_long, model_max_length
 
 
 @pytest.fixture(scope="module")
 def bert(tiny_bert_dir: Any) -> Any:
-    from anglekit.embedder import Embedder
+    from anglekit.model.embedder import Embedder
 
     return Embedder.from_pretrained(tiny_bert_dir, device="cpu")
 

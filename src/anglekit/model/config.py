@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from anglekit.errors import ConfigError
 from anglekit.llm.prompts import apply_prompt, quotes_text, resolve_prompt
-from anglekit.pooling import check_strategy
+from anglekit.model.pooling import check_strategy
 
 CONFIG_NAME = "anglekit_config.json"
 FORMAT_VERSION = 1
@@ -18,7 +18,7 @@ ROLES = ("query", "document")
 
 @dataclass
 class EmbedderConfig:
-    """How an :class:`~anglekit.embedder.Embedder` turns text into a vector.
+    """How an :class:`~anglekit.model.embedder.Embedder` turns text into a vector.
 
     Saved as ``anglekit_config.json`` beside the backbone's weights and restored on load, so a
     loaded model embeds exactly like the trained one. Keys added after format 1 all have defaults
@@ -105,7 +105,7 @@ class EmbedderConfig:
             raise ConfigError(f"{source}: {exc}") from None
 
     def save(self, directory: str | Path) -> None:
-        from anglekit.atomic import atomic_write_json
+        from anglekit.io.atomic import atomic_write_json
 
         atomic_write_json(Path(directory) / CONFIG_NAME, self.to_dict())
 
@@ -121,3 +121,50 @@ class EmbedderConfig:
         # Files written before prompt_preprocess existed applied templates literally.
         data.setdefault("prompt_preprocess", False)
         return cls.from_dict(data, source=str(path))
+
+
+_TEMPLATES = ("prompt", "query_prompt", "document_prompt")
+
+
+@dataclass(frozen=True)
+class EmbedderSettings:
+    """Some of an :class:`EmbedderConfig`'s settings, as one source gives them (None: not given).
+
+    A model's settings come from several sources, in increasing priority: the architecture's
+    defaults, a sentence-transformers folder, a saved ``anglekit_config.json`` (an adapter folder's
+    over its base's) and the caller's arguments. Each is one ``EmbedderSettings``; :meth:`over`
+    lays one on another and :meth:`resolve` validates the result into an :class:`EmbedderConfig`.
+    """
+
+    pooling: str | None = None
+    prompt: str | None = None
+    query_prompt: str | None = None
+    document_prompt: str | None = None
+    prompt_preprocess: bool | None = None
+    normalize: bool | None = None
+    max_length: int | None = None
+    padding_side: str | None = None
+    bidirectional: bool | None = None
+    base_model: str | None = None
+    base_gguf_file: str | None = None
+
+    @classmethod
+    def of(cls, config: EmbedderConfig) -> EmbedderSettings:
+        """Every setting of a complete config."""
+        return cls(**{f.name: getattr(config, f.name) for f in fields(cls)})
+
+    def given(self) -> dict[str, Any]:
+        """The settings this source gives."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    def over(self, lower: EmbedderSettings) -> EmbedderSettings:
+        """These settings laid over ``lower``. A new prompt template without ``prompt_preprocess``
+        lets the preprocessing be decided again for it (see :class:`EmbedderConfig`)."""
+        merged = replace(lower, **self.given())
+        if self.prompt_preprocess is None and any(getattr(self, name) is not None for name in _TEMPLATES):
+            merged = replace(merged, prompt_preprocess=None)
+        return merged
+
+    def resolve(self, *, source: str = "config") -> EmbedderConfig:
+        """The complete, validated config (defaults where nothing was given)."""
+        return EmbedderConfig.from_dict(self.given(), source=source)

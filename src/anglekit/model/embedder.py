@@ -4,7 +4,8 @@ Encoders and decoder LLMs load the same way; for decoders the backbone is the ba
 head), optionally with LoRA adapters (PEFT), bidirectional attention, k-bit weights or from GGUF.
 
 The embedder knows nothing about losses or training; it maps token ids to vectors and texts to
-arrays. Its :class:`~anglekit.embedder_config.EmbedderConfig` travels with the weights.
+arrays. Its :class:`~anglekit.model.config.EmbedderConfig` travels with the weights; resolving
+and loading names lives in :mod:`anglekit.model.loading`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
@@ -25,169 +26,15 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from anglekit.embedder_config import CONFIG_NAME, EmbedderConfig
 from anglekit.errors import ConfigError
 from anglekit.llm.bidirectional import enable_bidirectional, is_bidirectional
-from anglekit.llm.gguf import SUFFIX as GGUF_SUFFIX
-from anglekit.llm.gguf import GGUFSource, locate_gguf, require_gguf
-from anglekit.llm.lora import ADAPTER_CONFIG, ALL_LINEAR, DEFAULT_ALPHA, DEFAULT_DROPOUT, DEFAULT_RANK, is_peft_model, unwrap
-from anglekit.offline_models import resolve_model_name
-from anglekit.padding import pad_token_ids
-from anglekit.pooling import needs_all_hidden_states, pool
-from anglekit.sentence_transformers_dir import read_sentence_transformers_settings
-
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-}
-
-
-def default_device() -> torch.device:
-    """CUDA when present, else Apple's MPS when present, else the CPU."""
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
-def _resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | str | None:
-    if dtype is None or isinstance(dtype, torch.dtype) or dtype == "auto":
-        return dtype
-    try:
-        return DTYPES[dtype]
-    except KeyError:
-        raise ConfigError(f"unknown dtype {dtype!r}; choose one of auto, {', '.join(DTYPES)}") from None
-
-
-def _is_causal_lm(model_config: Any) -> bool:
-    architectures = getattr(model_config, "architectures", None) or []
-    decoder_heads = ("ForCausalLM", "LMHeadModel")
-    return bool(getattr(model_config, "is_decoder", False)) or any(a.endswith(decoder_heads) for a in architectures)
-
-
-def _local_or_hub_file(name_or_path: str, filename: str, revision: str | None) -> Path | None:
-    """Path of ``filename`` in a local directory or hub repository, or None when it has none."""
-    local = Path(name_or_path)
-    if local.is_dir():
-        candidate = local / filename
-        return candidate if candidate.is_file() else None
-    try:
-        from huggingface_hub import hf_hub_download
-        from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
-    except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
-        return None
-    try:
-        return Path(hf_hub_download(name_or_path, filename, revision=revision))
-    except (EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError, OSError, ValueError):
-        return None
-
-
-@dataclass(frozen=True)
-class _LoadOptions:
-    dtype: str | torch.dtype | None = None
-    load_in_kbit: int | None = None
-    revision: str | None = None
-    trust_remote_code: bool = False
-
-
-def _is_adapter_source(name: str, revision: str | None) -> bool:
-    """Whether ``name`` is a folder (or hub repository) of LoRA adapters rather than a model."""
-    local = Path(name)
-    if local.is_dir():
-        return (local / ADAPTER_CONFIG).is_file() and not (local / "config.json").is_file()
-    if local.exists() or name.startswith((".", "/")) or name.count("/") != 1:
-        return False
-    return (
-        _local_or_hub_file(name, ADAPTER_CONFIG, revision) is not None
-        and _local_or_hub_file(name, "config.json", revision) is None
-    )
-
-
-def _model_settings(name: str, gguf: GGUFSource | None, options: _LoadOptions) -> tuple[dict[str, Any], Any]:
-    """(embedder settings from the model's own files, transformers config) of a model to load."""
-    from transformers import AutoConfig
-
-    if gguf is not None:
-        require_gguf()
-        try:
-            model_config = AutoConfig.from_pretrained(
-                gguf.location, revision=options.revision, trust_remote_code=options.trust_remote_code, **gguf.kwargs()
-            )
-        except (OSError, ValueError) as exc:  # ValueError: an architecture transformers cannot read from GGUF
-            raise ConfigError(f"{name}: cannot load GGUF model ({exc})") from exc
-        # GGUF holds decoder LLMs (llama.cpp's format); their configs name no architecture.
-        return {"pooling": "last_token"}, model_config
-    local = Path(name)
-    if (local.exists() or name.startswith((".", "/"))) and not (local / "config.json").is_file():
-        raise ConfigError(f"{name}: not a model directory (no config.json there)")
-    try:
-        model_config = AutoConfig.from_pretrained(name, revision=options.revision, trust_remote_code=options.trust_remote_code)
-    except OSError as exc:
-        raise ConfigError(f"{name}: cannot load model ({exc})") from exc
-    settings: dict[str, Any] = {"pooling": "last_token" if _is_causal_lm(model_config) else "cls"}
-    settings.update(read_sentence_transformers_settings(name, revision=options.revision))
-    saved = _local_or_hub_file(name, CONFIG_NAME, options.revision)
-    if saved is not None:
-        settings.update(EmbedderConfig.load(saved.parent).to_dict())
-    return settings, model_config
-
-
-def _default_max_length(settings: dict[str, Any], model_config: Any) -> None:
-    model_max = getattr(model_config, "max_position_embeddings", None)
-    if "max_length" not in settings and isinstance(model_max, int) and model_max > 0:
-        settings["max_length"] = min(512, model_max)
-
-
-def _load_backbone(
-    name: str, gguf: GGUFSource | None, model_config: Any, options: _LoadOptions, device: str | torch.device | None
-) -> tuple[nn.Module, Any]:
-    """The base model (``AutoModel``: no LM head) and tokenizer of ``name``."""
-    from transformers import AutoModel, AutoTokenizer
-
-    kwargs: dict[str, Any] = {"revision": options.revision, "trust_remote_code": options.trust_remote_code}
-    location = name
-    if gguf is not None:
-        location = gguf.location
-        kwargs.update(gguf.kwargs())
-    model_kwargs = dict(kwargs)
-    resolved = _resolve_dtype(options.dtype)
-    if resolved is not None:
-        model_kwargs["dtype"] = resolved
-    if options.load_in_kbit is not None:
-        from anglekit.llm.quantization import kbit_quantization_config
-
-        compute = resolved if isinstance(resolved, torch.dtype) else None
-        model_kwargs["quantization_config"] = kbit_quantization_config(options.load_in_kbit, compute)
-        target = torch.device(device) if device is not None else torch.device("cuda")
-        if target.type != "cuda":
-            raise ConfigError(f"k-bit loading places the model on a CUDA device, got device={device!r}")
-        model_kwargs["device_map"] = {"": target.index if target.index is not None else torch.cuda.current_device()}
-    try:
-        backbone = AutoModel.from_pretrained(location, config=model_config, **model_kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
-    except OSError as exc:
-        raise ConfigError(f"{name}: cannot load model ({exc})") from exc
-    return backbone, tokenizer
-
-
-def _origin(given: str, name: str, gguf: GGUFSource | None, gguf_file: str | None) -> tuple[str, str | None]:
-    """(model, gguf_file) to record as the base of adapters trained on this model."""
-    if given.startswith("pypi:"):
-        return given, None
-    if gguf is not None:
-        location = Path(gguf.location)
-        folder = str(location.resolve()) if location.is_dir() else gguf.location
-        if gguf_file is None:
-            return str(Path(folder) / gguf.filename), None
-        return folder, gguf.filename
-    local = Path(name)
-    return (str(local.resolve()) if local.exists() else name), None
+from anglekit.llm.lora import ALL_LINEAR, DEFAULT_ALPHA, DEFAULT_DROPOUT, DEFAULT_RANK, is_peft_model, unwrap
+from anglekit.model import DEFAULT_BATCH_SIZE
+from anglekit.model.config import EmbedderConfig, EmbedderSettings
+from anglekit.model.devices import default_device
+from anglekit.model.loading import LoadOptions, load_model
+from anglekit.model.padding import pad_token_ids
+from anglekit.model.pooling import needs_all_hidden_states, pool
 
 
 class Embedder(nn.Module):
@@ -282,86 +129,25 @@ class Embedder(nn.Module):
         ``last_token`` for decoders), a sentence-transformers directory's modules, a saved
         ``anglekit_config.json`` (an adapter folder's over its base's), and the keyword arguments.
         """
-        given = os.fspath(name_or_path)
-        name = resolve_model_name(given)
-        if not name:
-            raise ConfigError("model name or path is empty")
-        overrides = {
-            "pooling": pooling,
-            "prompt": prompt,
-            "query_prompt": query_prompt,
-            "document_prompt": document_prompt,
-            "prompt_preprocess": prompt_preprocess,
-            "normalize": normalize,
-            "max_length": max_length,
-            "padding_side": padding_side,
-            "bidirectional": bidirectional,
-        }
-        overrides = {k: v for k, v in overrides.items() if v is not None}
-        if prompt_preprocess is None and {"prompt", "query_prompt", "document_prompt"} & set(overrides):
-            overrides["prompt_preprocess"] = None  # decide again for the new template(s)
-        options = _LoadOptions(dtype=dtype, load_in_kbit=load_in_kbit, revision=revision, trust_remote_code=trust_remote_code)
-        if load_in_kbit is not None:
-            from anglekit.llm.quantization import check_kbit
-
-            check_kbit(load_in_kbit)
-
-        if not name.endswith(GGUF_SUFFIX) and _is_adapter_source(name, revision):
-            embedder = cls._from_adapters(name, overrides, options, base_model=base_model, gguf_file=gguf_file, device=device)
-        else:
-            if base_model is not None:
-                raise ConfigError(f"{name}: base_model applies only to a folder of LoRA adapters")
-            gguf = locate_gguf(name, gguf_file)
-            settings, model_config = _model_settings(name, gguf, options)
-            settings.update(overrides)
-            _default_max_length(settings, model_config)
-            config = EmbedderConfig.from_dict(settings, source=name)
-            backbone, tokenizer = _load_backbone(name, gguf, model_config, options, device)
-            embedder = cls(backbone, tokenizer, config, source=name, origin=_origin(given, name, gguf, gguf_file))
+        overrides = EmbedderSettings(
+            pooling=pooling,
+            prompt=prompt,
+            query_prompt=query_prompt,
+            document_prompt=document_prompt,
+            prompt_preprocess=prompt_preprocess,
+            normalize=normalize,
+            max_length=max_length,
+            padding_side=padding_side,
+            bidirectional=bidirectional,
+        )
+        options = LoadOptions(
+            dtype=dtype, load_in_kbit=load_in_kbit, revision=revision, trust_remote_code=trust_remote_code, device=device
+        )
+        parts = load_model(os.fspath(name_or_path), overrides, options, gguf_file=gguf_file, base_model=base_model)
+        embedder = cls(parts.backbone, parts.tokenizer, parts.config, source=parts.source, origin=parts.origin)
         if load_in_kbit is None:
             embedder.to(torch.device(device) if device is not None else default_device())
         return embedder
-
-    @classmethod
-    def _from_adapters(
-        cls,
-        name: str,
-        overrides: dict[str, Any],
-        options: _LoadOptions,
-        *,
-        base_model: str | None,
-        gguf_file: str | None,
-        device: str | torch.device | None,
-    ) -> Embedder:
-        """Base model + the LoRA adapters saved in ``name`` (see :meth:`from_pretrained`)."""
-        from anglekit.llm.lora import ADAPTER_CONFIG, load_adapters, read_adapter_base
-
-        saved_path = _local_or_hub_file(name, CONFIG_NAME, options.revision)
-        saved = EmbedderConfig.load(saved_path.parent) if saved_path is not None else None
-        base = base_model or (saved.base_model if saved is not None else None)
-        if base is None:
-            adapter_config = _local_or_hub_file(name, ADAPTER_CONFIG, options.revision)
-            base = read_adapter_base(adapter_config.parent) if adapter_config is not None else None
-        if base is None:
-            raise ConfigError(f"{name}: the adapters record no base model; pass base_model=")
-        base_gguf = gguf_file if gguf_file is not None else (saved.base_gguf_file if saved is not None and base_model is None else None)
-        base_name = resolve_model_name(base)
-        gguf = locate_gguf(base_name, base_gguf)
-        base_options = replace(options, revision=None)  # the revision names the adapters' version
-        settings, model_config = _model_settings(base_name, gguf, base_options)
-        if saved is not None:
-            settings.update(saved.to_dict())
-        settings.update(overrides)
-        settings.update(base_model=base, base_gguf_file=base_gguf)
-        _default_max_length(settings, model_config)
-        config = EmbedderConfig.from_dict(settings, source=name)
-        backbone, tokenizer = _load_backbone(base_name, gguf, model_config, base_options, device)
-        if _local_or_hub_file(name, "tokenizer_config.json", options.revision) is not None:
-            from transformers import AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(name, revision=options.revision, trust_remote_code=options.trust_remote_code)
-        backbone = load_adapters(backbone, name, revision=options.revision)
-        return cls(backbone, tokenizer, config, source=name, origin=(base, base_gguf))
 
     def save_pretrained(self, directory: str | os.PathLike[str]) -> Path:
         """Write weights, tokenizer and embedder config; each file lands atomically.
@@ -509,7 +295,7 @@ class Embedder(nn.Module):
     def encode(
         self,
         texts: str | Sequence[str],
-        batch_size: int = 32,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         *,
         normalize: bool | None = None,
         show_progress: bool = False,
@@ -564,11 +350,11 @@ class Embedder(nn.Module):
             result = result[0]
         return result if convert_to == "torch" else result.numpy()
 
-    def encode_query(self, texts: str | Sequence[str], batch_size: int = 32, **kwargs: Any) -> np.ndarray | Tensor:
+    def encode_query(self, texts: str | Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> np.ndarray | Tensor:
         """:meth:`encode` with the query prompt."""
         return self.encode(texts, batch_size, role="query", **kwargs)
 
-    def encode_document(self, texts: str | Sequence[str], batch_size: int = 32, **kwargs: Any) -> np.ndarray | Tensor:
+    def encode_document(self, texts: str | Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> np.ndarray | Tensor:
         """:meth:`encode` with the document prompt."""
         return self.encode(texts, batch_size, role="document", **kwargs)
 

@@ -1,0 +1,7 @@
+"""``python -m anglekit``: the command line."""
+
+import sys
+
+from anglekit.cli import main
+
+sys.exit(main())

