@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     from anglekit.training.run import train
 
     with tempfile.TemporaryDirectory(prefix="anglekit-bench-") as out, contextlib.redirect_stdout(sys.stderr):
-        config = TrainConfig(
+        config = TrainConfig.from_dict(dict(
             model=str(common.minilm_dir(args.model_zip)),
             pooling="last_avg",
             max_length=common.TRAIN_MAX_LENGTH,
@@ -53,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
             group_by_length=not args.no_group_by_length,
             eval_batch_size=common.EVAL_BATCH_SIZE,
             output_dir=out,
-            progress=False,
+            quiet=True,
             device="cpu",
-        )
+        ))
         result = train(config)
     common.write_result(
         {

@@ -41,7 +41,7 @@ import common  # noqa: E402  (sets the offline environment variables)
 
 
 def evaluate(model_dir: str, args: argparse.Namespace) -> float:
-    from anglekit.embedder import Embedder
+    from anglekit.model.embedder import Embedder
 
     s1, s2, gold = common.read_stsb("test", args.eval_limit)
     # One max length for every row: a trained model would otherwise embed at its training length.
@@ -56,12 +56,12 @@ def train_run(name: str, train_data: str, objective: str, max_steps: int, seed: 
     from anglekit.training.run import train
 
     extra: dict[str, Any] = {"positive_threshold": 1.0} if objective == "paper" else {}
-    config = TrainConfig(
+    config = TrainConfig.from_dict(dict(
         model=str(common.minilm_dir()), train_data=train_data, objective=objective, output_dir=str(out / f"run-{name}"),
         overwrite_output_dir=True, max_steps=max_steps, epochs=args.epochs, batch_size=args.train_batch_size,
         learning_rate=args.learning_rate, max_length=args.max_length, seed=seed, save_total_limit=1,
-        progress=False, device=args.device, logging_steps=max(1, max_steps // 10) if max_steps > 0 else 10, **extra,
-    )
+        quiet=True, device=args.device, logging_steps=max(1, max_steps // 10) if max_steps > 0 else 10, **extra,
+    ))
     with contextlib.redirect_stdout(sys.stderr):
         result = train(config)
     return {"steps": result.steps, "train_seconds": result.train_seconds, "model_dir": str(result.model_dir)}

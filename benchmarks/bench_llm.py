@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--device cuda: no CUDA GPU here")
 
     from anglekit.data.catalog import resolve_dataset
-    from anglekit.embedder import Embedder
+    from anglekit.model.embedder import Embedder
     from anglekit.evaluation.similarity import evaluate_pairs
     from anglekit.llm.prompts import PROMPT_PRESETS
     from anglekit.training.config import TrainConfig
@@ -137,11 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.eval_limit:
             test = resolve_dataset(str(write_subset(test, args.eval_limit, Path(scratch) / "test.tsv")))
         run_dir = Path(args.output_dir) if args.output_dir else Path(scratch) / "run"
-        config = TrainConfig(
+        config = TrainConfig.from_dict(dict(
             model=args.model,
             prompt="paper",
             max_length=args.max_length,
-            model_dtype=args.model_dtype,
+            dtype=args.model_dtype,
             lora=True,
             lora_rank=args.lora_rank,
             lora_alpha=args.lora_alpha,
@@ -162,9 +162,9 @@ def main(argv: list[str] | None = None) -> int:
             logging_steps=max(1, min(10, args.max_steps)),
             output_dir=str(run_dir),
             overwrite_output_dir=True,
-            progress=not args.quiet,
+            quiet=args.quiet,
             device=args.device,
-        )
+        ))
         device = args.device
 
         def score(embedder: Any) -> dict[str, float]:

@@ -59,7 +59,7 @@ def data_root() -> Path:
 def evaluate(model_dir: Path | str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     """STS-B test Spearman (optionally on the first --eval-limit pairs) and the STS suite."""
     from anglekit.data.catalog import load_dataset_by_name
-    from anglekit.embedder import Embedder
+    from anglekit.model.embedder import Embedder
     from anglekit.evaluation.similarity import evaluate_pairs
 
     device = None if args.device == "auto" else args.device
@@ -88,7 +88,7 @@ def run_one(method: str, seed: int, args: argparse.Namespace, root: Path) -> dic
     model = str(common.minilm_dir(args.model_zip))
     with tempfile.TemporaryDirectory(prefix=f"anglekit-unsup-{method}-{seed}-") as out, contextlib.redirect_stdout(sys.stderr):
         evaluating = args.eval_steps > 0
-        config = TrainConfig(
+        config = TrainConfig.from_dict(dict(
             model=model,
             pooling=args.pooling,
             max_length=args.max_length,
@@ -110,9 +110,9 @@ def run_one(method: str, seed: int, args: argparse.Namespace, root: Path) -> dic
             probe_steps=args.probe_steps,
             probe_data=str(root / "stsb") + ":dev" if args.probes else None,
             output_dir=out,
-            progress=False,
+            quiet=True,
             device=None if args.device == "auto" else args.device,
-        )
+        ))
         started = time.perf_counter()
         result = train(config)
         train_seconds = time.perf_counter() - started

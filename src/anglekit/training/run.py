@@ -8,22 +8,23 @@ import resource
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from anglekit.atomic import atomic_write_json, atomic_write_text
+from anglekit.io.atomic import atomic_write_json, atomic_write_text
 from anglekit.errors import ConfigError
-from anglekit.training.config import TrainConfig
+from anglekit.training.config import TrainConfig, TrainerSection
+from anglekit.training.tasks import TrainingTask, default_positive_threshold, objective_overrides, task_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformers import TrainerCallback
 
 logger = logging.getLogger(__name__)
-
-POSITIVE_FRACTION = 0.8
-"""Default in-batch-negative positive rule: label >= lower + 0.8 * (upper - lower) of the label range."""
-
 
 @dataclass
 class TrainResult:
@@ -68,20 +69,6 @@ def peak_memory_mb() -> float:
     """Peak resident memory of this process (Linux reports KiB, macOS bytes)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
-
-
-def default_positive_threshold(label_range: tuple[float, float] | None, labels: np.ndarray) -> float:
-    """The explicit positive rule used when none is configured (see DESIGN.md, in-batch negatives)."""
-    distinct = np.unique(labels)
-    if label_range is None and set(distinct.tolist()) <= {0.0, 1.0}:
-        return 1.0
-    if label_range is None:
-        raise ConfigError(
-            "in-batch negatives need a positive rule: the training labels are scores without a declared "
-            "range, so set positive_threshold (a pair is positive when label >= it)"
-        )
-    lower, upper = label_range
-    return lower + POSITIVE_FRACTION * (upper - lower)
 
 
 def _cuda_in_use(device: str | None) -> bool:
@@ -141,7 +128,7 @@ def _trim_metrics(path: Path, last_step: int) -> None:
     atomic_write_text(path, "".join(line + "\n" for line in kept))
 
 
-def _prepare_output_dir(config: TrainConfig) -> str | None:
+def _prepare_output_dir(config: TrainerSection) -> str | None:
     """Return the checkpoint to resume from (or None); refuse to mix a new run into an old one."""
     out = Path(config.output_dir)
     last = last_complete_checkpoint(out) if out.is_dir() else None
@@ -164,7 +151,7 @@ def _prepare_output_dir(config: TrainConfig) -> str | None:
     return None
 
 
-def _schedule(config: TrainConfig, evaluating: bool) -> dict[str, Any]:
+def _schedule(config: TrainerSection, evaluating: bool) -> dict[str, Any]:
     """Evaluation and checkpoint cadence for TrainingArguments, checked up front.
 
     With dev data the best checkpoint is kept, which needs checkpoints to fall on evaluations.
@@ -196,39 +183,30 @@ def enable_gradient_checkpointing(model: Any) -> None:
 def load_embedder(config: TrainConfig, device: str | None) -> Any:
     """The embedder to train: the model (or the base + ``init_adapters``), with the run's prompt,
     pooling, attention, dtype and k-bit settings, memory helpers, and LoRA adapters when asked."""
-    from anglekit.embedder import Embedder
     from anglekit.llm.lora import unwrap
+    from anglekit.model.embedder import Embedder
 
-    common: dict[str, Any] = {
-        "pooling": config.pooling,
-        "prompt": config.prompt,
-        "prompt_preprocess": config.prompt_preprocess,
-        "max_length": config.max_length,
-        "bidirectional": config.bidirectional,
-        "dtype": config.model_dtype,
-        "load_in_kbit": config.load_in_kbit,
-        "gguf_file": config.gguf_file,
-        "device": device,
-    }
-    if config.init_adapters:
-        embedder = Embedder.from_pretrained(config.init_adapters, base_model=config.model or None, **common)
+    load = {**config.model.load_kwargs(), "device": device}
+    lora = config.lora
+    if lora.init_adapters:
+        embedder = Embedder.from_pretrained(lora.init_adapters, base_model=config.model.name or None, **load)
         if not embedder.has_lora:
-            raise ConfigError(f"init_adapters {config.init_adapters}: no LoRA adapters there (no adapter_config.json)")
+            raise ConfigError(f"init_adapters {lora.init_adapters}: no LoRA adapters there (no adapter_config.json)")
     else:
-        embedder = Embedder.from_pretrained(config.model, **common)
+        embedder = Embedder.from_pretrained(config.model.name, **load)
     base = unwrap(embedder.backbone)
-    if config.load_in_kbit is not None:
+    if config.model.load_in_kbit is not None:
         from anglekit.llm.quantization import prepare_for_kbit_training
 
-        prepare_for_kbit_training(base, gradient_checkpointing=config.gradient_checkpointing)
-    elif config.gradient_checkpointing:
+        prepare_for_kbit_training(base, gradient_checkpointing=config.trainer.gradient_checkpointing)
+    elif config.trainer.gradient_checkpointing:
         enable_gradient_checkpointing(base)
-    if config.lora:
-        settings = config.lora_settings()
+    if lora.enabled:
+        settings = lora.settings()
         embedder.add_lora(
             rank=settings.rank, alpha=settings.alpha, dropout=settings.dropout, target_modules=settings.target_modules
         )
-    elif config.init_adapters:
+    elif lora.init_adapters:
         embedder.train_adapters()
     if embedder.has_lora:
         trainable = sum(p.numel() for p in embedder.parameters() if p.requires_grad)
@@ -237,53 +215,24 @@ def load_embedder(config: TrainConfig, device: str | None) -> Any:
     return embedder
 
 
-def _training_data_and_objective(config: TrainConfig, kind: str, overrides: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """The training data (pairs, sentences or triplets, by the objective's batch kind) and the objective."""
-    from anglekit.data.catalog import resolve_dataset
-    from anglekit.data.training_data import resolve_training_data
-    from anglekit.losses import AnglEObjective, ContrastiveConfig, ContrastiveObjective, ObjectiveConfig
-
-    if kind == "pairs":
-        train_set = resolve_dataset(config.train_data, default_split="train")
-        if len(train_set) == 0:
-            raise ConfigError(f"{config.train_data}: no training pairs")
-        objective_config = ObjectiveConfig.from_preset(config.objective, **overrides)
-        if objective_config.ibn_weight > 0:
-            threshold = config.positive_threshold
-            if threshold is None:
-                threshold = default_positive_threshold(train_set.label_range, train_set.labels)
-            objective_config = ObjectiveConfig.from_preset(config.objective, **overrides, positive_threshold=float(threshold))
-        return train_set, AnglEObjective(objective_config), objective_config
-    train_set = resolve_training_data(config.train_data, kind, column=config.text_column, nli_pairing=config.nli_pairing)
-    if len(train_set) < 2:
-        raise ConfigError(f"{config.train_data}: a contrastive objective needs at least 2 training rows, got {len(train_set)}")
-    contrastive = ContrastiveConfig.from_preset(config.objective, **overrides)
-    return train_set, ContrastiveObjective(contrastive), contrastive
+def check(config: TrainConfig) -> tuple[TrainingTask, dict[str, Any]]:
+    """Everything that can be checked before data or a model is loaded: the required settings,
+    the objective's task and the overrides that apply to it; (task, objective overrides)."""
+    config.require_inputs()
+    task = task_for(config.objective.name)
+    overrides = objective_overrides(task, config.objective, config.data.text_column)
+    if config.trainer.batch_size < task.min_batch_size:
+        raise ConfigError(
+            f"the objective {config.objective.name!r} needs batch_size >= {task.min_batch_size} (in-batch negatives)"
+        )
+    return task, overrides
 
 
-def _tokenize(train_set: Any, kind: str, embedder: Any) -> tuple[Any, Any]:
-    """The tokenized training set (each distinct text tokenized once) and its collator."""
-    from anglekit.data.collator import (
-        PairCollator,
-        SentenceCollator,
-        TokenizedPairs,
-        TokenizedSentences,
-        TokenizedTriplets,
-        TripletCollator,
-    )
+def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = ()) -> TrainResult:
+    """Fine-tune ``config.model`` on ``config.data.train_data``; see :class:`TrainConfig`.
 
-    pad_id = embedder.tokenizer.pad_token_id
-    left = embedder.tokenizer.padding_side == "left"
-    if kind == "pairs":
-        return TokenizedPairs.build(train_set.text1, train_set.text2, train_set.labels, embedder.tokenize_unpadded), PairCollator(pad_id, left_padding=left)
-    if kind == "sentences":
-        return TokenizedSentences.build(train_set.texts, embedder.tokenize_unpadded), SentenceCollator(pad_id, left_padding=left)
-    tokenized = TokenizedTriplets.build(train_set.anchor, train_set.positive, train_set.negative, embedder.tokenize_unpadded)
-    return tokenized, TripletCollator(pad_id, left_padding=left)
-
-
-def train(config: TrainConfig) -> TrainResult:
-    """Fine-tune ``config.model`` on ``config.train_data``; see :class:`TrainConfig`."""
+    ``callbacks``: further ``transformers.TrainerCallback`` objects, run after anglekit's own.
+    """
     from transformers import TrainingArguments, set_seed
     from transformers.trainer_callback import PrinterCallback
 
@@ -293,109 +242,114 @@ def train(config: TrainConfig) -> TrainResult:
     from anglekit.training.probes import ProbeAccumulator, dataset_probes
     from anglekit.training.trainer import AnglETrainer
 
-    config.require_inputs()
-    if config.device not in (None, "cpu", "cuda"):
-        raise ConfigError(f"device must be cpu or cuda, got {config.device!r} (pick GPUs with CUDA_VISIBLE_DEVICES)")
-    kind = config.batch_kind()
-    overrides = config.objective_overrides()
-    if kind != "pairs" and config.batch_size < 2:
-        raise ConfigError(f"the contrastive objective {config.objective!r} needs batch_size >= 2 (in-batch negatives)")
-    precision = _precision_flags(config.precision, config.device)
-    resume_from = _prepare_output_dir(config)
-    out = Path(config.output_dir)
+    task, overrides = check(config)
+    run, data = config.trainer, config.data
+    precision = _precision_flags(run.precision, run.device)
+    resume_from = _prepare_output_dir(run)
+    out = Path(run.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    set_seed(config.seed)
+    set_seed(run.seed)
 
-    train_set, objective, objective_config = _training_data_and_objective(config, kind, overrides)
-    dev_set = resolve_dataset(config.dev_data, default_split="dev") if config.dev_data else None
-    test_set = resolve_dataset(config.test_data, default_split="test") if config.test_data else None
-    probe_set = resolve_dataset(config.probe_data, default_split="dev") if config.probe_data else None
+    train_set = task.load_data(data)
+    objective, objective_config = task.build_objective(config.objective.name, overrides, train_set, config.objective.positive_threshold)
+    dev_set = resolve_dataset(data.dev_data, default_split="dev") if data.dev_data else None
+    test_set = resolve_dataset(data.test_data, default_split="test") if data.test_data else None
+    probe_set = resolve_dataset(data.probe_data, default_split="dev") if data.probe_data else None
 
-    device = "cpu" if config.device == "cpu" else None
+    device = "cpu" if run.device == "cpu" else None
     embedder = load_embedder(config, device)
     model: Any = embedder
-    if config.mlp_head:
+    if config.objective.mlp_head:
         from anglekit.training.heads import MLPHead, TrainingModel
 
         head = MLPHead(embedder.dim).to(embedder.device)
         model = TrainingModel(embedder, head)
     atomic_write_json(
         out / "train_config.json",
-        {"train": config.to_dict(), "objective": dict(objective_config.__dict__), "batch_kind": kind, "train_data": train_set.summary()},
+        {"train": config.flat(), "objective": dict(objective_config.__dict__), "batch_kind": task.kind, "train_data": train_set.summary()},
     )
 
     before: dict[str, float] = {}
     if test_set is not None:
-        before = evaluate_pairs(lambda t: embedder.encode(t, config.eval_batch_size), test_set.text1, test_set.text2, test_set.labels).as_dict()
+        before = evaluate_pairs(lambda t: embedder.encode(t, run.eval_batch_size), test_set.text1, test_set.text2, test_set.labels).as_dict()
 
-    tokenized, collator = _tokenize(train_set, kind, embedder)
-    steps_per_epoch = max(1, len(tokenized) // (config.batch_size * config.gradient_accumulation))
-    total_steps = config.max_steps if config.max_steps > 0 else int(np.ceil(steps_per_epoch * config.epochs))
-    warmup = config.warmup_steps or int(round(config.warmup_ratio * total_steps))
+    tokenized, collator = task.tokenize(train_set, embedder)
+    steps_per_epoch = max(1, len(tokenized) // (run.batch_size * run.gradient_accumulation))
+    total_steps = run.max_steps if run.max_steps > 0 else int(np.ceil(steps_per_epoch * run.epochs))
+    warmup = run.warmup_steps or int(round(run.warmup_ratio * total_steps))
     evaluating = dev_set is not None
+    optional = {"optim": run.optim} if run.optim is not None else {}
+    if run.run_name is not None:
+        optional["run_name"] = run.run_name
     args = TrainingArguments(
         output_dir=str(out),
-        per_device_train_batch_size=config.batch_size,
-        per_device_eval_batch_size=config.eval_batch_size,
-        num_train_epochs=config.epochs,
-        max_steps=config.max_steps,
-        learning_rate=config.learning_rate,
-        weight_decay=config.weight_decay,
-        lr_scheduler_type=config.scheduler,
+        per_device_train_batch_size=run.batch_size,
+        per_device_eval_batch_size=run.eval_batch_size,
+        num_train_epochs=run.epochs,
+        max_steps=run.max_steps,
+        learning_rate=run.learning_rate,
+        weight_decay=run.weight_decay,
+        lr_scheduler_type=run.scheduler,
+        lr_scheduler_kwargs=run.scheduler_arguments(),
         warmup_steps=warmup,
-        gradient_accumulation_steps=config.gradient_accumulation,
-        max_grad_norm=config.max_grad_norm,
-        seed=config.seed,
-        **_schedule(config, evaluating),
-        save_total_limit=config.save_total_limit,
+        gradient_accumulation_steps=run.gradient_accumulation,
+        max_grad_norm=run.max_grad_norm,
+        seed=run.seed,
+        **_schedule(run, evaluating),
+        save_total_limit=run.save_total_limit,
         load_best_model_at_end=evaluating,
         metric_for_best_model="spearman" if evaluating else None,
         greater_is_better=True if evaluating else None,
-        logging_steps=config.logging_steps,
-        report_to="none",
-        disable_tqdm=True,
+        logging_steps=run.logging_steps,
+        report_to=[name.strip() for name in run.report_to.split(",") if name.strip()] or "none",
+        torch_compile=run.torch_compile,
+        disable_tqdm=True,  # anglekit's own bar (ComponentProgressCallback) shows the loss components
         remove_unused_columns=False,
-        dataloader_num_workers=config.dataloader_workers,
-        dataloader_pin_memory=_cuda_in_use(config.device),
-        use_cpu=config.device == "cpu",
+        dataloader_num_workers=run.dataloader_workers,
+        dataloader_pin_memory=_cuda_in_use(run.device),
+        use_cpu=run.device == "cpu",
+        **optional,
         **precision,
     )
-    callbacks: list[Any] = [JsonlMetricsCallback(out / "metrics.jsonl")]
-    if config.progress:
-        callbacks.append(ComponentProgressCallback())
-    accumulator = ProbeAccumulator() if kind != "pairs" else None
+    every_callback: list[Any] = [JsonlMetricsCallback(out / "metrics.jsonl")]
+    if not run.quiet:
+        every_callback.append(ComponentProgressCallback())
+    accumulator = ProbeAccumulator() if task.probes_batches else None
     dataset_probe = None
     if probe_set is not None:
-        probe_threshold = config.positive_threshold
+        probe_threshold = config.objective.positive_threshold
         if probe_threshold is None:
             probe_threshold = default_positive_threshold(probe_set.label_range, probe_set.labels)
         dataset_probe = partial(
             dataset_probes,
-            partial(embedder.encode, batch_size=config.eval_batch_size),
+            partial(embedder.encode, batch_size=run.eval_batch_size),
             probe_set.text1,
             probe_set.text2,
             probe_set.labels,
             float(probe_threshold),
         )
     if accumulator is not None or dataset_probe is not None:
-        callbacks.append(ProbeCallback(out / "metrics.jsonl", config.probe_steps or config.logging_steps, accumulator, dataset_probe))
+        probe_steps = config.objective.probe_steps or run.logging_steps
+        every_callback.append(ProbeCallback(out / "metrics.jsonl", probe_steps, accumulator, dataset_probe))
+    every_callback += list(callbacks)
     trainer = AnglETrainer(
         model=model,
         args=args,
         train_dataset=tokenized,
         eval_dataset=dev_set,
         data_collator=collator,
-        callbacks=callbacks,
+        callbacks=every_callback,
         objective=objective,
-        group_by_length=config.group_by_length,
-        eval_batch_size=config.eval_batch_size,
+        task=task,
+        group_by_length=run.group_by_length,
+        eval_batch_size=run.eval_batch_size,
         probes=accumulator,
-        gather_candidates=config.gather_candidates,
+        gather_candidates=config.objective.gather_candidates,
     )
-    if config.progress:
+    if not run.quiet:
         # Our bar shows the components; the default printer would repeat each log as a dict.
         trainer.remove_callback(PrinterCallback)
-    logger.info("training %s on %s, objective %s", config.model, train_set.summary(), objective_config)
+    logger.info("training %s on %s, objective %s", config.model.name, train_set.summary(), objective_config)
     started = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume_from)
     seconds = time.perf_counter() - started
@@ -407,7 +361,7 @@ def train(config: TrainConfig) -> TrainResult:
     model_dir = embedder.save_pretrained(out / "model") if writer else out / "model"
     after: dict[str, float] = {}
     if test_set is not None:
-        after = evaluate_pairs(lambda t: embedder.encode(t, config.eval_batch_size), test_set.text1, test_set.text2, test_set.labels).as_dict()
+        after = evaluate_pairs(lambda t: embedder.encode(t, run.eval_batch_size), test_set.text1, test_set.text2, test_set.labels).as_dict()
     result = TrainResult(
         output_dir=out,
         model_dir=model_dir,

@@ -5,18 +5,17 @@ schedules, checkpoints with optimizer/scheduler/RNG state, resume, seeds and mul
 accelerate) in a form users know. What is ours: the loss (one forward pass over both sides of a
 batch), component logging, dev evaluation by Spearman, and length-grouped sampling.
 
-The objective's ``batch_kind`` decides what a batch is and how it becomes embeddings:
-
-* ``pairs`` (AnglE objectives): [2B, T], first texts then second texts, one forward pass.
-* ``sentences`` (unsupervised SimCSE / SimACE): [B, T]; the batch is stacked twice, [2B, T], and
-  run through the model in training mode in one forward pass, so each sentence gets two
-  independent dropout masks: the two views (SimCSE's own implementation does the same; it equals
-  two forward passes in distribution and runs faster). The first copy gives the anchors, the
-  second the positives.
-* ``triplets``: [2B or 3B, T] (anchors, positives[, hard negatives]), one forward pass.
+What a batch is and how it becomes embeddings and a loss is the training task's business
+(:mod:`anglekit.training.tasks`: pairs, sentences with dropout views, triplets); the trainer
+gives tasks its services (gathering candidates across processes, counting them, probes).
 
 With several processes, contrastive objectives see the positives and hard negatives of every
 process (:mod:`anglekit.training.gather`, differentiable) unless ``gather_candidates`` is off.
+
+Private Trainer hooks overridden here (each pinned by a test in tests/training/test_trainer_hooks.py
+that fails when transformers changes them): ``_get_train_sampler`` (length-grouped batches),
+``_save`` (adapter-only LoRA checkpoints) and ``_issue_warnings_after_load`` (a checkpoint that
+lacks a trained weight is an error).
 """
 
 from __future__ import annotations
@@ -31,25 +30,14 @@ from transformers import Trainer
 
 from anglekit.evaluation.similarity import evaluate_pairs
 from anglekit.losses import AnglEObjective, ContrastiveObjective
-from anglekit.losses.combined import ObjectiveOutput
 from anglekit.training.gather import gather_rows
 from anglekit.training.probes import ProbeAccumulator, batch_probes
 from anglekit.training.sampler import LengthGroupedSampler
-
-
-def dropout_views(model: Any, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
-    """Two embeddings of the same batch: the batch stacked twice through ``model`` in one pass.
-
-    In training mode dropout draws independent masks for the two copies, so the views differ;
-    in eval mode they coincide.
-    """
-    size = input_ids.shape[0]
-    vectors = model(input_ids=torch.cat([input_ids, input_ids]), attention_mask=torch.cat([attention_mask, attention_mask]))
-    return vectors[:size], vectors[size:]
+from anglekit.training.tasks import TASKS, TrainingTask
 
 
 class AnglETrainer(Trainer):
-    """Trainer whose model is an :class:`~anglekit.embedder.Embedder` and whose loss is an objective.
+    """Trainer whose model is an :class:`~anglekit.model.embedder.Embedder` and whose loss is an objective.
 
     ``eval_dataset`` is a pair dataset with ``text1``, ``text2`` and ``labels``; evaluation encodes
     it with the model and reports ``eval_spearman`` and ``eval_pearson`` (x 100).
@@ -59,6 +47,7 @@ class AnglETrainer(Trainer):
         self,
         *args: Any,
         objective: AnglEObjective | ContrastiveObjective,
+        task: TrainingTask | None = None,
         group_by_length: bool = True,
         eval_batch_size: int = 64,
         probes: ProbeAccumulator | None = None,
@@ -72,6 +61,7 @@ class AnglETrainer(Trainer):
         # batch has "labels": pair batches would then sum, not average, accumulated steps.
         self.model_accepts_loss_kwargs = False
         self.objective = objective
+        self.task = task if task is not None else TASKS[objective.batch_kind]
         self.probes = probes
         self.gather_candidates = gather_candidates
         self._candidates: list[int] = []
@@ -96,15 +86,7 @@ class AnglETrainer(Trainer):
     def compute_loss(
         self, model: Any, inputs: dict[str, Tensor], return_outputs: bool = False, num_items_in_batch: Any = None
     ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
-        kind = self.objective.batch_kind
-        if kind == "pairs":
-            vectors, out, size = self._pair_loss(model, inputs)
-        elif kind == "sentences":
-            vectors, out, size = self._sentence_loss(model, inputs)
-        elif kind == "triplets":
-            vectors, out, size = self._triplet_loss(model, inputs)
-        else:  # pragma: no cover - objectives validate their batch kind
-            raise ValueError(f"unknown batch kind {kind!r}")
+        vectors, out, size = self.task.loss(self, self.objective, model, inputs)
         if model.training:
             self.pairs_trained += size
         for name, value in out.components.items():
@@ -114,54 +96,7 @@ class AnglETrainer(Trainer):
             return out.loss, {"embeddings": vectors}
         return out.loss
 
-    def _pair_loss(self, model: Any, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
-        labels = inputs["labels"]
-        text_ids = inputs["text_ids"]
-        size = labels.shape[0]
-        vectors = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
-        # Objectives compute in float32 even under autocast: exp/logsumexp of scaled scores.
-        vectors = vectors.float()
-        out = self.objective(vectors[:size], vectors[size:], labels.float(), text_ids[:size], text_ids[size:])
-        return vectors, out, size
-
-    def _sentence_loss(self, model: Any, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
-        text_ids = inputs["text_ids"]
-        anchors, positives = dropout_views(model, inputs["input_ids"], inputs["attention_mask"])
-        anchors, positives = anchors.float(), positives.float()
-        (candidates, candidate_ids), offset = self._gather(positives, text_ids)
-        self._count_candidates(candidates, None)
-        out = self.objective(anchors, candidates, anchor_ids=text_ids, positive_ids=candidate_ids, offset=offset)
-        self._probe(anchors, positives, None)
-        return torch.cat([anchors, positives]), out, anchors.shape[0]
-
-    def _triplet_loss(self, model: Any, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
-        parts = int(inputs["parts"])
-        text_ids = inputs["text_ids"]
-        size = inputs["input_ids"].shape[0] // parts
-        vectors = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).float()
-        anchors, positives = vectors[:size], vectors[size : 2 * size]
-        negatives = vectors[2 * size :] if parts == 3 else None
-        every_negative, negative_ids = None, None
-        if negatives is None:
-            (every_positive, positive_ids), offset = self._gather(positives, text_ids[size : 2 * size])
-        else:
-            (every_positive, positive_ids, every_negative, negative_ids), offset = self._gather(
-                positives, text_ids[size : 2 * size], negatives, text_ids[2 * size :]
-            )
-        self._count_candidates(every_positive, every_negative)
-        out = self.objective(
-            anchors,
-            every_positive,
-            every_negative,
-            anchor_ids=text_ids[:size],
-            positive_ids=positive_ids,
-            negative_ids=negative_ids,
-            offset=offset,
-        )
-        self._probe(anchors, positives, negatives)
-        return vectors, out, size
-
-    def _gather(self, *tensors: Tensor) -> tuple[list[Tensor], int]:
+    def gather(self, *tensors: Tensor) -> tuple[list[Tensor], int]:
         """Candidates and their text ids from every process, and where this process's rows start
         (:mod:`anglekit.training.gather`); this process's own batch when gathering is off or in
         evaluation."""
@@ -169,11 +104,11 @@ class AnglETrainer(Trainer):
             return list(tensors), 0
         return gather_rows(*tensors)
 
-    def _count_candidates(self, positives: Tensor, negatives: Tensor | None) -> None:
+    def count_candidates(self, positives: Tensor, negatives: Tensor | None) -> None:
         if self.model.training:
             self._candidates.append(positives.shape[0] + (0 if negatives is None else negatives.shape[0]))
 
-    def _probe(self, anchors: Tensor, positives: Tensor, negatives: Tensor | None) -> None:
+    def probe(self, anchors: Tensor, positives: Tensor, negatives: Tensor | None) -> None:
         if self.probes is not None and self.model.training:
             self.probes.add(batch_probes(anchors, positives, negatives))
 

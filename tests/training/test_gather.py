@@ -97,7 +97,7 @@ def test_two_process_training_gathers_candidates(gather: bool, expected: float, 
         str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "anglekit.cli", "train",
         "--model", str(tiny_bert_dir), "--train-data", str(_sentences(tmp_path / "s.txt")), "--objective", "simcse-unsup",
         "--batch-size", "4", "--max-steps", "2", "--logging-steps", "1", "--output-dir", str(out), "--device", "cpu",
-        "--no-progress", "--gather-candidates" if gather else "--no-gather-candidates",
+        "--quiet", "--gather-candidates" if gather else "--no-gather-candidates",
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]

@@ -20,13 +20,14 @@ import torch
 import yaml
 
 import helpers
-from anglekit.data.collator import PairCollator, TokenizedPair, TokenizedPairs
+from anglekit.training.tasks.pairs import PairCollator, TokenizedPair, TokenizedPairs
 from anglekit.errors import ConfigError
 from anglekit.training.config import TrainConfig
-from anglekit.training.run import _prepare_output_dir, default_positive_threshold, train
+from anglekit.training.run import _prepare_output_dir, train
+from anglekit.training.tasks import default_positive_threshold
 from anglekit.training.sampler import LengthGroupedSampler
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LOSS_KEYS = ("loss_cosine", "loss_ibn", "loss_angle")
 
 
@@ -35,7 +36,7 @@ LOSS_KEYS = ("loss_cosine", "loss_ibn", "loss_angle")
 
 def test_train_config_defaults_are_valid() -> None:
     config = TrainConfig()
-    assert config.batch_size == 32 and config.objective == "paper" and config.resume is False
+    assert config.trainer.batch_size == 32 and config.objective.name == "paper" and config.trainer.resume is False
     assert TrainConfig.from_dict(config.to_dict()) == config
 
 
@@ -64,13 +65,13 @@ def test_unknown_key_is_a_config_error() -> None:
 )
 def test_wrong_type_is_a_config_error(field: str, value: Any) -> None:
     with pytest.raises(ConfigError, match=field):
-        TrainConfig(**{field: value})
+        TrainConfig.from_dict({field: value})
     with pytest.raises(ConfigError, match="cfg.yaml"):  # from_dict names the source
         TrainConfig.from_dict({field: value}, source="cfg.yaml")
 
 
 def test_int_is_accepted_for_a_float_field() -> None:
-    assert TrainConfig(learning_rate=1, epochs=2).learning_rate == 1
+    assert TrainConfig.from_dict({"learning_rate": 1, "epochs": 2}).trainer.learning_rate == 1
 
 
 @pytest.mark.parametrize(
@@ -92,23 +93,23 @@ def test_int_is_accepted_for_a_float_field() -> None:
 )
 def test_invalid_values_are_config_errors(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
-        TrainConfig(**kwargs)
+        TrainConfig.from_dict(kwargs)
 
 
 def test_require_inputs() -> None:
     with pytest.raises(ConfigError, match="model, train_data"):
         TrainConfig().require_inputs()
     with pytest.raises(ConfigError, match="train_data"):
-        TrainConfig(model="m").require_inputs()
-    TrainConfig(model="m", train_data="d").require_inputs()
+        TrainConfig.from_dict({"model": "m"}).require_inputs()
+    TrainConfig.from_dict({"model": "m", "train_data": "d"}).require_inputs()
 
 
 def test_yaml_round_trip(tmp_path: Path) -> None:
-    config = TrainConfig(
+    config = TrainConfig.from_dict(dict(
         model="some/model", train_data="pairs.jsonl", dev_data="dev.tsv", pooling="cls_avg", prompt="q: {text}",
         max_length=64, batch_size=8, learning_rate=3e-5, epochs=0.5, eval_steps=10, cosine_weight=0.0,
         positive_threshold=4.0, group_by_length=False, device="cpu",
-    )
+    ))
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config.to_dict()))
     assert TrainConfig.from_yaml(path) == config
@@ -118,7 +119,7 @@ def test_yaml_accepts_dashes_and_flags_override(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text("model: m\ntrain-data: d.jsonl\nbatch-size: 8\nlearning_rate: 1.0e-4\n")
     config = TrainConfig.from_yaml(path, {"batch_size": 4})
-    assert (config.model, config.train_data, config.batch_size, config.learning_rate) == ("m", "d.jsonl", 4, 1e-4)
+    assert (config.model.name, config.data.train_data, config.trainer.batch_size, config.trainer.learning_rate) == ("m", "d.jsonl", 4, 1e-4)
 
 
 @pytest.mark.parametrize(
@@ -310,7 +311,7 @@ def test_default_positive_threshold() -> None:
 
 
 def test_scores_without_range_and_without_threshold_refuse_to_train(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path) -> None:
-    config = TrainConfig(model=str(tiny_bert_dir), train_data=str(pair_file), output_dir=str(tmp_path / "run"), device="cpu", progress=False)
+    config = TrainConfig.from_dict(dict(model=str(tiny_bert_dir), train_data=str(pair_file), output_dir=str(tmp_path / "run"), device="cpu", quiet=True))
     with pytest.raises(ConfigError, match="positive_threshold"):
         train(config)
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
@@ -331,10 +332,10 @@ def _config(tiny_bert_dir: Path, pair_file: Path, output_dir: Path, **kwargs: An
         "positive_threshold": 4.0,
         "device": "cpu",
         "precision": "fp32",
-        "progress": False,
+        "quiet": True,
     }
     settings.update(kwargs)
-    return TrainConfig(**settings)
+    return TrainConfig.from_dict(settings)
 
 
 @pytest.fixture(scope="module")
@@ -361,7 +362,7 @@ def test_training_writes_metrics_with_loss_components(trained_run: tuple[Any, Pa
 
 
 def test_training_writes_results_and_a_loadable_model(trained_run: tuple[Any, Path], tiny_bert_dir: Path) -> None:
-    from anglekit.embedder import Embedder
+    from anglekit.model.embedder import Embedder
 
     result, out = trained_run
     results = json.loads((out / "results.json").read_text())
@@ -391,22 +392,22 @@ def test_a_second_run_into_the_same_output_dir_is_refused(trained_run: tuple[Any
 
 def test_prepare_output_dir(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    assert _prepare_output_dir(TrainConfig(output_dir=str(out))) is None  # fresh
+    assert _prepare_output_dir(TrainConfig.from_dict(dict(output_dir=str(out))).trainer) is None  # fresh
     out.mkdir()
     (out / "metrics.jsonl").write_text('{"step": 1}\n')
     with pytest.raises(ConfigError, match="already holds a run"):
-        _prepare_output_dir(TrainConfig(output_dir=str(out)))
+        _prepare_output_dir(TrainConfig.from_dict(dict(output_dir=str(out))).trainer)
     for step in (2, 10):
         checkpoint = out / f"checkpoint-{step}"
         checkpoint.mkdir()
         (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": step}))
         (checkpoint / "model.safetensors").write_bytes(b"weights")
     (out / "checkpoint-12").mkdir()  # killed while saving: no trainer_state.json yet
-    assert _prepare_output_dir(TrainConfig(output_dir=str(out), resume=True)) == str(out / "checkpoint-10")
-    assert _prepare_output_dir(TrainConfig(output_dir=str(out), overwrite_output_dir=True)) is None
+    assert _prepare_output_dir(TrainConfig.from_dict(dict(output_dir=str(out), resume=True)).trainer) == str(out / "checkpoint-10")
+    assert _prepare_output_dir(TrainConfig.from_dict(dict(output_dir=str(out), overwrite_output_dir=True)).trainer) is None
     assert sorted(p.name for p in out.iterdir()) == []
     # --resume with nothing to resume starts from the beginning.
-    assert _prepare_output_dir(TrainConfig(output_dir=str(tmp_path / "empty"), resume=True)) is None
+    assert _prepare_output_dir(TrainConfig.from_dict(dict(output_dir=str(tmp_path / "empty"), resume=True)).trainer) is None
 
 
 def _complete_checkpoint(path: Path, step: int) -> None:
@@ -420,7 +421,7 @@ def test_resume_skips_a_half_written_checkpoint(tmp_path: Path) -> None:
     _complete_checkpoint(out / "checkpoint-4", 4)
     (out / "checkpoint-8").mkdir()  # killed while saving: weights started, no trainer_state.json yet
     (out / "checkpoint-8" / "model.safetensors").write_bytes(b"trunc")
-    assert _prepare_output_dir(TrainConfig(output_dir=str(out), resume=True)) == str(out / "checkpoint-4")
+    assert _prepare_output_dir(TrainConfig.from_dict(dict(output_dir=str(out), resume=True)).trainer) == str(out / "checkpoint-4")
 
 
 def test_training_with_dev_set_evaluates_and_keeps_the_best_checkpoint(
@@ -483,7 +484,7 @@ def _train_argv(tiny_bert_dir: Path, pair_file: Path, out: Path) -> list[str]:
         "--positive-threshold", "4.0",
         "--device", "cpu",
         "--precision", "fp32",
-        "--no-progress",
+        "--quiet",
     ]  # fmt: skip
 
 

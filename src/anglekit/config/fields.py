@@ -1,0 +1,183 @@
+"""Settings as dataclass fields: metadata, type checks, flat keys, and reading mappings.
+
+Declare a field with :func:`setting`; :func:`settings_of` lists a (sectioned) config class's
+settings with their flat keys, flags and help; :func:`check_fields` checks an instance's values
+against the annotations; :func:`read_sections` turns flat keys and/or nested section mappings into
+the keyword arguments of each section.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass
+from typing import Any
+
+from anglekit.errors import ConfigError
+
+
+def setting(
+    default: Any = MISSING,
+    *,
+    help: str,
+    key: str | None = None,
+    aliases: tuple[str, ...] = (),
+    choices: tuple[Any, ...] | None = None,
+    default_factory: Any = MISSING,
+) -> Any:
+    """A dataclass field with its help text (``--help`` and docs), its flat key (default: the
+    field's name), alias keys (other spellings accepted in YAML and as flags, e.g. transformers'
+    ``per_device_train_batch_size``) and allowed values."""
+    metadata = {"help": help, "key": key, "aliases": tuple(aliases), "choices": choices}
+    if default_factory is not MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of a config class, as flags and YAML see it."""
+
+    section: str | None
+    """Attribute of the section holding it in a sectioned config (None for a flat config)."""
+    name: str
+    """The field's name in its (section) class."""
+    key: str
+    """Flat key, unique across sections: the YAML key and, with dashes, the flag."""
+    base: type
+    optional: bool
+    default: Any
+    help: str
+    aliases: tuple[str, ...]
+    choices: tuple[Any, ...] | None
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """``--flat-key`` first, then the aliases as written (``--model-dtype``, ``--num_train_epochs``)."""
+        dashed = "--" + self.key.replace("_", "-")
+        return (dashed, *("--" + a for a in self.aliases if "--" + a != dashed))
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key accepted in a mapping: the flat key and the aliases (dashes read as underscores)."""
+        return (self.key, *(a.replace("-", "_") for a in self.aliases))
+
+
+def base_type(annotation: Any) -> tuple[type, bool]:
+    """(base type, optional?) of an annotation such as ``int | None``."""
+    args = typing.get_args(annotation)
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        base = [a for a in args if a is not type(None)]
+        return base[0], type(None) in args
+    return annotation, False
+
+
+def _is_section(annotation: Any) -> bool:
+    return isinstance(annotation, type) and dataclasses.is_dataclass(annotation)
+
+
+def _settings_of_flat(cls: type, section: str | None) -> list[Setting]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if "help" not in f.metadata:
+            raise TypeError(f"{cls.__name__}.{f.name}: declare it with anglekit.config.setting(help=...)")
+        base, optional = base_type(hints[f.name])
+        default = f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else None)
+        out.append(
+            Setting(
+                section=section, name=f.name, key=f.metadata["key"] or f.name, base=base, optional=optional,
+                default=default, help=f.metadata["help"], aliases=f.metadata["aliases"], choices=f.metadata["choices"],
+            )
+        )
+    return out
+
+
+def settings_of(cls: type) -> list[Setting]:
+    """Every setting of ``cls``: its own fields, or, for a config made of sections (fields whose
+    type is a dataclass), the fields of each section in order. Flat keys must be unique."""
+    hints = typing.get_type_hints(cls)
+    out: list[Setting] = []
+    for f in dataclasses.fields(cls):
+        if _is_section(hints[f.name]):
+            out += _settings_of_flat(hints[f.name], f.name)
+        else:
+            out += _settings_of_flat(cls, None)
+            break
+    seen: dict[str, Setting] = {}
+    for s in out:
+        for k in s.keys:
+            if k in seen and seen[k] is not s:
+                raise TypeError(f"{cls.__name__}: key {k!r} is used by two settings")
+            seen[k] = s
+    return out
+
+
+def check_value(name: str, value: Any, annotation: Any, choices: tuple[Any, ...] | None = None) -> None:
+    """A ConfigError naming ``name`` unless ``value`` fits ``annotation`` (ints pass as floats,
+    bools never as ints) and ``choices``."""
+    base, optional = base_type(annotation)
+    if value is None:
+        if not optional:
+            raise ConfigError(f"{name} may not be empty")
+        return
+    if base is float and isinstance(value, int) and not isinstance(value, bool):
+        return
+    if base is int and isinstance(value, bool):
+        raise ConfigError(f"{name} must be an integer, got {value!r}")
+    if not isinstance(value, base):
+        raise ConfigError(f"{name} must be {base.__name__}, got {type(value).__name__} {value!r}")
+    if choices is not None and value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}")
+
+
+def check_fields(obj: Any) -> None:
+    """Check every field of a dataclass instance declared with :func:`setting`; an error names the
+    setting by its flat key and aliases (``dtype/model_dtype``), as a user may have written either."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        if "help" in f.metadata:
+            spellings = (f.metadata["key"] or f.name, *(a.replace("-", "_") for a in f.metadata["aliases"]))
+            name = "/".join(dict.fromkeys(spellings))
+            check_value(name, getattr(obj, f.name), hints[f.name], f.metadata["choices"])
+
+
+def read_sections(cls: type, data: Mapping[str, Any], *, source: str, hint: str = "") -> dict[str, dict[str, Any]]:
+    """Keyword arguments of each section of ``cls`` from ``data``: flat keys (``lora_rank``), their
+    aliases, dashes for underscores, or section mappings (``lora: {rank: 8}``). A section's key
+    given a scalar sets the setting of that flat key (``model: name``). Unknown keys, and one
+    setting given twice, are ConfigErrors naming ``source``."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a mapping of settings, got {type(data).__name__}")
+    by_key = {k: s for s in settings_of(cls) for k in s.keys}
+    sections = {s.section for s in by_key.values()}
+    out: dict[str, dict[str, Any]] = {name: {} for name in sections}
+    given: dict[tuple[str, str], str] = {}
+
+    def put(s: Setting, value: Any, spelled: str) -> None:
+        where = (s.section or "", s.name)
+        if where in given and given[where] != spelled:
+            raise ConfigError(f"{source}: {s.key!r} is given twice (as {given[where]!r} and {spelled!r})")
+        given[where] = spelled
+        out[s.section][s.name] = value
+
+    unknown = []
+    for raw_key, value in data.items():
+        key = str(raw_key).replace("-", "_")
+        if key in sections and isinstance(value, Mapping):
+            names = {s.name: s for s in settings_of(cls) if s.section == key}
+            for inner_raw, inner in value.items():
+                inner_key = str(inner_raw).replace("-", "_")
+                if inner_key in names:
+                    put(names[inner_key], inner, f"{key}.{inner_key}")
+                else:
+                    unknown.append(f"{key}.{inner_key}")
+        elif key in by_key:
+            put(by_key[key], value, key)
+        else:
+            unknown.append(key)
+    if unknown:
+        raise ConfigError(f"{source}: unknown setting(s) {sorted(unknown)}" + (f"; {hint}" if hint else ""))
+    return out

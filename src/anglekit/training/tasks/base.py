@@ -1,0 +1,66 @@
+"""What a training task is: the data an objective trains on, and how a batch becomes a loss.
+
+Each batch kind (``pairs``, ``sentences``, ``triplets``) is one :class:`TrainingTask` in a
+module of its own, registered once in :mod:`anglekit.training.tasks`. A task bundles:
+
+* :meth:`~TrainingTask.objective_overrides`: which objective settings apply to it;
+* :meth:`~TrainingTask.load_data`: the training rows from ``train_data``;
+* :meth:`~TrainingTask.build_objective`: the objective module for the preset;
+* :meth:`~TrainingTask.tokenize`: the tokenized dataset and its collator;
+* :meth:`~TrainingTask.loss`: one batch through the model and the objective.
+
+A new batch kind is one new module with a subclass and one line in the registry.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol
+
+from torch import Tensor
+
+from anglekit.losses.combined import ObjectiveOutput
+
+
+class BatchServices(Protocol):
+    """What a task's :meth:`~TrainingTask.loss` may ask of the trainer running it."""
+
+    def gather(self, *tensors: Tensor) -> tuple[list[Tensor], int]: ...
+
+    def count_candidates(self, positives: Tensor, negatives: Tensor | None) -> None: ...
+
+    def probe(self, anchors: Tensor, positives: Tensor, negatives: Tensor | None) -> None: ...
+
+
+class TrainingTask(ABC):
+    """One batch kind: its data, objective, tokenization and loss."""
+
+    kind: ClassVar[str]
+    """The batch kind of the objective presets this task trains (``losses.registry``)."""
+    override_names: ClassVar[Mapping[str, str]]
+    """Objective settings that apply: flat setting name -> the objective config's field name."""
+    family: ClassVar[str]
+    """Who the overrides apply to, for error messages."""
+    reads_text_column: ClassVar[bool] = False
+    """Whether ``text_column`` picks the column of a tabular ``train_data``."""
+    probes_batches: ClassVar[bool] = False
+    """Whether training-dynamics probes are measured on its batches."""
+    min_batch_size: ClassVar[int] = 1
+    """The smallest batch it can train on (in-batch negatives need 2)."""
+
+    @abstractmethod
+    def load_data(self, data: Any) -> Any:
+        """The training rows of ``data`` (a :class:`~anglekit.training.config.DataSection`)."""
+
+    @abstractmethod
+    def build_objective(self, name: str, overrides: dict[str, Any], train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
+        """(objective module, its typed config) for preset ``name`` with ``overrides``."""
+
+    @abstractmethod
+    def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
+        """(tokenized dataset, collator): each distinct text tokenized once, padded per batch."""
+
+    @abstractmethod
+    def loss(self, services: BatchServices, objective: Any, model: Any, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
+        """(embeddings, objective output, rows trained) of one batch."""

@@ -1,0 +1,269 @@
+"""Contrastive tasks (SimCSE, SimACE): sentences with dropout views, and triplets.
+
+Each distinct text is tokenized once (``TokenizedSentences``, ``TokenizedTriplets``) with a stable
+id per text, which identical-text detection compares; the collators pad per batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.utils.data import Dataset
+
+from anglekit.errors import ConfigError
+from anglekit.losses import ContrastiveConfig, ContrastiveObjective
+from anglekit.losses.combined import ObjectiveOutput
+from anglekit.model.padding import pad_token_ids
+from anglekit.training.tasks.base import BatchServices, TrainingTask
+
+
+def _distinct_ids(columns: Sequence[Sequence[str]]) -> tuple[list[str], np.ndarray]:
+    """Distinct texts over all columns (first appearance order) and each cell's text id [n, k]."""
+    distinct: dict[str, int] = {}
+    n = len(columns[0])
+    ids = np.empty((n, len(columns)), dtype=np.int64)
+    for row in range(n):
+        for col, column in enumerate(columns):
+            ids[row, col] = distinct.setdefault(column[row], len(distinct))
+    return list(distinct), ids
+
+
+@dataclass(frozen=True)
+class TokenizedSentence:
+    ids: list[int]
+    text_id: int
+
+
+class TokenizedSentences(Dataset):
+    """Sentences in token ids (each distinct text tokenized once) with a stable id per text."""
+
+    def __init__(self, token_ids: list[list[int]], text_ids: np.ndarray) -> None:
+        if text_ids.ndim != 1:
+            raise ValueError("text_ids must be one-dimensional")
+        self.token_ids = token_ids
+        self.text_ids = text_ids
+
+    @classmethod
+    def build(cls, texts: Sequence[str], tokenize: Callable[[list[str]], list[list[int]]]) -> TokenizedSentences:
+        """Tokenize the distinct texts in one call of ``tokenize``."""
+        distinct, ids = _distinct_ids([list(texts)])
+        return cls(tokenize(distinct), ids[:, 0])
+
+    def __len__(self) -> int:
+        return len(self.text_ids)
+
+    def __getitem__(self, index: int) -> TokenizedSentence:
+        text_id = int(self.text_ids[index])
+        return TokenizedSentence(self.token_ids[text_id], text_id)
+
+    def lengths(self) -> list[int]:
+        sizes = np.fromiter((len(ids) for ids in self.token_ids), dtype=np.int64, count=len(self.token_ids))
+        return sizes[self.text_ids].tolist()
+
+
+class SentenceCollator:
+    """Batch of sentences -> {input_ids [B,T], attention_mask [B,T], text_ids [B]}.
+
+    Tokenized once; the trainer makes the two dropout views by running the batch twice through the
+    model in training mode (stacked as [2B, T] in one forward pass).
+    """
+
+    def __init__(self, pad_id: int, *, left_padding: bool = False) -> None:
+        self.pad_id = pad_id
+        self.left_padding = left_padding
+
+    def __call__(self, batch: Sequence[TokenizedSentence]) -> dict[str, Any]:
+        if not batch:
+            raise ValueError("empty batch")
+        out: dict[str, Tensor] = pad_token_ids([item.ids for item in batch], self.pad_id, left=self.left_padding)
+        out["text_ids"] = torch.tensor([item.text_id for item in batch])
+        return out
+
+
+@dataclass(frozen=True)
+class TokenizedTriplet:
+    anchor: list[int]
+    positive: list[int]
+    negative: list[int] | None
+    text_ids: tuple[int, ...]
+
+
+class TokenizedTriplets(Dataset):
+    """Triplets (or anchor/positive pairs) in token ids, each distinct text tokenized once."""
+
+    def __init__(self, token_ids: list[list[int]], row_text_ids: np.ndarray) -> None:
+        if row_text_ids.ndim != 2 or row_text_ids.shape[1] not in (2, 3):
+            raise ValueError("row_text_ids must be [n, 2] or [n, 3]")
+        self.token_ids = token_ids
+        self.row_text_ids = row_text_ids
+
+    @property
+    def parts(self) -> int:
+        """2 (anchor, positive) or 3 (with a hard negative)."""
+        return int(self.row_text_ids.shape[1])
+
+    @classmethod
+    def build(
+        cls,
+        anchor: Sequence[str],
+        positive: Sequence[str],
+        negative: Sequence[str] | None,
+        tokenize: Callable[[list[str]], list[list[int]]],
+    ) -> TokenizedTriplets:
+        columns = [list(anchor), list(positive)] + ([list(negative)] if negative is not None else [])
+        if len({len(c) for c in columns}) != 1:
+            raise ValueError(f"columns differ in length: {[len(c) for c in columns]}")
+        distinct, ids = _distinct_ids(columns)
+        return cls(tokenize(distinct), ids)
+
+    def __len__(self) -> int:
+        return len(self.row_text_ids)
+
+    def __getitem__(self, index: int) -> TokenizedTriplet:
+        ids = tuple(int(v) for v in self.row_text_ids[index])
+        negative = self.token_ids[ids[2]] if len(ids) == 3 else None
+        return TokenizedTriplet(self.token_ids[ids[0]], self.token_ids[ids[1]], negative, ids)
+
+    def lengths(self) -> list[int]:
+        sizes = np.fromiter((len(ids) for ids in self.token_ids), dtype=np.int64, count=len(self.token_ids))
+        return sizes[self.row_text_ids].max(axis=1).tolist()
+
+
+class TripletCollator:
+    """Batch of triplets -> {input_ids [kB,T], attention_mask, text_ids [kB], parts}: k = 2 or 3.
+
+    Rows 0..B-1 are anchors, B..2B-1 positives, 2B..3B-1 hard negatives (when present); one
+    forward pass per batch.
+    """
+
+    def __init__(self, pad_id: int, *, left_padding: bool = False) -> None:
+        self.pad_id = pad_id
+        self.left_padding = left_padding
+
+    def __call__(self, batch: Sequence[TokenizedTriplet]) -> dict[str, Any]:
+        if not batch:
+            raise ValueError("empty batch")
+        parts = len(batch[0].text_ids)
+        if any(len(item.text_ids) != parts for item in batch):
+            raise ValueError("a batch mixes triplets with and without a hard negative")
+        sequences = [item.anchor for item in batch] + [item.positive for item in batch]
+        if parts == 3:
+            sequences += [item.negative for item in batch]  # type: ignore[misc]
+        out: dict[str, Tensor] = pad_token_ids(sequences, self.pad_id, left=self.left_padding)
+        out["text_ids"] = torch.tensor([item.text_ids[k] for k in range(parts) for item in batch])
+        out["parts"] = torch.tensor(parts)
+        return out
+
+
+def dropout_views(model: Any, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Two embeddings of the same batch: the batch stacked twice through ``model`` in one pass.
+
+    In training mode dropout draws independent masks for the two copies, so the views differ;
+    in eval mode they coincide.
+    """
+    size = input_ids.shape[0]
+    vectors = model(input_ids=torch.cat([input_ids, input_ids]), attention_mask=torch.cat([attention_mask, attention_mask]))
+    return vectors[:size], vectors[size:]
+
+
+class ContrastiveTask(TrainingTask):
+    """InfoNCE over in-batch candidates (SimCSE with cosine, SimACE with angles and a margin)."""
+
+    override_names: ClassVar[dict[str, str]] = {
+        "similarity": "similarity",
+        "contrastive_tau": "tau",
+        "margin_degrees": "margin_degrees",
+        "hard_negative_weight": "hard_negative_weight",
+    }
+    family = "the contrastive objectives (simcse-*, simace-*)"
+    probes_batches = True
+    min_batch_size = 2
+
+    def load_data(self, data: Any) -> Any:
+        train_set = self.read(data)
+        if len(train_set) < 2:
+            raise ConfigError(f"{data.train_data}: a contrastive objective needs at least 2 training rows, got {len(train_set)}")
+        return train_set
+
+    def read(self, data: Any) -> Any:
+        """The rows of ``data.train_data`` (sentences or triplets)."""
+        raise NotImplementedError
+
+    def build_objective(self, name: str, overrides: dict[str, Any], train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
+        config = ContrastiveConfig.from_preset(name, **overrides)
+        return ContrastiveObjective(config), config
+
+
+class SentenceTask(ContrastiveTask):
+    """Unsupervised: a batch is B sentences; two dropout views of each (the batch stacked twice
+    as [2B, T], one pass) give anchors and positives (SimCSE's own implementation does the same;
+    it equals two forward passes in distribution and runs faster)."""
+
+    kind = "sentences"
+    reads_text_column = True
+
+    def read(self, data: Any) -> Any:
+        from anglekit.data.training_data import resolve_sentences
+
+        return resolve_sentences(data.train_data, column=data.text_column)
+
+    def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
+        tokenized = TokenizedSentences.build(train_set.texts, embedder.tokenize_unpadded)
+        return tokenized, SentenceCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
+
+    def loss(self, services: BatchServices, objective: Any, model: Any, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
+        text_ids = inputs["text_ids"]
+        anchors, positives = dropout_views(model, inputs["input_ids"], inputs["attention_mask"])
+        anchors, positives = anchors.float(), positives.float()
+        (candidates, candidate_ids), offset = services.gather(positives, text_ids)
+        services.count_candidates(candidates, None)
+        out = objective(anchors, candidates, anchor_ids=text_ids, positive_ids=candidate_ids, offset=offset)
+        services.probe(anchors, positives, None)
+        return torch.cat([anchors, positives]), out, anchors.shape[0]
+
+
+class TripletTask(ContrastiveTask):
+    """Supervised: a batch is B (anchor, positive[, hard negative]) rows, [2B or 3B, T] in one pass."""
+
+    kind = "triplets"
+
+    def read(self, data: Any) -> Any:
+        from anglekit.data.training_data import resolve_triplets
+
+        return resolve_triplets(data.train_data, nli_pairing=data.nli_pairing)
+
+    def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
+        tokenized = TokenizedTriplets.build(train_set.anchor, train_set.positive, train_set.negative, embedder.tokenize_unpadded)
+        return tokenized, TripletCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
+
+    def loss(self, services: BatchServices, objective: Any, model: Any, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
+        parts = int(inputs["parts"])
+        text_ids = inputs["text_ids"]
+        size = inputs["input_ids"].shape[0] // parts
+        vectors = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).float()
+        anchors, positives = vectors[:size], vectors[size : 2 * size]
+        negatives = vectors[2 * size :] if parts == 3 else None
+        every_negative, negative_ids = None, None
+        if negatives is None:
+            (every_positive, positive_ids), offset = services.gather(positives, text_ids[size : 2 * size])
+        else:
+            (every_positive, positive_ids, every_negative, negative_ids), offset = services.gather(
+                positives, text_ids[size : 2 * size], negatives, text_ids[2 * size :]
+            )
+        services.count_candidates(every_positive, every_negative)
+        out = objective(
+            anchors,
+            every_positive,
+            every_negative,
+            anchor_ids=text_ids[:size],
+            positive_ids=positive_ids,
+            negative_ids=negative_ids,
+            offset=offset,
+        )
+        services.probe(anchors, positives, negatives)
+        return vectors, out, size

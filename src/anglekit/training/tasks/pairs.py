@@ -1,0 +1,150 @@
+"""Labelled pairs for the AnglE objectives (cosine, in-batch negatives, angle: paper eq. 8).
+
+``TokenizedPairs`` tokenizes every distinct text of a pair dataset in a single tokenizer call and
+gives each distinct text an integer id; those ids are what in-batch-negative identical-sentence
+detection compares. ``PairCollator`` stacks a batch's two sides into one [2B, T] tensor so the
+backbone runs one forward pass per batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.utils.data import Dataset
+
+from anglekit.errors import ConfigError
+from anglekit.losses import AnglEObjective, ObjectiveConfig
+from anglekit.losses.combined import ObjectiveOutput
+from anglekit.model.padding import pad_token_ids
+from anglekit.training.tasks.base import BatchServices, TrainingTask
+
+@dataclass(frozen=True)
+class TokenizedPair:
+    ids1: list[int]
+    ids2: list[int]
+    label: float
+    text_id1: int
+    text_id2: int
+
+
+class TokenizedPairs(Dataset):
+    """A pair dataset in token ids, with a stable id per distinct text."""
+
+    def __init__(self, token_ids: list[list[int]], pair_text_ids: np.ndarray, labels: np.ndarray) -> None:
+        if pair_text_ids.ndim != 2 or pair_text_ids.shape[1] != 2 or len(pair_text_ids) != len(labels):
+            raise ValueError("pair_text_ids must be [n, 2] and match labels in length")
+        self.token_ids = token_ids
+        self.pair_text_ids = pair_text_ids
+        self.labels = np.asarray(labels, dtype=np.float64)
+
+    @classmethod
+    def build(
+        cls, text1: Sequence[str], text2: Sequence[str], labels: np.ndarray, tokenize: Callable[[list[str]], list[list[int]]]
+    ) -> TokenizedPairs:
+        """Tokenize the distinct texts of the pairs in one call of ``tokenize``."""
+        if not (len(text1) == len(text2) == len(labels)):
+            raise ValueError(f"text1, text2 and labels differ in length: {len(text1)}, {len(text2)}, {len(labels)}")
+        distinct: dict[str, int] = {}
+        pair_ids = np.empty((len(text1), 2), dtype=np.int64)
+        for row, (a, b) in enumerate(zip(text1, text2)):
+            pair_ids[row, 0] = distinct.setdefault(a, len(distinct))
+            pair_ids[row, 1] = distinct.setdefault(b, len(distinct))
+        token_ids = tokenize(list(distinct))
+        return cls(token_ids, pair_ids, np.asarray(labels, dtype=np.float64))
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> TokenizedPair:
+        t1, t2 = (int(v) for v in self.pair_text_ids[index])
+        return TokenizedPair(self.token_ids[t1], self.token_ids[t2], float(self.labels[index]), t1, t2)
+
+    def lengths(self) -> list[int]:
+        """Per pair, the longer side's token count: what decides a batch's padded width."""
+        sizes = np.fromiter((len(ids) for ids in self.token_ids), dtype=np.int64, count=len(self.token_ids))
+        return np.maximum(sizes[self.pair_text_ids[:, 0]], sizes[self.pair_text_ids[:, 1]]).tolist()
+
+
+class PairCollator:
+    """Batch of pairs -> {input_ids [2B,T], attention_mask [2B,T], labels [B], text_ids [2B]}.
+
+    Rows 0..B-1 are the first texts, rows B..2B-1 the second texts.
+    """
+
+    def __init__(self, pad_id: int, *, left_padding: bool = False) -> None:
+        self.pad_id = pad_id
+        self.left_padding = left_padding
+
+    def __call__(self, batch: Sequence[TokenizedPair]) -> dict[str, Any]:
+        if not batch:
+            raise ValueError("empty batch")
+        sequences = [item.ids1 for item in batch] + [item.ids2 for item in batch]
+        out: dict[str, Tensor] = pad_token_ids(sequences, self.pad_id, left=self.left_padding)
+        out["labels"] = torch.tensor([item.label for item in batch], dtype=torch.float32)
+        out["text_ids"] = torch.tensor([item.text_id1 for item in batch] + [item.text_id2 for item in batch])
+        return out
+
+
+POSITIVE_FRACTION = 0.8
+"""Default in-batch-negative positive rule: label >= lower + 0.8 * (upper - lower) of the label range."""
+
+
+def default_positive_threshold(label_range: tuple[float, float] | None, labels: np.ndarray) -> float:
+    """The explicit positive rule used when none is configured (see DESIGN.md, in-batch negatives)."""
+    distinct = np.unique(labels)
+    if label_range is None and set(distinct.tolist()) <= {0.0, 1.0}:
+        return 1.0
+    if label_range is None:
+        raise ConfigError(
+            "in-batch negatives need a positive rule: the training labels are scores without a declared "
+            "range, so set positive_threshold (a pair is positive when label >= it)"
+        )
+    lower, upper = label_range
+    return lower + POSITIVE_FRACTION * (upper - lower)
+
+
+class PairTask(TrainingTask):
+    """A batch is B labelled pairs, embedded as [2B, T] (first texts, then second texts) in one pass."""
+
+    kind = "pairs"
+    override_names: ClassVar[dict[str, str]] = {
+        name: name
+        for name in ("cosine_weight", "ibn_weight", "angle_weight", "cosine_tau", "ibn_tau", "angle_tau", "angle_variant", "ibn_similarity")
+    }
+    family = "the AnglE pair objectives (paper, cosine, ibn, ...)"
+
+    def load_data(self, data: Any) -> Any:
+        from anglekit.data.catalog import resolve_dataset
+
+        train_set = resolve_dataset(data.train_data, default_split="train")
+        if len(train_set) == 0:
+            raise ConfigError(f"{data.train_data}: no training pairs")
+        return train_set
+
+    def build_objective(self, name: str, overrides: dict[str, Any], train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
+        config = ObjectiveConfig.from_preset(name, **overrides)
+        if config.ibn_weight > 0:
+            threshold = positive_threshold
+            if threshold is None:
+                threshold = default_positive_threshold(train_set.label_range, train_set.labels)
+            config = ObjectiveConfig.from_preset(name, **overrides, positive_threshold=float(threshold))
+        return AnglEObjective(config), config
+
+    def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
+        tokenized = TokenizedPairs.build(train_set.text1, train_set.text2, train_set.labels, embedder.tokenize_unpadded)
+        return tokenized, PairCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
+
+    def loss(self, services: BatchServices, objective: Any, model: Any, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
+        labels = inputs["labels"]
+        text_ids = inputs["text_ids"]
+        size = labels.shape[0]
+        vectors = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+        # Objectives compute in float32 even under autocast: exp/logsumexp of scaled scores.
+        vectors = vectors.float()
+        out = objective(vectors[:size], vectors[size:], labels.float(), text_ids[:size], text_ids[size:])
+        return vectors, out, size
