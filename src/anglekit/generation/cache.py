@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from anglekit.atomic import atomic_write_text
+from anglekit.io.atomic import atomic_write_text
 
 CACHE_VERSION = 1
 

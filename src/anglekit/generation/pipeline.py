@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anglekit.atomic import atomic_write, atomic_write_json
+from anglekit.io.atomic import atomic_write, atomic_write_json
 from anglekit.errors import ConfigError
 from anglekit.generation.backends import Backend, BackendError, GenerationParams, make_backend, parse_llm_spec
 from anglekit.generation.cache import AnswerCache, cache_key
@@ -70,6 +70,12 @@ class GenerationConfig:
     price_completion: float | None = None
     device: str | None = None
     """hf backends: cpu, cuda, ..."""
+    dtype: str | None = None
+    """hf backends: load the weights in fp32, bf16 or fp16 (default: as stored)."""
+    revision: str | None = None
+    """hf backends: hub revision (branch, tag or commit) of the model."""
+    trust_remote_code: bool = False
+    """hf backends: run the model repository's own code."""
     batch_size: int = 1
     """hf backends: prompts per ``generate`` call (concurrent requests are batched; the pool grows to this size)."""
     progress: bool = True
@@ -153,7 +159,10 @@ def build_backends(config: GenerationConfig, stats: _Stats | None = None) -> lis
             if stats is not None:
                 options["on_retry"] = stats.on_retry
         else:
-            options = {"device": config.device, "batch_size": config.batch_size}
+            options = {
+                "device": config.device, "dtype": config.dtype, "revision": config.revision,
+                "trust_remote_code": config.trust_remote_code, "batch_size": config.batch_size,
+            }
         backends.append(make_backend(spec, **options))
     return backends
 

@@ -11,7 +11,7 @@ Modules, one concept each:
 * :mod:`~anglekit.github_issues.dataset` -- loader of the published format (hub or local files);
 * :mod:`~anglekit.github_issues.fake_server` -- a fixture-driven fake GitHub API on 127.0.0.1 (tests, benchmark).
 
-Nothing here imports torch; the command line is :mod:`anglekit.cli_github`.
+Nothing here imports torch; the command line is :mod:`anglekit.cli.github_issues`.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anglekit.atomic import atomic_write, atomic_write_json
+from anglekit.io.atomic import atomic_write, atomic_write_json
 from anglekit.errors import ConfigError, DataError
 from anglekit.github_issues.collect import read_collection
 from anglekit.github_issues.duplicates import IssueRef, find_duplicate_pairs

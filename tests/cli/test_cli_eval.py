@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from anglekit.cli import main
-from test_eval_sts import write_sts_root
-from test_eval_suites import write_nontransfer_root
+
+_EVALUATION_TESTS = str(Path(__file__).resolve().parents[1] / "evaluation")  # tests/evaluation: the tiny data roots
+if _EVALUATION_TESTS not in sys.path:
+    sys.path.insert(0, _EVALUATION_TESTS)
+
+from test_eval_sts import write_sts_root  # noqa: E402
+from test_eval_suites import write_nontransfer_root  # noqa: E402
 
 
 def test_eval_sts_suite_writes_results_and_caches(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = write_sts_root(tmp_path / "data")
     out = tmp_path / "eval"
     args = [
-        "eval", str(tiny_bert_dir), "--suite", "sts", "--data-root", str(root), "--out", str(out),
+        "eval", str(tiny_bert_dir), "--suite", "sts", "--data-root", str(root), "--output-dir", str(out),
         "--cache", str(tmp_path / "cache"), "--option", "sts.check_counts=false", "--quiet",
     ]
     assert main(args) == 0
@@ -35,7 +41,7 @@ def test_eval_data_and_suite_together_and_report(tiny_bert_dir: Path, tmp_path: 
     scores = tmp_path / "scores.json"
     code = main([
         "eval", str(tiny_bert_dir), "--suite", "non-transfer", "--data", str(root / "stsb") + ":test",
-        "--output", str(scores), "--data-root", str(root), "--out", str(out), "--no-cache", "--quiet",
+        "--output", str(scores), "--data-root", str(root), "--output-dir", str(out), "--no-cache", "--quiet",
     ])
     assert code == 0
     assert json.loads(scores.read_text())["datasets"]
@@ -58,7 +64,7 @@ def test_eval_data_and_suite_together_and_report(tiny_bert_dir: Path, tmp_path: 
     ],
 )
 def test_eval_bad_suite_arguments(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str) -> None:
-    assert main(["eval", str(tiny_bert_dir), "--out", str(tmp_path / "o"), *extra]) == 2
+    assert main(["eval", str(tiny_bert_dir), "--output-dir", str(tmp_path / "o"), *extra]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
@@ -66,7 +72,7 @@ def test_eval_bad_suite_arguments(tiny_bert_dir: Path, tmp_path: Path, capsys: p
 def test_eval_suite_with_missing_data_names_the_file(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
     code = main(["eval", str(tiny_bert_dir), "--suite", "retrieval", "--data-root", str(tmp_path / "empty"),
-                 "--out", str(tmp_path / "o"), "--no-cache", "--quiet"])
+                 "--output-dir", str(tmp_path / "o"), "--no-cache", "--quiet"])
     assert code == 2
     assert "flickr30k" in capsys.readouterr().err
 

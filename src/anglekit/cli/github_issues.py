@@ -1,8 +1,7 @@
 """``anglekit github-issues collect|build``: the GitHub Issues Similarity dataset builder on the command line.
 
-``add_github_parser(commands)`` adds the ``github-issues`` command to an argparse subparsers
-object; ``run_github(args)`` runs it (exit status). ``anglekit github-issues ...``
-works on its own too.
+``add_parser(commands)`` adds the ``github-issues`` command to an argparse subparsers object;
+``run(args)`` runs it (exit status).
 """
 
 from __future__ import annotations
@@ -12,16 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from anglekit.cli.common import add_output_dir, add_quiet, positive_int
 from anglekit.errors import ConfigError
 
-__all__ = ["add_github_parser", "run_github"]
+__all__ = ["add_parser", "run"]
 
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
+NAME = "github-issues"
 
 
 def _shares(text: str) -> list[float]:
@@ -34,14 +29,14 @@ def _shares(text: str) -> list[float]:
     return values
 
 
-def add_github_parser(commands: Any) -> None:
+def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Add ``github-issues`` with its ``collect`` and ``build`` subcommands to ``commands``."""
     from anglekit.github_issues.build import DEFAULT_MAX_CHARS, PAPER_NEGATIVE_RATIO, PAPER_SPLIT_SHARES
     from anglekit.github_issues.client import DEFAULT_BASE_URL, DEFAULT_TOKEN_ENV
     from anglekit.github_issues.repos import DEFAULT_REPOSITORIES, PAPER_REPOSITORY_COUNT
 
     parser = commands.add_parser(
-        "github-issues",
+        NAME,
         allow_abbrev=False,
         help="collect duplicate GitHub issues and build the long-text STS pair dataset",
         description="Build AnglE's GitHub Issues Similarity dataset: collect issues over the GitHub REST API, then build pairs.",
@@ -57,19 +52,19 @@ def add_github_parser(commands: Any) -> None:
                          help=f"comma-separated owner/name list (default: the {len(DEFAULT_REPOSITORIES)} of the paper's "
                          f"{PAPER_REPOSITORY_COUNT} repositories shipped: {','.join(DEFAULT_REPOSITORIES)})")
     collect.add_argument("--repos-file", type=Path, default=None, help="a file with one owner/name a line (# comments allowed)")
-    collect.add_argument("--out", type=Path, required=True, help="collection folder (created; resumed when it exists)")
+    add_output_dir(collect, required=True, old="--out", type=Path, help="collection folder (created; resumed when it exists)")
     collect.add_argument("--base-url", default=DEFAULT_BASE_URL, help="API root (default %(default)s)")
     collect.add_argument("--token-env", default=DEFAULT_TOKEN_ENV,
                          help="environment variable holding the token (default %(default)s); never pass a token itself")
-    collect.add_argument("--max-issues", type=_positive_int, default=None, help="at most this many closed issues per repository")
-    collect.add_argument("--per-page", type=_positive_int, default=100, help="items per page, 1-100 (default %(default)s)")
+    collect.add_argument("--max-issues", type=positive_int, default=None, help="at most this many closed issues per repository")
+    collect.add_argument("--per-page", type=positive_int, default=100, help="items per page, 1-100 (default %(default)s)")
     collect.add_argument("--candidates", choices=("signals", "commented", "all"), default="signals",
                          help="which issues get their comments and timeline fetched (default %(default)s)")
     collect.add_argument("--no-originals", action="store_true", help="do not fetch originals outside the collected issues")
     collect.add_argument("--no-rate-limit", action="store_true",
                          help="do not wait pre-emptively when X-RateLimit-Remaining reaches 0 (403/429 are still honoured)")
     collect.add_argument("--max-retries", type=int, default=5, help="retries of a failing request (default %(default)s)")
-    collect.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_quiet(collect, help="no progress lines")
 
     build = sub.add_parser(
         "build", allow_abbrev=False, help="build pairs, splits, statistics and the length plot from a collection",
@@ -77,17 +72,19 @@ def add_github_parser(commands: Any) -> None:
         "components (no issue in two splits), statistics and the paper's Figure 3 length plot.",
     )
     build.add_argument("collection", type=Path, help="a folder written by 'github-issues collect'")
-    build.add_argument("--out", type=Path, required=True, help="dataset folder (train/valid/test.jsonl, github_issues.json, PNG)")
+    add_output_dir(build, required=True, old="--out", type=Path, help="dataset folder (train/valid/test.jsonl, github_issues.json, PNG)")
     build.add_argument("--seed", type=int, default=42, help="seed of splits and negative sampling (default %(default)s)")
     build.add_argument("--negative-ratio", type=float, default=PAPER_NEGATIVE_RATIO,
                        help="negatives per positive (default %(default).4f: the published dataset's 10622/11038)")
     build.add_argument("--split-shares", type=_shares, default=list(PAPER_SPLIT_SHARES),
                        help="train,valid,test shares of positive pairs (default: the published 18565/1547/1548)")
-    build.add_argument("--max-chars", type=_positive_int, default=DEFAULT_MAX_CHARS, help="cap of a text in characters (default %(default)s)")
+    build.add_argument("--max-chars", type=positive_int, default=DEFAULT_MAX_CHARS, help="cap of a text in characters (default %(default)s)")
     build.add_argument("--tokenizer", default=None,
                        help="tokenizer (path or cached name) for the token statistics (default: an approximate count)")
-    build.add_argument("--long-threshold", type=_positive_int, default=512, help="token count of a 'long' text (default %(default)s)")
+    build.add_argument("--long-threshold", type=positive_int, default=512, help="token count of a 'long' text (default %(default)s)")
     build.add_argument("--no-plot", action="store_true", help="skip the length-distribution PNG")
+    add_quiet(build, help="print only the dataset folder, not the statistics (they are in github_issues.json)")
+    return parser
 
 
 def _read_repos(args: argparse.Namespace) -> list[str]:
@@ -115,22 +112,25 @@ def _collect(args: argparse.Namespace) -> int:
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr, flush=True))
     if not client.authenticated:
         say(f"note: ${args.token_env} is not set; anonymous requests are limited to 60 an hour on github.com")
-    summary = collect(repos, args.out, client=client, max_issues=args.max_issues, candidates=args.candidates,
+    summary = collect(repos, args.output_dir, client=client, max_issues=args.max_issues, candidates=args.candidates,
                       fetch_originals=not args.no_originals, progress=say)
     done = sum(1 for r in summary.repos if r.phase == "done")
     missing = sum(1 for r in summary.repos if r.phase == "missing")
     print(f"collected {done}/{len(summary.repos)} repositories ({missing} not found, {len(summary.failed)} failed) "
-          f"in {summary.requests} requests, {summary.seconds:.1f} s -> {args.out}")
+          f"in {summary.requests} requests, {summary.seconds:.1f} s -> {args.output_dir}")
     return 1 if summary.failed else 0
 
 
 def _build(args: argparse.Namespace) -> int:
     from anglekit.github_issues.build import build_dataset
 
-    result = build_dataset(args.collection, args.out, seed=args.seed, negative_ratio=args.negative_ratio,
+    result = build_dataset(args.collection, args.output_dir, seed=args.seed, negative_ratio=args.negative_ratio,
                            split_shares=args.split_shares, max_chars=args.max_chars, tokenizer=args.tokenizer,
                            long_threshold=args.long_threshold, plot=not args.no_plot)
     stats = result.stats
+    if args.quiet:
+        print(result.out)
+        return 0
     for split, counts in stats["pairs"].items():
         print(f"{split:5s}: {counts['total']} pairs ({counts['positive']} positive, {counts['negative']} negative)")
     over = stats["texts_over_threshold"]
@@ -140,7 +140,7 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_github(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run a parsed ``github-issues`` command; the exit status."""
     if args.github_command == "collect":
         return _collect(args)

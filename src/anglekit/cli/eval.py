@@ -1,4 +1,4 @@
-"""``anglekit eval`` and ``anglekit report``: command-line faces of anglekit.evaluation."""
+"""``anglekit eval MODEL``: pair datasets (``--data``) and the papers' evaluation suites (``--suite``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,25 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from anglekit.errors import AnglekitError, ConfigError
+from anglekit.cli.common import add_model_options, add_output, add_output_dir, model_kwargs
+from anglekit.errors import AnglekitError, ConfigError, UnsupportedModelError
 
+NAME = "eval"
 BACKENDS = ("auto", "anglekit", "sentence-transformers")
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        NAME,
+        allow_abbrev=False,
+        help="evaluate a model: pair datasets (--data) and the papers' suites (--suite)",
+        description="Spearman/Pearson x 100 of cosine vs gold on pair datasets (--data), and the AnglE/SimACE "
+        "evaluation suites (--suite sts|non-transfer|transfer|retrieval|geometry|all). Works on anglekit models, "
+        "any Hugging Face encoder and sentence-transformers directories.",
+    )
+    add_model_options(parser)
+    add_eval_arguments(parser)
+    return parser
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,13 +35,15 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "--data", action="append", default=[], metavar="DATASET",
         help="pair dataset spec (stsb:test, a file, a directory, hf:name:split); repeatable",
     )
-    parser.add_argument("--output", metavar="JSON", help="write the --data scores as JSON here")
+    add_output(parser, metavar="JSON", help="write the --data scores as JSON to this file")
     parser.add_argument(
         "--suite", action="append", default=[], metavar="NAME",
         help="sts, non-transfer, transfer, retrieval, geometry or all (repeatable)",
     )
-    parser.add_argument("--data-root", metavar="DIR", help="folder holding senteval/, stsb/, ... (default: $ANGLEKIT_DATA or ../shared/data)")
-    parser.add_argument("--out", metavar="DIR", help="where suites write <suite>.json and <suite>.md (default: runs/eval/<model>)")
+    parser.add_argument("--data-root", metavar="DIR", help="folder holding senteval/, stsb/, ... (default: $ANGLEKIT_DATA, else the per-user folder ~/.local/share/anglekit/data)")
+    add_output_dir(
+        parser, old="--out", help="folder where suites write <suite>.json and <suite>.md (default: runs/eval/<model>)"
+    )
     parser.add_argument("--cache", metavar="DIR", help="embedding cache folder (default: $ANGLEKIT_CACHE/embeddings)")
     parser.add_argument("--no-cache", action="store_true", help="do not cache embeddings")
     parser.add_argument(
@@ -35,7 +53,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend", choices=BACKENDS, default="auto",
         help="load MODEL with anglekit or sentence-transformers (auto: anglekit, else sentence-transformers "
-        "for directories with modules anglekit does not apply)",
+        "for models with modules anglekit does not apply)",
     )
 
 
@@ -61,33 +79,39 @@ def parse_options(items: list[str], suites: list[str]) -> dict[str, dict[str, An
     return options
 
 
-def _load_model(args: argparse.Namespace, model_kwargs: dict[str, Any]) -> Any:
-    from anglekit.embedder import Embedder
+def load_model(args: argparse.Namespace) -> Any:
+    """The model to evaluate: an Embedder, or (``--backend sentence-transformers``, or ``auto`` for a
+    model whose modules anglekit does not apply) a sentence-transformers encoder."""
+    from anglekit.model.embedder import Embedder
 
     if args.backend == "sentence-transformers":
         return _sentence_transformer(args)
     try:
-        return Embedder.from_pretrained(args.model, **model_kwargs)
-    except ConfigError as exc:
-        if args.backend == "auto" and "is not supported" in str(exc) and Path(args.model, "modules.json").is_file():
+        return Embedder.from_pretrained(args.model, **model_kwargs(args))
+    except UnsupportedModelError:
+        if args.backend == "auto":
             return _sentence_transformer(args)
         raise
 
 
 def _sentence_transformer(args: argparse.Namespace) -> Any:
     from anglekit.evaluation.encoders import load_sentence_transformer
+    from anglekit.model.devices import default_device
 
+    device = args.device or str(default_device())
     try:
-        return load_sentence_transformer(args.model, max_length=args.max_length, batch_size=args.batch_size, progress=not args.quiet)
+        return load_sentence_transformer(
+            args.model, device=device, max_length=args.max_length, batch_size=args.batch_size, progress=not args.quiet
+        )
     except ImportError as exc:
         raise ConfigError("--backend sentence-transformers needs the package: pip install 'anglekit[bench]'") from exc
 
 
-def run_eval(args: argparse.Namespace, model_kwargs: dict[str, Any]) -> int:
-    from anglekit.atomic import atomic_write_json
+def run(args: argparse.Namespace) -> int:
     from anglekit.data.catalog import resolve_dataset
     from anglekit.evaluation.similarity import evaluate_pairs
     from anglekit.evaluation.suites import SUITES, run_suites
+    from anglekit.io.atomic import atomic_write_json
 
     if not args.data and not args.suite:
         raise AnglekitError("give at least one --data DATASET or --suite NAME")
@@ -97,7 +121,7 @@ def run_eval(args: argparse.Namespace, model_kwargs: dict[str, Any]) -> int:
         raise ConfigError(f"unknown suite(s) {unknown}; choose from {', '.join(SUITES)} or all")
     options = parse_options(args.option, suites)
     datasets = [(spec, resolve_dataset(spec, default_split="test")) for spec in args.data]
-    model = _load_model(args, model_kwargs)
+    model = load_model(args)
 
     if datasets:
         encode = model if callable(model) and not hasattr(model, "encode") else partial(
@@ -113,7 +137,7 @@ def run_eval(args: argparse.Namespace, model_kwargs: dict[str, Any]) -> int:
             atomic_write_json(args.output, results)
 
     if suites:
-        out = Path(args.out) if args.out else Path("runs") / "eval" / Path(os.path.normpath(args.model)).name
+        out = Path(args.output_dir) if args.output_dir else Path("runs") / "eval" / Path(os.path.normpath(args.model)).name
         cache: bool | str = False if args.no_cache else (args.cache or True)
         max_length = getattr(getattr(model, "config", None), "max_length", None) if args.max_length is None else args.max_length
         produced = run_suites(
@@ -123,27 +147,4 @@ def run_eval(args: argparse.Namespace, model_kwargs: dict[str, Any]) -> int:
         for name in produced:
             print((out / f"{name}.md").read_text(encoding="utf-8"))
         print(f"results in {out}/")
-    return 0
-
-
-def add_report_parser(commands: Any) -> None:
-    parser = commands.add_parser(
-        "report", allow_abbrev=False, help="side-by-side markdown table of evaluation runs",
-        description="Compare the suite results of several `anglekit eval --suite` output folders, "
-        "with the papers' published numbers as reference rows.",
-    )
-    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="folders written by anglekit eval --out")
-    parser.add_argument("--suite", action="append", default=None, metavar="NAME", help="only these suites (repeatable)")
-    parser.add_argument("--no-published", action="store_true", help="leave out the published reference rows")
-    parser.add_argument("--output", metavar="FILE.md", help="also write the markdown here")
-
-
-def run_report(args: argparse.Namespace) -> int:
-    from anglekit.atomic import atomic_write_text
-    from anglekit.evaluation.report import report
-
-    text = report(args.run_dirs, suites=args.suite, include_published=not args.no_published)
-    print(text)
-    if args.output:
-        atomic_write_text(args.output, text)
     return 0

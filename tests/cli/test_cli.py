@@ -53,7 +53,7 @@ def test_top_level_help(capsys: pytest.CaptureFixture[str]) -> None:
         (
             "train",
             ["--config", "--model", "--train-data", "--dev-data", "--pooling", "--prompt", "--max-steps", "--save-steps",
-             "--batch-size", "--resume", "--overwrite-output-dir", "--positive-threshold", "--no-progress", "--objective"],
+             "--batch-size", "--resume", "--overwrite-output-dir", "--positive-threshold", "--quiet", "--objective"],
         ),
         ("eval", ["--data", "--output", "--batch-size", "--max-length", "--pooling", "--quiet"]),
         ("encode", ["--input", "--output", "--column", "--normalize", "--no-normalize", "--batch-size", "--pooling"]),
@@ -150,7 +150,7 @@ def test_train_runs_from_yaml_with_flag_overrides(
     config = tmp_path / "config.yaml"
     config.write_text(
         f"model: {tiny_bert_dir}\ntrain-data: {pair_file}\noutput_dir: {out}\nbatch_size: 2\nmax_steps: 3\n"
-        "positive_threshold: 4.0\ndevice: cpu\nprogress: false\nlogging_steps: 1\n"
+        "positive_threshold: 4.0\ndevice: cpu\nquiet: true\nlogging_steps: 1\n"
     )
     code, stdout, err = _run(["train", "--config", str(config), "--batch-size", "4", "--max-steps", "2"], capsys)
     assert code == 0, err
@@ -174,7 +174,7 @@ def texts_file(tmp_path: Path) -> Path:
 def test_encode_writes_npy_equal_to_embedder_encode(
     tmp_path: Path, tiny_bert_dir: Path, texts_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from anglekit.embedder import Embedder
+    from anglekit.model.embedder import Embedder
 
     output = tmp_path / "vectors.npy"
     code, stdout, err = _run(
@@ -190,7 +190,7 @@ def test_encode_writes_npy_equal_to_embedder_encode(
 
 
 def test_encode_options(tmp_path: Path, tiny_bert_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from anglekit.embedder import Embedder
+    from anglekit.model.embedder import Embedder
 
     table = tmp_path / "texts.csv"
     table.write_text("id,sentence\n1,dog\n2,a man is playing the guitar .\n3,two kids ride bikes\n", encoding="utf-8")
@@ -295,7 +295,7 @@ def test_eval_prints_scores_and_writes_json(
     tmp_path: Path, tiny_bert_dir: Path, pair_file: Path, dev_pair_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from anglekit.data.catalog import resolve_dataset
-    from anglekit.embedder import Embedder
+    from anglekit.model.embedder import Embedder
     from anglekit.evaluation.similarity import evaluate_pairs
 
     output = tmp_path / "scores.json"
@@ -381,7 +381,7 @@ def test_helpers_pair_file_is_valid(pair_file: Path) -> None:
 
 def test_generate_is_wired_and_reports_a_missing_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "pairs.jsonl"
-    code = main(["generate", "--input", str(tmp_path / "missing.txt"), "--out", str(out), "--llm", "openai:m@http://127.0.0.1:9/v1"])
+    code = main(["generate", "--input", str(tmp_path / "missing.txt"), "--output", str(out), "--llm", "openai:m@http://127.0.0.1:9/v1"])
     assert code == 2
     assert "missing.txt" in capsys.readouterr().err
     assert not out.exists()
@@ -389,7 +389,7 @@ def test_generate_is_wired_and_reports_a_missing_input(tmp_path: Path, capsys: p
 
 def test_github_issues_is_wired_and_reports_a_missing_collection(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "dataset"
-    code = main(["github-issues", "build", str(tmp_path / "no-collection"), "--out", str(out), "--no-plot"])
+    code = main(["github-issues", "build", str(tmp_path / "no-collection"), "--output-dir", str(out), "--no-plot"])
     assert code == 2
     assert "no-collection" in capsys.readouterr().err
     assert not out.exists()

@@ -8,16 +8,19 @@ import sys
 import threading
 from typing import Any
 
+from anglekit.cli.common import DTYPE_CHOICES, add_output, add_quiet, device_name, positive_int
 from anglekit.errors import ConfigError
+
+NAME = "generate"
 
 EXIT_PARTIAL = 3
 """Exit status when some requests failed for good (the output holds the rest; rerun to retry)."""
 
 
-def add_generate_parser(commands: Any) -> None:
+def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Register ``generate`` on an argparse subparsers object."""
     parser = commands.add_parser(
-        "generate",
+        NAME,
         allow_abbrev=False,
         help="generate synonym/antonym pairs from raw sentences with LLMs (train data for `anglekit train`)",
         description="Ask one or more LLMs for synonymous and antonymous sentences of each input sentence (the AnglE "
@@ -25,6 +28,7 @@ def add_generate_parser(commands: Any) -> None:
         "cached on disk, so an interrupted run resumes without asking again.",
     )
     _add_arguments(parser)
+    return parser
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,8 +36,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     io.add_argument("--input", required=True, help="sentences: .txt (one per line) or a csv/tsv/jsonl/json/parquet column")
     io.add_argument("--column", default=None, help="column holding the sentences in a tabular input (default: text, sentence or the only one)")
     io.add_argument("--limit", type=int, default=None, help="use only the first N sentences")
-    io.add_argument("--out", required=True, help="output pairs (.jsonl); the summary goes to <out>.summary.json")
-    io.add_argument("--cache", default=None, help="answer cache folder (default: <out>.cache/)")
+    add_output(io, required=True, old="--out", metavar="FILE.jsonl", help="output pairs (.jsonl); the summary goes to <output>.summary.json")
+    io.add_argument("--cache", default=None, help="answer cache folder (default: <output>.cache/)")
     llm = parser.add_argument_group("LLMs")
     llm.add_argument(
         "--llm", action="append", required=True, metavar="SPEC",
@@ -42,8 +46,14 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     llm.add_argument("--base-url", default=None, help="base URL for openai: specs without @URL (default: $OPENAI_BASE_URL or https://api.openai.com/v1)")
     llm.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key (never passed as a flag)")
-    llm.add_argument("--device", default=None, help="hf: backends: cpu, cuda, ... (default: the best available)")
-    llm.add_argument("--batch-size", type=int, default=1, help="hf: backends: prompts per generate call (batches concurrent requests)")
+    llm.add_argument(
+        "--device", type=device_name, default=None, metavar="DEVICE",
+        help="hf: backends: cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)",
+    )
+    llm.add_argument("--dtype", default=None, choices=DTYPE_CHOICES, help="hf: backends: load the weights in this dtype (default: as stored)")
+    llm.add_argument("--revision", default=None, help="hf: backends: hub revision of the model: branch, tag or commit (default: the main branch)")
+    llm.add_argument("--trust-remote-code", action="store_true", help="hf: backends: run the model repository's own code")
+    llm.add_argument("--batch-size", type=positive_int, default=1, metavar="N", help="hf: backends: prompts per generate call (batches concurrent requests)")
     prompt = parser.add_argument_group("prompts and labels")
     prompt.add_argument("--kind", choices=("synonym", "antonym", "both"), default="both", help="which pairs to generate")
     prompt.add_argument("--size", type=int, default=3, help="sentences asked for per prompt ({size}); at most this many kept")
@@ -68,7 +78,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     ops.add_argument("--backoff-max", type=float, default=60.0)
     ops.add_argument("--price-prompt", type=float, default=None, help="cost per 1M prompt tokens, for the cost summary")
     ops.add_argument("--price-completion", type=float, default=None, help="cost per 1M completion tokens")
-    ops.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet(ops)
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
@@ -84,7 +94,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed,
         min_chars=args.min_chars, max_chars=args.max_chars, near_duplicate_ratio=args.near_duplicate_ratio,
         api_key_env=args.api_key_env, base_url=args.base_url, cache_dir=args.cache,
-        price_prompt=args.price_prompt, price_completion=args.price_completion, device=args.device, batch_size=args.batch_size,
+        price_prompt=args.price_prompt, price_completion=args.price_completion, device=args.device, dtype=args.dtype,
+        revision=args.revision, trust_remote_code=args.trust_remote_code, batch_size=args.batch_size,
         progress=not args.quiet,
     )
 
@@ -105,7 +116,7 @@ def _report(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_generate(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run ``anglekit generate``: 0 when complete, 3 when some requests failed (rerun to retry), 130 on Ctrl-C."""
     from anglekit.data.readers import read_texts
     from anglekit.generation.pipeline import generate_pairs, summary_path
@@ -117,9 +128,9 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.limit is not None:
         texts = texts[: args.limit]
     try:
-        result = generate_pairs(texts, args.out, config)
+        result = generate_pairs(texts, args.output, config)
     except KeyboardInterrupt:
-        print(f"anglekit generate: interrupted; answers so far are cached, rerun to resume (summary: {summary_path(args.out)})", file=sys.stderr)
+        print(f"anglekit generate: interrupted; answers so far are cached, rerun to resume (summary: {summary_path(args.output)})", file=sys.stderr)
         if any(t.name.startswith("anglekit-generate") and t.is_alive() for t in threading.enumerate()):
             # Requests still in flight would hold the exit for up to --timeout x retries: abandon them (their
             # answers are not cached and are asked again on resume; all else is already written atomically).
@@ -134,4 +145,4 @@ def run_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["add_generate_parser", "run_generate"]
+__all__ = ["EXIT_PARTIAL", "add_parser", "config_from_args", "run"]

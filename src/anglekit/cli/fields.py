@@ -1,0 +1,68 @@
+"""Flags generated from typed settings (:func:`anglekit.config.settings_of`).
+
+Each setting becomes one flag ``--flat-key`` whose help is the setting's declared help (never read
+from the source code), with its default; its aliases (``--model-dtype``) are accepted too, hidden
+from ``--help`` but named in the flag's help. Booleans get ``--x/--no-x``. Use the parser with
+``argument_default=argparse.SUPPRESS``: then only the flags given reach :func:`overrides`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from anglekit.config import Setting, settings_of
+
+SECTION_TITLES = {
+    "model": "model",
+    "data": "data",
+    "objective": "objective",
+    "lora": "LoRA",
+    "trainer": "trainer",
+}
+
+
+def _help(s: Setting) -> str:
+    text = " ".join(s.help.split())
+    if s.default not in (None, "") and "default" not in text:
+        text = f"{text} (default: {s.default})"
+    aliases = s.flags[1:]
+    if aliases:
+        text = f"{text} (also {', '.join(aliases)})"
+    return text.replace("%", "%%")
+
+
+def add_setting(container: Any, s: Setting) -> None:
+    """Add the flag of one setting (and its hidden aliases) to a parser or argument group."""
+    flag, *aliases = s.flags
+    if s.base is bool:
+        kwargs: dict[str, Any] = {"action": argparse.BooleanOptionalAction}
+    else:
+        kwargs = {"type": s.base}
+        if s.choices is not None:
+            kwargs["choices"] = s.choices
+        else:
+            kwargs["metavar"] = s.base.__name__.upper()
+    container.add_argument(flag, dest=s.key, help=_help(s), **kwargs)
+    for alias in aliases:
+        container.add_argument(alias, dest=s.key, help=argparse.SUPPRESS, **kwargs)
+
+
+def add_settings(parser: argparse.ArgumentParser, config_class: type, *, exclude: Sequence[str] = ()) -> list[Setting]:
+    """Add a flag for every setting of ``config_class`` (one argument group per section); returns the settings."""
+    settings = [s for s in settings_of(config_class) if s.key not in exclude]
+    groups: dict[str | None, Any] = {}
+    for s in settings:
+        if s.section not in groups:
+            groups[s.section] = parser if s.section is None else parser.add_argument_group(SECTION_TITLES.get(s.section, s.section))
+        add_setting(groups[s.section], s)
+    return settings
+
+
+def overrides(args: argparse.Namespace, settings: Sequence[Setting]) -> dict[str, Any]:
+    """{flat key: value} of the settings given on the command line (the parser suppresses the rest)."""
+    return {s.key: getattr(args, s.key) for s in settings if hasattr(args, s.key)}
+
+
+__all__ = ["add_setting", "add_settings", "overrides"]

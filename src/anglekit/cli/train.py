@@ -1,0 +1,58 @@
+"""``anglekit train [MODEL]``: fine-tune an embedder. Every flag is generated from the typed
+settings of :class:`~anglekit.training.config.TrainConfig` (help, aliases, choices, defaults)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from anglekit.cli.common import add_renamed
+from anglekit.cli.fields import add_settings, overrides
+from anglekit.errors import ConfigError
+
+NAME = "train"
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    from anglekit.training.config import TrainConfig
+
+    parser = commands.add_parser(
+        NAME,
+        help="fine-tune an embedder with the AnglE objectives",
+        description="Fine-tune an embedder. Settings come from --config (YAML) and/or flags; flags win. "
+        "An unknown key or flag is an error. MODEL may be given as the first argument or as --model.",
+        argument_default=argparse.SUPPRESS,
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "model_argument", nargs="?", default=None, metavar="MODEL",
+        help="backbone: hub name, local folder, .gguf file or pypi:NAME (the same as --model; or model: in the YAML)",
+    )
+    parser.add_argument("--config", metavar="YAML", help="YAML file of settings (keys as the flags, with _ or -; or in sections)")
+    settings = add_settings(parser, TrainConfig)
+    flags = {flag for s in settings for flag in s.flags}
+    keys = {s.key for s in settings}
+    if "quiet" in keys and "--no-progress" not in flags:  # the flags before --quiet
+        add_renamed(parser, "--no-progress", "--quiet", "quiet", nargs=0, const=True)
+        add_renamed(parser, "--progress", "--no-quiet", "quiet", nargs=0, const=False)
+    parser.set_defaults(_settings=settings)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from anglekit.training.config import TrainConfig
+    from anglekit.training.run import train
+
+    values = overrides(args, args._settings)
+    positional = getattr(args, "model_argument", None)
+    if positional is not None:
+        if "model" in values and values["model"] != positional:
+            raise ConfigError(f"the model is given twice, as MODEL {positional!r} and as --model {values['model']!r}; give one")
+        values["model"] = positional
+    if getattr(args, "config", None):
+        config = TrainConfig.from_yaml(args.config, values)
+    else:
+        config = TrainConfig.from_dict(values, source="flags")
+    result = train(config)
+    print(result.table())
+    return 0
