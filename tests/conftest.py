@@ -80,7 +80,7 @@ def copy_model(tmp_path: Path) -> Callable[[Path], Path]:
 @pytest.fixture
 def load_bert(tiny_bert_dir: Path) -> Callable[..., Any]:
     """``load_bert(**kwargs)`` -> a fresh Embedder of the tiny BERT on the CPU."""
-    from anglekit.embedder import Embedder
+    from anglekit.model.embedder import Embedder
 
     def load(**kwargs: Any) -> Any:
         kwargs.setdefault("device", "cpu")

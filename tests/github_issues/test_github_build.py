@@ -12,7 +12,7 @@ import pytest
 from anglekit.github_issues.build import PAPER_NEGATIVE_RATIO, build_dataset, issue_text
 from anglekit.github_issues.client import GitHubClient
 from anglekit.github_issues.collect import collect
-from anglekit.github_issues.dataset import load_github_issues, register_in_catalog
+from anglekit.github_issues.dataset import load_github_issues
 from anglekit.github_issues.fake_server import FakeGitHub, make_fixture
 
 REPOS = ("acme/a", "acme/b")
@@ -146,10 +146,6 @@ def test_loader_reads_built_and_hub_snapshot_layouts(built: Any, tmp_path: Path)
 def test_catalogue_registration(built: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from anglekit.data import catalog
 
-    known, aliases = dict(catalog.KNOWN_DATASETS), dict(catalog._NAME_ALIASES)
-    register_in_catalog(known, aliases)
-    monkeypatch.setattr(catalog, "KNOWN_DATASETS", known)
-    monkeypatch.setattr(catalog, "_NAME_ALIASES", aliases)
     assert len(catalog.resolve_dataset(f"{built.out}:train")) == built.stats["pairs"]["train"]["total"]
     root = tmp_path / "data"
     (root / "github-issues").mkdir(parents=True)
@@ -160,7 +156,7 @@ def test_catalogue_registration(built: Any, tmp_path: Path, monkeypatch: pytest.
 
 
 def _parser() -> argparse.ArgumentParser:
-    from anglekit.cli_github import add_github_parser
+    from anglekit.cli.github_issues import add_parser as add_github_parser
 
     parser = argparse.ArgumentParser(prog="anglekit")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -169,18 +165,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def test_cli_collect_and_build(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from anglekit.cli_github import run_github
+    from anglekit.cli.github_issues import run as run_github
 
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     parser = _parser()
     with FakeGitHub(make_fixture(_specs(), missing=["ghost/x"])) as server:
-        args = parser.parse_args(["github-issues", "collect", "--repos", "acme/a,ghost/x", "--out", str(tmp_path / "c"),
+        args = parser.parse_args(["github-issues", "collect", "--repos", "acme/a,ghost/x", "--output-dir", str(tmp_path / "c"),
                                   "--base-url", server.base_url, "--per-page", "40", "--max-issues", "60"])
         assert run_github(args) == 0
     captured = capsys.readouterr()
     assert "[1/2] acme/a: issues page 1" in captured.err and "not found" in captured.err
     assert "collected 1/2 repositories (1 not found, 0 failed)" in captured.out
-    args = parser.parse_args(["github-issues", "build", str(tmp_path / "c"), "--out", str(tmp_path / "d"),
+    args = parser.parse_args(["github-issues", "build", str(tmp_path / "c"), "--output-dir", str(tmp_path / "d"),
                               "--negative-ratio", "1", "--split-shares", "0.5,0.25,0.25", "--no-plot"])
     assert run_github(args) == 0
     out = capsys.readouterr().out
@@ -189,7 +185,7 @@ def test_cli_collect_and_build(tmp_path: Path, capsys: pytest.CaptureFixture[str
     stats = json.loads((tmp_path / "d" / "github_issues.json").read_text())
     assert all(v["negative"] == v["positive"] for v in stats["pairs"].values())
     with pytest.raises(SystemExit):
-        parser.parse_args(["github-issues", "collect", "--out", "x", "--token", "abc"])
+        parser.parse_args(["github-issues", "collect", "--output-dir", "x", "--token", "abc"])
 
 
 def test_cli_default_repositories_and_failure_status(tmp_path: Path) -> None:
@@ -200,7 +196,7 @@ def test_cli_default_repositories_and_failure_status(tmp_path: Path) -> None:
     fixture = make_fixture({"acme/a": _specs()["acme/a"][:5]})
     fixture["once"] = {"/repos/acme/a/issues": [{"status": 500, "json": {}}] * 3}
     with FakeGitHub(fixture) as server:
-        rc = main(["github-issues", "collect", "--repos", "acme/a", "--out", str(tmp_path / "c"),
+        rc = main(["github-issues", "collect", "--repos", "acme/a", "--output-dir", str(tmp_path / "c"),
                    "--base-url", server.base_url, "--max-retries", "0", "--quiet"])
     assert rc == 1
-    assert main(["github-issues", "build", str(tmp_path / "nothing"), "--out", str(tmp_path / "d")]) == 2
+    assert main(["github-issues", "build", str(tmp_path / "nothing"), "--output-dir", str(tmp_path / "d")]) == 2

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from anglekit.cli_generate import add_generate_parser, run_generate
+from anglekit.cli.generate import add_parser as add_generate_parser
+from anglekit.cli.generate import run as run_generate
 from anglekit.data.readers import read_pairs
 from anglekit.generation import GenerationConfig, generate_pairs
 from anglekit.generation.backends import BackendError
@@ -215,14 +216,14 @@ def test_cli_generate_then_train_two_steps(tmp_path: Path, tiny_bert_dir: Path) 
     out = tmp_path / "pairs.jsonl"
     with FakeOpenAIServer() as server:
         args = _parser().parse_args(
-            ["generate", "--input", str(source), "--out", str(out), "--llm", f"openai:fake@{server.url}", "--quiet", "--backoff-base", "0.01"]
+            ["generate", "--input", str(source), "--output", str(out), "--llm", f"openai:fake@{server.url}", "--quiet", "--backoff-base", "0.01"]
         )
         assert run_generate(args) == 0
     assert (tmp_path / "pairs.jsonl.cache").is_dir() and summary_path(out).is_file()
-    config = TrainConfig(
+    config = TrainConfig.from_dict(dict(
         model=str(tiny_bert_dir), train_data=str(out), output_dir=str(tmp_path / "run"), max_steps=2, batch_size=8,
-        positive_threshold=1.0, device="cpu", precision="fp32", progress=False, logging_steps=1,
-    )
+        positive_threshold=1.0, device="cpu", precision="fp32", quiet=True, logging_steps=1,
+    ))
     result = train(config)
     assert (tmp_path / "run" / "model").is_dir() and result is not None
 
@@ -240,7 +241,7 @@ def test_kill_mid_run_then_resume_asks_nothing_twice_and_loses_nothing(tmp_path:
             return Reply(hang=True)
         return Reply(delay=0.02)
 
-    command = [sys.executable, "-m", "anglekit.cli", "generate", "--input", str(source), "--out", str(out), "--quiet", "--concurrency", "2", "--backoff-base", "0.01"]
+    command = [sys.executable, "-m", "anglekit.cli", "generate", "--input", str(source), "--output", str(out), "--quiet", "--concurrency", "2", "--backoff-base", "0.01"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with FakeOpenAIServer(script) as server:
         command += ["--llm", f"openai:fake@{server.url}"]
@@ -289,7 +290,7 @@ def test_ctrl_c_writes_what_is_done_and_exits_130(tmp_path: Path) -> None:
     def script(body: dict[str, Any], n: int) -> Reply | None:
         return Reply(hang=True) if state["hang"] and sentences[3] in body["messages"][0]["content"] else None
 
-    command = [sys.executable, "-m", "anglekit.cli", "generate", "--input", str(source), "--out", str(out), "--quiet", "--concurrency", "1"]
+    command = [sys.executable, "-m", "anglekit.cli", "generate", "--input", str(source), "--output", str(out), "--quiet", "--concurrency", "1"]
     with FakeOpenAIServer(script) as server:
         command += ["--llm", f"openai:fake@{server.url}"]
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

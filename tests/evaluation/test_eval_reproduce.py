@@ -15,7 +15,7 @@ import pytest
 
 from anglekit.evaluation.report import published_rows
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 EXPECTED = {"STS12": 72.37, "STS13": 80.60, "STS14": 75.59, "STS15": 85.39, "STS16": 78.99, "STS-B": 82.03,
             "SICK-R": 77.15}
 
@@ -29,7 +29,7 @@ pytestmark = [
 
 @pytest.mark.timeout(900)
 def test_minilm_sts_numbers(tmp_path: Path) -> None:
-    from anglekit.embedder import Embedder
+    from anglekit.model.embedder import Embedder
     from anglekit.evaluation.suites import run_suite
 
     model = Embedder.from_pretrained("pypi:all-minilm-l6-v2", pooling="last_avg", max_length=256, device="cpu")
@@ -47,7 +47,7 @@ def test_minilm_sts_numbers(tmp_path: Path) -> None:
 @pytest.mark.timeout(900)
 def test_minilm_retrieval_and_geometry(tmp_path: Path) -> None:
     """Regression values measured once (see docs/evaluation.md); retrieval counts are per 1000 queries."""
-    from anglekit.embedder import Embedder
+    from anglekit.model.embedder import Embedder
     from anglekit.evaluation.suites import run_suites
 
     model = Embedder.from_pretrained("pypi:all-minilm-l6-v2", pooling="last_avg", max_length=256, device="cpu")

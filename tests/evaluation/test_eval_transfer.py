@@ -18,7 +18,7 @@ from anglekit.evaluation.transfer import (
     stratified_folds,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_data = pytest.mark.skipif(not (DATA / "senteval").is_dir(), reason="../shared/data not present")
 
 

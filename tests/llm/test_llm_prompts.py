@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from anglekit.cli import main
-from anglekit.embedder import Embedder
-from anglekit.embedder_config import CONFIG_NAME, EmbedderConfig
+from anglekit.model.embedder import Embedder
+from anglekit.model.config import CONFIG_NAME, EmbedderConfig
 from anglekit.errors import ConfigError
 from anglekit.llm.prompts import PROMPT_PRESETS, apply_prompt, preprocess_sentence, quotes_text, resolve_prompt
 

@@ -15,7 +15,7 @@ import torch
 
 import helpers
 from anglekit.cli import main
-from anglekit.embedder import Embedder
+from anglekit.model.embedder import Embedder
 from anglekit.errors import ConfigError
 from anglekit.llm.lora import LoraSettings, parse_target_modules
 from anglekit.training.config import TrainConfig
@@ -153,13 +153,13 @@ def test_merge_without_adapters_is_an_error(tiny_llama_dir: Path) -> None:
 def test_cli_merge_lora(lora_llama: Embedder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     expected = lora_llama.encode(TEXTS)
     saved = lora_llama.save_pretrained(tmp_path / "adapters")
-    assert main(["merge-lora", str(saved), "--output", str(tmp_path / "merged")]) == 0
+    assert main(["merge-lora", str(saved), "--output-dir", str(tmp_path / "merged")]) == 0
     assert "standalone model written" in capsys.readouterr().out
     merged = Embedder.from_pretrained(tmp_path / "merged", device="cpu")
     assert not merged.has_lora
     np.testing.assert_allclose(merged.encode(TEXTS), expected, atol=1e-5)
-    assert main(["merge-lora", str(saved), "--output", str(saved)]) == 2
-    assert main(["merge-lora", str(tmp_path / "merged"), "--output", str(tmp_path / "m2")]) == 2
+    assert main(["merge-lora", str(saved), "--output-dir", str(saved)]) == 2
+    assert main(["merge-lora", str(tmp_path / "merged"), "--output-dir", str(tmp_path / "m2")]) == 2
 
 
 # ------------------------------------------------------------------ training
@@ -181,34 +181,34 @@ def _config(base: Path, pair_file: Path, out: Path, **kwargs: Any) -> TrainConfi
         "positive_threshold": 4.0,
         "device": "cpu",
         "precision": "fp32",
-        "progress": False,
+        "quiet": True,
         "seed": 3,
     }
     settings.update(kwargs)
-    return TrainConfig(**settings)
+    return TrainConfig.from_dict(settings)
 
 
 def test_train_config_lora_settings() -> None:
-    config = TrainConfig(lora=True, lora_rank=8, lora_target_modules="q_proj,v_proj")
-    assert config.lora_settings() == LoraSettings(rank=8, target_modules=("q_proj", "v_proj"))
-    assert TrainConfig(lora=True).lora_settings() == LoraSettings()
+    config = TrainConfig.from_dict(dict(lora=True, lora_rank=8, lora_target_modules="q_proj,v_proj"))
+    assert config.lora.settings() == LoraSettings(rank=8, target_modules=("q_proj", "v_proj"))
+    assert TrainConfig.from_dict(dict(lora=True)).lora.settings() == LoraSettings()
     with pytest.raises(ConfigError, match="lora_rank"):
-        TrainConfig(lora_rank=8)  # without lora: true
+        TrainConfig.from_dict(dict(lora_rank=8))  # without lora: true
     with pytest.raises(ConfigError, match="lora_rank"):
-        TrainConfig(init_adapters="a", lora_rank=8)
+        TrainConfig.from_dict(dict(init_adapters="a", lora_rank=8))
     with pytest.raises(ConfigError, match="second set"):
-        TrainConfig(init_adapters="a", lora=True)
+        TrainConfig.from_dict(dict(init_adapters="a", lora=True))
     with pytest.raises(ConfigError, match="rank"):
-        TrainConfig(lora=True, lora_rank=0)
+        TrainConfig.from_dict(dict(lora=True, lora_rank=0))
     with pytest.raises(ConfigError, match="QLoRA"):
-        TrainConfig(load_in_kbit=4)
+        TrainConfig.from_dict(dict(load_in_kbit=4))
     with pytest.raises(ConfigError, match="load_in_kbit"):
-        TrainConfig(load_in_kbit=3, lora=True)
+        TrainConfig.from_dict(dict(load_in_kbit=3, lora=True))
     with pytest.raises(ConfigError, match="model_dtype"):
-        TrainConfig(model_dtype="int8")
+        TrainConfig.from_dict(dict(model_dtype="int8"))
     with pytest.raises(ConfigError, match="preset"):
-        TrainConfig(prompt="summarize")
-    TrainConfig(init_adapters="a", train_data="d").require_inputs()  # the adapters name the model
+        TrainConfig.from_dict(dict(prompt="summarize"))
+    TrainConfig.from_dict(dict(init_adapters="a", train_data="d")).require_inputs()  # the adapters name the model
 
 
 def test_lora_training_saves_adapters_that_reload(tiny_llama_dir: Path, pair_file: Path, tmp_path: Path) -> None:
@@ -318,7 +318,7 @@ def test_cli_train_with_lora(tiny_llama_dir: Path, pair_file: Path, tmp_path: Pa
         "train", "--model", str(tiny_llama_dir), "--train-data", str(pair_file), "--output-dir", str(out),
         "--prompt", "paper", "--lora", "--lora-rank", "2", "--lora-target-modules", "q_proj,v_proj",
         "--max-steps", "2", "--batch-size", "4", "--positive-threshold", "4.0", "--device", "cpu",
-        "--precision", "fp32", "--no-progress",
+        "--precision", "fp32", "--quiet",
     ]  # fmt: skip
     assert main(argv) == 0
     adapters = json.loads((out / "model" / "adapter_config.json").read_text())

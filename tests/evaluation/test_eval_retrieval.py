@@ -12,7 +12,7 @@ from anglekit.errors import DataError
 from anglekit.evaluation.baselines import HashingEncoder
 from anglekit.evaluation.retrieval import evaluate_retrieval, rank_with_faiss, retrieval_metrics
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def brute_force(vectors: np.ndarray, n_images: int, per: int, query_caption: int = 0) -> dict[str, float]:

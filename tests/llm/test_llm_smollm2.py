@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from anglekit.embedder import Embedder
+from anglekit.model.embedder import Embedder
 from anglekit.losses import AnglEObjective
 from anglekit.training.config import TrainConfig
 from anglekit.training.run import train
@@ -77,12 +77,12 @@ def test_smollm2_gguf_loads_as_a_decoder_embedder() -> None:
 def test_a_few_lora_steps_lower_the_loss_and_bring_paraphrases_closer(tmp_path: Path) -> None:
     data = tmp_path / "pairs.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in _pairs()))
-    config = TrainConfig(
+    config = TrainConfig.from_dict(dict(
         model=MODEL, train_data=str(data), output_dir=str(tmp_path / "run"), prompt="paper", max_length=64,
         lora=True, lora_rank=8, lora_alpha=16.0, lora_dropout=0.0, objective="paper", positive_threshold=4.0,
         max_steps=6, batch_size=8, learning_rate=1e-3, group_by_length=False, logging_steps=1,
-        device="cpu", precision="fp32", progress=False, seed=0,
-    )  # fmt: skip
+        device="cpu", precision="fp32", quiet=True, seed=0,
+    ))  # fmt: skip
     objective = AnglEObjective.from_preset("paper", positive_threshold=4.0)
     before = _measure(Embedder.from_pretrained(MODEL, prompt="paper", max_length=64, device="cpu"), objective)
     result = train(config)

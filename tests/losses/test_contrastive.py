@@ -1,5 +1,5 @@
-"""Contrastive objectives (SimCSE InfoNCE, SimACE) and the angle option of the in-batch term:
-independent loop references, float64 gradient checks, clipping, invariances, configs."""
+"""Tests of anglekit.losses.contrastive: the contrastive objectives (SimCSE InfoNCE, SimACE)
+against an independent loop reference, float64 gradient checks, invariances, configs."""
 
 from __future__ import annotations
 
@@ -10,43 +10,22 @@ import torch
 
 from anglekit.errors import ConfigError
 from anglekit.losses import (
-    ANGLE_CLIP,
     CONTRASTIVE_PRESETS,
-    PRESETS,
-    AnglEObjective,
     ContrastiveConfig,
     ContrastiveObjective,
-    InBatchNegativeLoss,
     InfoNCELoss,
-    ObjectiveConfig,
-    ObjectiveOutput,
     all_presets,
-    angle_from_cosine,
     duplicate_negative_mask,
-    get_objective,
-    in_batch_negative_loss,
     info_nce_loss,
     preset_batch_kind,
     similarity_matrix,
 )
 
+from loss_helpers import _emb, _rows, ref_angle, ref_cos
+
 # --------------------------------------------------------------------------------------------
 # Independent references: Python floats, explicit loops, the math module.
 # --------------------------------------------------------------------------------------------
-
-
-def _rows(t: torch.Tensor) -> list[list[float]]:
-    return [[float(v) for v in row] for row in t.detach().cpu().to(torch.float64)]
-
-
-def ref_cos(u: list[float], v: list[float]) -> float:
-    dot = sum(p * q for p, q in zip(u, v))
-    return dot / (math.sqrt(sum(p * p for p in u)) * math.sqrt(sum(q * q for q in v)))
-
-
-def ref_angle(u: list[float], v: list[float]) -> float:
-    c = min(max(ref_cos(u, v), -1.0 + 1e-6), 1.0 - 1e-6)
-    return math.pi / 2 - math.acos(c)
 
 
 def ref_info_nce(anchors, positives, negatives=None, *, tau, similarity, margin_degrees=0.0, weight=1.0, offset=0, masked=None):
@@ -73,68 +52,6 @@ def ref_info_nce(anchors, positives, negatives=None, *, tau, similarity, margin_
         lse = top + math.log(sum(math.exp(v - top) for v in kept))
         total += lse - logits[target]
     return total / len(a)
-
-
-def _emb(n: int, dim: int = 8, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(n, dim, generator=g, dtype=dtype)
-
-
-# --------------------------------------------------------------------------------------------
-# Similarities and clipping
-# --------------------------------------------------------------------------------------------
-
-
-def test_similarity_matrices_match_loop_reference() -> None:
-    a, b = _emb(5, seed=1), _emb(6, seed=2)
-    cos = similarity_matrix(a, b, "cosine")
-    ang = similarity_matrix(a, b, "angle")
-    for i, u in enumerate(_rows(a)):
-        for j, v in enumerate(_rows(b)):
-            assert cos[i, j].item() == pytest.approx(ref_cos(u, v), abs=1e-12)
-            assert ang[i, j].item() == pytest.approx(ref_angle(u, v), abs=1e-12)
-    # pi/2 - arccos(c) = arcsin(c): 0 for orthogonal, +-pi/2 (up to the clip) for (anti-)parallel.
-    torch.testing.assert_close(ang, torch.arcsin(cos))
-
-
-def test_angle_similarity_is_linear_in_the_angle() -> None:
-    degrees = torch.tensor([0.0, 30.0, 60.0, 90.0, 120.0, 175.0], dtype=torch.float64)
-    u = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
-    v = torch.stack([torch.cos(torch.deg2rad(degrees)), torch.sin(torch.deg2rad(degrees))], dim=1)
-    theta = similarity_matrix(u, v, "angle")[0]
-    expected = math.pi / 2 - torch.deg2rad(degrees)
-    expected[0] = math.pi / 2 - math.acos(1 - ANGLE_CLIP)  # clipped
-    torch.testing.assert_close(theta, expected, atol=1e-9, rtol=0)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("sign", [1.0, -1.0])
-def test_arccos_clipping_keeps_gradients_finite_for_identical_and_opposite_vectors(dtype: torch.dtype, sign: float) -> None:
-    x = _emb(4, dim=8, seed=3, dtype=dtype).requires_grad_(True)
-    y = (sign * x.detach() * 3.0).requires_grad_(True)  # identical (or opposite) directions
-    theta = similarity_matrix(x, y, "angle")
-    assert torch.isfinite(theta).all()
-    assert theta.diagonal().abs().min() > math.pi / 2 - 2e-3  # at the clip, not NaN
-    theta.sum().backward()
-    assert torch.isfinite(x.grad).all() and torch.isfinite(y.grad).all()
-    # The whole loss, both similarities, with and without margin.
-    for similarity, margin in (("angle", 10.0), ("angle", 0.0), ("cosine", 0.0)):
-        a = x.detach().clone().requires_grad_(True)
-        p = (sign * a.detach()).clone().requires_grad_(True)
-        loss = info_nce_loss(a, p, torch.zeros_like(a), tau=0.05, similarity=similarity, margin_degrees=margin)
-        loss.backward()
-        assert torch.isfinite(loss) and torch.isfinite(a.grad).all() and torch.isfinite(p.grad).all()
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_clip_bound_is_finite_just_inside(dtype: torch.dtype) -> None:
-    """Just inside the bound arccos's derivative is large but finite in both dtypes."""
-    c = torch.tensor([1 - 2 * ANGLE_CLIP, -1 + 2 * ANGLE_CLIP, 1.0, -1.0, 1.5], dtype=dtype, requires_grad=True)
-    theta = angle_from_cosine(c)
-    theta.sum().backward()
-    assert torch.isfinite(theta).all() and torch.isfinite(c.grad).all()
-    assert c.grad[0] > 100 and c.grad[1] > 100  # ~ 1 / sqrt(4e-6) = 500: the gradient is alive inside
-    assert c.grad[2:].abs().max() == 0  # beyond the clip: none
 
 
 # --------------------------------------------------------------------------------------------
@@ -285,55 +202,8 @@ def test_gradcheck_info_nce(similarity: str, margin: float, hard: bool, weight: 
     assert torch.autograd.gradcheck(fn, tuple(inputs), eps=1e-6, atol=1e-6)
 
 
-def test_gradcheck_ibn_with_angle_similarity() -> None:
-    x = _emb(5, dim=6, seed=20).requires_grad_(True)
-    y = _emb(5, dim=6, seed=21).requires_grad_(True)
-    labels = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0], dtype=torch.float64)
-    ids1, ids2 = torch.arange(5), torch.arange(5, 10)
-
-    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return in_batch_negative_loss(x, y, labels, ids1, ids2, tau=0.5, positive_threshold=1.0, similarity="angle")
-
-    assert torch.autograd.gradcheck(fn, (x, y), eps=1e-6, atol=1e-6)
-
-
 # --------------------------------------------------------------------------------------------
-# The angle option of AnglE's in-batch-negative term
-# --------------------------------------------------------------------------------------------
-
-
-def ref_ibn_angle(x, y, labels, tau: float, threshold: float) -> float:
-    xs, ys = _rows(x), _rows(y)
-    losses = []
-    for i in range(len(xs)):
-        if labels[i] < threshold:
-            continue
-        logits = [ref_angle(xs[i], ys[j]) / tau for j in range(len(ys))]
-        top = max(logits)
-        losses.append(top + math.log(sum(math.exp(v - top) for v in logits)) - logits[i])
-    return sum(losses) / len(losses)
-
-
-def test_ibn_angle_similarity_matches_loop_reference_and_cosine_is_unchanged() -> None:
-    x, y = _emb(6, seed=22), _emb(6, seed=23)
-    labels = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 1.0], dtype=torch.float64)
-    ids1, ids2 = torch.arange(6), torch.arange(6, 12)
-    got = in_batch_negative_loss(x, y, labels, ids1, ids2, tau=0.05, positive_threshold=1.0, similarity="angle")
-    assert got.item() == pytest.approx(ref_ibn_angle(x, y, labels.tolist(), 0.05, 1.0), rel=1e-10)
-    cos_default = in_batch_negative_loss(x, y, labels, ids1, ids2, tau=0.05, positive_threshold=1.0)
-    cos_named = InBatchNegativeLoss(1.0, 0.05, "cosine")(x, y, labels, ids1, ids2)
-    torch.testing.assert_close(cos_default, cos_named)
-    assert not torch.allclose(cos_default, got)
-    # Through the combined objective.
-    cfg = ObjectiveConfig.from_preset("ibn", positive_threshold=1.0, ibn_similarity="angle")
-    torch.testing.assert_close(AnglEObjective(cfg)(x, y, labels, ids1, ids2).components["ibn"], got)
-    assert PRESETS["paper-ibn-angle"].ibn_similarity == "angle" and PRESETS["paper"].ibn_similarity == "cosine"
-    with pytest.raises(ConfigError, match="ibn_similarity"):
-        ObjectiveConfig(ibn_similarity="euclid")
-
-
-# --------------------------------------------------------------------------------------------
-# Configs, presets, registry
+# Configs, presets
 # --------------------------------------------------------------------------------------------
 
 
@@ -350,21 +220,6 @@ def test_contrastive_presets() -> None:
     assert preset_batch_kind("simcse-unsup") == "sentences"
     with pytest.raises(ConfigError, match="simace-unsup"):
         preset_batch_kind("simace")
-
-
-def test_get_objective_builds_either_kind_and_names_components() -> None:
-    pair = get_objective("paper", positive_threshold=1.0)
-    assert isinstance(pair, AnglEObjective) and pair.batch_kind == "pairs"
-    simace = get_objective("simace-unsup", tau=0.06)
-    assert isinstance(simace, ContrastiveObjective) and simace.batch_kind == "sentences" and simace.config.tau == 0.06
-    a, p = _emb(4, seed=24), _emb(4, seed=25)
-    out = simace(a, p)
-    assert isinstance(out, ObjectiveOutput) and list(out.components) == ["simace"]
-    assert list(get_objective("simcse-sup")(a, p, _emb(4, seed=26)).components) == ["simcse"]
-    with pytest.raises(ConfigError, match="margin_degrees"):
-        get_objective("paper", margin_degrees=10.0)
-    with pytest.raises(ConfigError, match="cosine_weight"):
-        get_objective("simcse-unsup", cosine_weight=1.0)
 
 
 def test_contrastive_config_errors() -> None:

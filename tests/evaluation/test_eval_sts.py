@@ -14,7 +14,7 @@ from anglekit.evaluation.baselines import HashingEncoder
 from anglekit.evaluation.similarity import paired_cosine
 from anglekit.evaluation.sts import evaluate_sts, year_scores
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_data = pytest.mark.skipif(not (DATA / "senteval" / "STS").is_dir(), reason="../shared/data not present")
 
 WORDS = "a man woman dog cat plays guitar runs eats food in the park on street red blue car big small".split()
