@@ -14,6 +14,7 @@ import json
 import os
 import random
 import sys
+from typing import Any
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -221,3 +222,15 @@ if __name__ == "__main__":
         print("usage: python tests/helpers.py slow-cli ANGLEKIT-ARGS...", file=sys.stderr)
         sys.exit(2)
     sys.exit(_slow_cli(sys.argv[2:]))
+
+
+def run_cli(argv: list[str], capsys: Any) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``anglekit ARGV`` run in-process; argparse's SystemExit becomes the code."""
+    from anglekit.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -24,13 +24,7 @@ SENTENCES = [
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of ``anglekit ARGV``; argparse's SystemExit becomes the code."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return helpers.run_cli(argv, capsys)
 
 
 def _listing(directory: Path) -> list[str]:

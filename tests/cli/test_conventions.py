@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+import helpers
+
 from anglekit.cli import COMMANDS, build_parser, main
 from anglekit.errors import ConfigError, UnsupportedModelError
 from anglekit.version import __version__
@@ -28,13 +30,7 @@ LOADING_OPTIONS = ("--device", "--dtype", "--trust-remote-code", "--revision", "
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of ``anglekit ARGV``; argparse's SystemExit becomes the code."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return helpers.run_cli(argv, capsys)
 
 
 def _help(command: list[str], capsys: pytest.CaptureFixture[str]) -> str:

@@ -376,14 +376,20 @@ def test_sentence_transformers_unsupported_pooling_mode_is_refused(tiny_bert_dir
         Embedder.from_pretrained(model, device="cpu")
 
 
-def test_sentence_transformers_layout_with_a_dense_module_is_refused(tiny_bert_dir: Path, copy_model: Any) -> None:
-    model = copy_model(tiny_bert_dir)
-    _write_sentence_transformers_layout(model, normalize=False, max_seq_length=16)
+def _add_dense_module(model: Path) -> list[dict[str, Any]]:
+    """Insert a sentence-transformers Dense module (which anglekit does not apply); the modules."""
     modules = json.loads((model / "modules.json").read_text())
     modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
     (model / "modules.json").write_text(json.dumps(modules))
     (model / "2_Dense").mkdir()
     (model / "2_Dense" / "config.json").write_text(json.dumps({"in_features": 32, "out_features": 16, "bias": True}))
+    return modules
+
+
+def test_sentence_transformers_layout_with_a_dense_module_is_refused(tiny_bert_dir: Path, copy_model: Any) -> None:
+    model = copy_model(tiny_bert_dir)
+    _write_sentence_transformers_layout(model, normalize=False, max_seq_length=16)
+    _add_dense_module(model)
     with pytest.raises(ConfigError, match="Dense"):
         Embedder.from_pretrained(model, device="cpu")
 
@@ -394,9 +400,7 @@ def test_modules_anglekit_cannot_apply_raise_the_dedicated_error(tiny_bert_dir: 
 
     model = copy_model(tiny_bert_dir)
     _write_sentence_transformers_layout(model, normalize=False, max_seq_length=16)
-    modules = json.loads((model / "modules.json").read_text())
-    modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
-    (model / "modules.json").write_text(json.dumps(modules))
+    modules = _add_dense_module(model)
     with pytest.raises(UnsupportedModelError, match="Dense"):
         Embedder.from_pretrained(model, device="cpu")
     modules.pop(2)
