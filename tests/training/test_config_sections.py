@@ -64,7 +64,7 @@ def test_every_transformers_scheduler_is_accepted(scheduler: str) -> None:
         ({"optim": "sgd-fast"}, "optim must be one of"),
         ({"scheduler_kwargs": "{min_lr: 1"}, "scheduler_kwargs must be a JSON object"),
         ({"scheduler_kwargs": "[1, 2]"}, "scheduler_kwargs must be a JSON object"),
-        ({"device": "tpu"}, "device must be cpu or cuda"),
+        ({"device": "tpu"}, "device must be one of auto, cpu, cuda"),
         ({"report_to": 3}, "report_to must be str"),
         ({"torch_compile": "yes"}, "torch_compile must be bool"),
         ({"pooling": "mean"}, "unknown pooling 'mean'"),

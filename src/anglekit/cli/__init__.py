@@ -17,11 +17,11 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from anglekit.cli import encode, eval, generate, github_issues, merge_lora, plot_dynamics, report, train
+from anglekit.cli import encode, eval, export, generate, github_issues, index, merge_lora, plot_dynamics, report, search, serve, train
 from anglekit.errors import AnglekitError
 from anglekit.version import __version__
 
-COMMANDS = (train, eval, report, encode, merge_lora, plot_dynamics, generate, github_issues)
+COMMANDS = (train, eval, report, encode, index, search, merge_lora, export, plot_dynamics, generate, github_issues, serve)
 """The command modules, in the order ``anglekit --help`` lists them."""
 
 
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"anglekit {__version__}")
     parser.add_argument("--verbose", action="store_true", help="log more")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an unexpected error (it is saved to a file either way)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:
         module.add_parser(commands).set_defaults(_run=module.run)
@@ -38,8 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``anglekit ARGV`` (default: ``sys.argv[1:]``); the exit status. Errors anglekit raises on
-    purpose print one line and give 2; argparse exits 2 on a bad command line."""
+    """Run ``anglekit ARGV`` (default: ``sys.argv[1:]``); the exit status.
+
+    The one error boundary of the command line: argparse exits 2 on a bad command line; errors
+    anglekit raises on purpose (and errors of the system, such as a full disk) print one line
+    ``anglekit CMD: error: ...`` and give 2; anything unexpected prints one line with the path of
+    its saved traceback and gives 1 (``--debug`` prints the traceback too); Ctrl-C gives 130.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -48,11 +54,64 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
+    prefix = f"anglekit {args.command}"
     try:
+        _check_outputs(args)
         return args._run(args)
     except AnglekitError as exc:
-        print(f"anglekit {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{prefix}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{prefix}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        where = _save_traceback(args.command, args.debug)
+        print(f"{prefix}: error: {exc}{where}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - the boundary: one line, the traceback in a file
+        where = _save_traceback(args.command, args.debug)
+        print(f"{prefix}: unexpected error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
+        return 1
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every command's ``--output`` (a file) and ``--output-dir`` (a folder) can be written: found
+    out before any work, not after hours of it (:class:`~anglekit.errors.OutputError`, exit 2)."""
+    from anglekit.io.atomic import check_writable
+
+    for attribute, folder in (("output", False), ("output_dir", True)):
+        value = getattr(args, attribute, None)
+        if value:
+            check_writable(value, folder=folder)
+
+
+def _save_traceback(command: str, debug: bool) -> str:
+    """Write the current exception's traceback to a file (printing it too with ``--debug``); the
+    note that names the file, for the one-line message."""
+    import tempfile
+    import time
+    import traceback
+    from pathlib import Path
+
+    from anglekit.model.offline import cache_dir
+
+    text = traceback.format_exc()
+    if debug:
+        print(text, file=sys.stderr, end="")
+    folder = cache_dir() / "logs"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        folder = Path(tempfile.gettempdir())
+    try:
+        handle = tempfile.NamedTemporaryFile(
+            "w", prefix=f"anglekit-{command}-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".txt", dir=folder, delete=False
+        )
+        with handle:
+            handle.write(text)
+    except OSError:
+        return "" if debug else " (run with --debug for the traceback)"
+    return f" (traceback: {handle.name}; --debug prints it)"
 
 
 __all__ = ["COMMANDS", "build_parser", "main"]

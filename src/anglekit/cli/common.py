@@ -37,6 +37,32 @@ def positive_int(text: str) -> int:
     return value
 
 
+def ranged(kind: type, bounds: Any = None) -> Any:
+    """argparse type: an int or float within ``bounds`` (an :class:`anglekit.config.Bounds` or
+    None), checked when the flag is parsed, so a bad value fails at once with exit 2 and the range
+    in the message."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        problem = bounds.problem(value) if bounds is not None else None
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def number(kind: type, minimum: float | None = None, maximum: float | None = None, *, exclusive_minimum: bool = False) -> Any:
+    """:func:`ranged` with the range given inline (inclusive unless ``exclusive_minimum``)."""
+    from anglekit.config import Bounds
+
+    return ranged(kind, Bounds(minimum, maximum, exclusive_minimum))
+
+
 def device_name(text: str) -> str:
     """argparse type: cpu, cuda, cuda:N or mps."""
     if not _DEVICE.fullmatch(text):
@@ -97,10 +123,27 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 _LOAD_KEYS = ("pooling", "max_length", "prompt", "device", "dtype", "revision", "trust_remote_code", "gguf_file")
 
 
+_BACKENDS = {"auto": None, "anglekit": "torch", "torch": "torch", "onnx": "onnx"}
+"""``--backend`` values -> Embedder.from_pretrained's ``backend`` (auto: chosen from the folder)."""
+
+
+def add_backend_option(parser: argparse.ArgumentParser | Any) -> None:
+    """``--backend auto|torch|onnx``: the inference backend of the model."""
+    parser.add_argument(
+        "--backend", choices=("auto", "torch", "onnx"), default="auto",
+        help="run the model with PyTorch or onnxruntime (onnx: a folder from 'anglekit export --format onnx'; "
+        "auto: onnx when the folder holds ONNX weights only, else torch)",
+    )
+
+
 def model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """:meth:`anglekit.model.embedder.Embedder.from_pretrained` keyword arguments from the model options
     that ``args`` has."""
-    return {key: getattr(args, key) for key in _LOAD_KEYS if hasattr(args, key)}
+    kwargs = {key: getattr(args, key) for key in _LOAD_KEYS if hasattr(args, key)}
+    backend = _BACKENDS.get(getattr(args, "backend", "auto"))
+    if backend is not None:
+        kwargs["backend"] = backend
+    return kwargs
 
 
 def note(prog: str, message: str) -> None:
@@ -158,6 +201,7 @@ def _add_renamable(
 __all__ = [
     "DTYPE_CHOICES",
     "RenamedFlag",
+    "add_backend_option",
     "add_embedding_options",
     "add_loading_options",
     "add_model_argument",
@@ -169,5 +213,7 @@ __all__ = [
     "device_name",
     "model_kwargs",
     "note",
+    "number",
     "positive_int",
+    "ranged",
 ]

@@ -12,7 +12,7 @@ from anglekit.cli.common import add_model_options, add_output, add_output_dir, m
 from anglekit.errors import AnglekitError, ConfigError, UnsupportedModelError
 
 NAME = "eval"
-BACKENDS = ("auto", "anglekit", "sentence-transformers")
+BACKENDS = ("auto", "anglekit", "torch", "onnx", "sentence-transformers")
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -52,8 +52,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--backend", choices=BACKENDS, default="auto",
-        help="load MODEL with anglekit or sentence-transformers (auto: anglekit, else sentence-transformers "
-        "for models with modules anglekit does not apply)",
+        help="load MODEL with anglekit's torch backend (anglekit, torch), its ONNX backend (onnx: a folder from "
+        "'anglekit export --format onnx'), or sentence-transformers (auto: anglekit, ONNX for a folder of ONNX "
+        "weights only, else sentence-transformers for models with modules anglekit does not apply)",
     )
 
 

@@ -12,6 +12,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from anglekit.cli.common import ranged
 from anglekit.config import Setting, settings_of
 
 SECTION_TITLES = {
@@ -40,6 +41,8 @@ def add_setting(container: Any, s: Setting) -> None:
         kwargs: dict[str, Any] = {"action": argparse.BooleanOptionalAction}
     else:
         kwargs = {"type": s.base}
+        if s.bounds is not None:  # the range is checked as the flag is parsed
+            kwargs["type"] = ranged(s.base, s.bounds)
         if s.choices is not None:
             kwargs["choices"] = s.choices
         else:

@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any
 
-from anglekit.cli.common import DTYPE_CHOICES, add_output, add_quiet, device_name, positive_int
+from anglekit.cli.common import DTYPE_CHOICES, add_output, add_quiet, device_name, number, positive_int
 from anglekit.errors import ConfigError
 
 NAME = "generate"
@@ -35,7 +35,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     io = parser.add_argument_group("input and output")
     io.add_argument("--input", required=True, help="sentences: .txt (one per line) or a csv/tsv/jsonl/json/parquet column")
     io.add_argument("--column", default=None, help="column holding the sentences in a tabular input (default: text, sentence or the only one)")
-    io.add_argument("--limit", type=int, default=None, help="use only the first N sentences")
+    io.add_argument("--limit", type=positive_int, default=None, help="use only the first N sentences")
     add_output(io, required=True, old="--out", metavar="FILE.jsonl", help="output pairs (.jsonl); the summary goes to <output>.summary.json")
     io.add_argument("--cache", default=None, help="answer cache folder (default: <output>.cache/)")
     llm = parser.add_argument_group("LLMs")
@@ -56,28 +56,28 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     llm.add_argument("--batch-size", type=positive_int, default=1, metavar="N", help="hf: backends: prompts per generate call (batches concurrent requests)")
     prompt = parser.add_argument_group("prompts and labels")
     prompt.add_argument("--kind", choices=("synonym", "antonym", "both"), default="both", help="which pairs to generate")
-    prompt.add_argument("--size", type=int, default=3, help="sentences asked for per prompt ({size}); at most this many kept")
+    prompt.add_argument("--size", type=positive_int, default=3, help="sentences asked for per prompt ({size}); at most this many kept")
     prompt.add_argument("--synonym-template", default=None, help="template with {text} (and {size}) for synonyms (default: the paper's)")
     prompt.add_argument("--antonym-template", default=None, help="template with {text} (and {size}) for antonyms (default: the paper's)")
     prompt.add_argument("--positive-label", type=float, default=1.0, help="label of (input, synonym) pairs")
     prompt.add_argument("--negative-label", type=float, default=0.0, help="label of (input, antonym) pairs")
     sampling = parser.add_argument_group("sampling")
-    sampling.add_argument("--temperature", type=float, default=0.7)
-    sampling.add_argument("--top-p", type=float, default=1.0)
-    sampling.add_argument("--max-tokens", type=int, default=256, help="tokens generated per answer at most")
-    sampling.add_argument("--seed", type=int, default=0, help="sampling seed (sent to the server; seeds hf: sampling)")
+    sampling.add_argument("--temperature", type=number(float, 0), default=0.7)
+    sampling.add_argument("--top-p", type=number(float, 0, 1, exclusive_minimum=True), default=1.0)
+    sampling.add_argument("--max-tokens", type=positive_int, default=256, help="tokens generated per answer at most")
+    sampling.add_argument("--seed", type=number(int, 0), default=0, help="sampling seed (sent to the server; seeds hf: sampling)")
     clean = parser.add_argument_group("cleaning")
-    clean.add_argument("--min-chars", type=int, default=3)
-    clean.add_argument("--max-chars", type=int, default=512)
-    clean.add_argument("--near-duplicate-ratio", type=float, default=0.95, help="difflib ratio for near-duplicates (1 disables)")
+    clean.add_argument("--min-chars", type=number(int, 0), default=3)
+    clean.add_argument("--max-chars", type=positive_int, default=512)
+    clean.add_argument("--near-duplicate-ratio", type=number(float, 0, 1), default=0.95, help="difflib ratio for near-duplicates (1 disables)")
     ops = parser.add_argument_group("operation")
-    ops.add_argument("--concurrency", type=int, default=4, help="requests in flight at most (hf: backends run one at a time)")
-    ops.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts/connection errors")
-    ops.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP request")
-    ops.add_argument("--backoff-base", type=float, default=1.0, help="first backoff in seconds (doubles; Retry-After wins)")
-    ops.add_argument("--backoff-max", type=float, default=60.0)
-    ops.add_argument("--price-prompt", type=float, default=None, help="cost per 1M prompt tokens, for the cost summary")
-    ops.add_argument("--price-completion", type=float, default=None, help="cost per 1M completion tokens")
+    ops.add_argument("--concurrency", type=positive_int, default=4, help="requests in flight at most (hf: backends run one at a time)")
+    ops.add_argument("--max-retries", type=number(int, 0), default=5, help="retries on 429/5xx/timeouts/connection errors")
+    ops.add_argument("--timeout", type=number(float, 0, exclusive_minimum=True), default=60.0, help="seconds per HTTP request")
+    ops.add_argument("--backoff-base", type=number(float, 0), default=1.0, help="first backoff in seconds (doubles; Retry-After wins)")
+    ops.add_argument("--backoff-max", type=number(float, 0), default=60.0)
+    ops.add_argument("--price-prompt", type=number(float, 0), default=None, help="cost per 1M prompt tokens, for the cost summary")
+    ops.add_argument("--price-completion", type=number(float, 0), default=None, help="cost per 1M completion tokens")
     add_quiet(ops)
 
 

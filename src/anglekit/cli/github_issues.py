@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from anglekit.cli.common import add_output_dir, add_quiet, positive_int
+from anglekit.cli.common import add_output_dir, add_quiet, number, positive_int
 from anglekit.errors import ConfigError
 
 __all__ = ["add_parser", "run"]
@@ -57,13 +57,13 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     collect.add_argument("--token-env", default=DEFAULT_TOKEN_ENV,
                          help="environment variable holding the token (default %(default)s); never pass a token itself")
     collect.add_argument("--max-issues", type=positive_int, default=None, help="at most this many closed issues per repository")
-    collect.add_argument("--per-page", type=positive_int, default=100, help="items per page, 1-100 (default %(default)s)")
+    collect.add_argument("--per-page", type=number(int, 1, 100), default=100, help="items per page, 1-100 (default %(default)s)")
     collect.add_argument("--candidates", choices=("signals", "commented", "all"), default="signals",
                          help="which issues get their comments and timeline fetched (default %(default)s)")
     collect.add_argument("--no-originals", action="store_true", help="do not fetch originals outside the collected issues")
     collect.add_argument("--no-rate-limit", action="store_true",
                          help="do not wait pre-emptively when X-RateLimit-Remaining reaches 0 (403/429 are still honoured)")
-    collect.add_argument("--max-retries", type=int, default=5, help="retries of a failing request (default %(default)s)")
+    collect.add_argument("--max-retries", type=number(int, 0), default=5, help="retries of a failing request (default %(default)s)")
     add_quiet(collect, help="no progress lines")
 
     build = sub.add_parser(
@@ -73,8 +73,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     build.add_argument("collection", type=Path, help="a folder written by 'github-issues collect'")
     add_output_dir(build, required=True, old="--out", type=Path, help="dataset folder (train/valid/test.jsonl, github_issues.json, PNG)")
-    build.add_argument("--seed", type=int, default=42, help="seed of splits and negative sampling (default %(default)s)")
-    build.add_argument("--negative-ratio", type=float, default=PAPER_NEGATIVE_RATIO,
+    build.add_argument("--seed", type=number(int, 0), default=42, help="seed of splits and negative sampling (default %(default)s)")
+    build.add_argument("--negative-ratio", type=number(float, 0), default=PAPER_NEGATIVE_RATIO,
                        help="negatives per positive (default %(default).4f: the published dataset's 10622/11038)")
     build.add_argument("--split-shares", type=_shares, default=list(PAPER_SPLIT_SHARES),
                        help="train,valid,test shares of positive pairs (default: the published 18565/1547/1548)")
@@ -118,6 +118,9 @@ def _collect(args: argparse.Namespace) -> int:
     missing = sum(1 for r in summary.repos if r.phase == "missing")
     print(f"collected {done}/{len(summary.repos)} repositories ({missing} not found, {len(summary.failed)} failed) "
           f"in {summary.requests} requests, {summary.seconds:.1f} s -> {args.output_dir}")
+    for failure in summary.failed:  # always said, --quiet or not: which repository, which host, what error
+        print(f"anglekit github-issues collect: {failure.repo} failed in phase {failure.phase} against {args.base_url}: "
+              f"{failure.error} (rerun to resume)", file=sys.stderr)
     return 1 if summary.failed else 0
 
 

@@ -25,15 +25,48 @@ def setting(
     key: str | None = None,
     aliases: tuple[str, ...] = (),
     choices: tuple[Any, ...] | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    exclusive_minimum: bool = False,
+    exclusive_maximum: bool = False,
     default_factory: Any = MISSING,
 ) -> Any:
     """A dataclass field with its help text (``--help`` and docs), its flat key (default: the
     field's name), alias keys (other spellings accepted in YAML and as flags, e.g. transformers'
-    ``per_device_train_batch_size``) and allowed values."""
-    metadata = {"help": help, "key": key, "aliases": tuple(aliases), "choices": choices}
+    ``per_device_train_batch_size``), allowed values and, for numbers, their range (inclusive
+    unless ``exclusive_*``), checked in configs and when a flag is parsed."""
+    bounds = Bounds(minimum, maximum, exclusive_minimum, exclusive_maximum) if (minimum, maximum) != (None, None) else None
+    metadata = {"help": help, "key": key, "aliases": tuple(aliases), "choices": choices, "bounds": bounds}
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The range of a numeric setting."""
+
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    exclusive_maximum: bool = False
+
+    def problem(self, value: float) -> str | None:
+        """What is wrong with ``value`` (None when it is in range)."""
+        low, high = self.minimum, self.maximum
+        if low is not None and (value <= low if self.exclusive_minimum else value < low):
+            return f"must be {'>' if self.exclusive_minimum else '>='} {low:g}, got {value!r}"
+        if high is not None and (value >= high if self.exclusive_maximum else value > high):
+            return f"must be {'<' if self.exclusive_maximum else '<='} {high:g}, got {value!r}"
+        return None
+
+    def __str__(self) -> str:
+        parts = []
+        if self.minimum is not None:
+            parts.append(f"{'>' if self.exclusive_minimum else '>='} {self.minimum:g}")
+        if self.maximum is not None:
+            parts.append(f"{'<' if self.exclusive_maximum else '<='} {self.maximum:g}")
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -52,6 +85,7 @@ class Setting:
     help: str
     aliases: tuple[str, ...]
     choices: tuple[Any, ...] | None
+    bounds: Bounds | None = None
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -90,6 +124,7 @@ def _settings_of_flat(cls: type, section: str | None) -> list[Setting]:
             Setting(
                 section=section, name=f.name, key=f.metadata["key"] or f.name, base=base, optional=optional,
                 default=default, help=f.metadata["help"], aliases=f.metadata["aliases"], choices=f.metadata["choices"],
+                bounds=f.metadata.get("bounds"),
             )
         )
     return out
@@ -115,20 +150,24 @@ def settings_of(cls: type) -> list[Setting]:
     return out
 
 
-def check_value(name: str, value: Any, annotation: Any, choices: tuple[Any, ...] | None = None) -> None:
+def check_value(
+    name: str, value: Any, annotation: Any, choices: tuple[Any, ...] | None = None, bounds: Bounds | None = None
+) -> None:
     """A ConfigError naming ``name`` unless ``value`` fits ``annotation`` (ints pass as floats,
-    bools never as ints) and ``choices``."""
+    bools never as ints), ``choices`` and ``bounds``."""
     base, optional = base_type(annotation)
     if value is None:
         if not optional:
             raise ConfigError(f"{name} may not be empty")
         return
-    if base is float and isinstance(value, int) and not isinstance(value, bool):
-        return
     if base is int and isinstance(value, bool):
         raise ConfigError(f"{name} must be an integer, got {value!r}")
-    if not isinstance(value, base):
+    if not isinstance(value, base) and not (base is float and isinstance(value, int) and not isinstance(value, bool)):
         raise ConfigError(f"{name} must be {base.__name__}, got {type(value).__name__} {value!r}")
+    if bounds is not None:
+        problem = bounds.problem(value)
+        if problem is not None:
+            raise ConfigError(f"{name} {problem}")
     if choices is not None and value not in choices:
         raise ConfigError(f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}")
 
@@ -141,7 +180,7 @@ def check_fields(obj: Any) -> None:
         if "help" in f.metadata:
             spellings = (f.metadata["key"] or f.name, *(a.replace("-", "_") for a in f.metadata["aliases"]))
             name = "/".join(dict.fromkeys(spellings))
-            check_value(name, getattr(obj, f.name), hints[f.name], f.metadata["choices"])
+            check_value(name, getattr(obj, f.name), hints[f.name], f.metadata["choices"], f.metadata.get("bounds"))
 
 
 def read_sections(cls: type, data: Mapping[str, Any], *, source: str, hint: str = "") -> dict[str, dict[str, Any]]:

@@ -457,11 +457,34 @@ def load_dataset_by_name(
         if read_kwargs:
             raise ConfigError(f"unknown options for a hub dataset: {sorted(read_kwargs)}")
         return read_hub_pairs("/".join(parts[:2]), parts[2], split, columns, label_range, lenient, name)
+    close = similar_known_name(text)
+    if close is not None and "/" not in text:
+        raise ConfigError(
+            f"{text!r} is not a known dataset name, a file or a folder; did you mean {close!r}? "
+            f"(a hub dataset of that name: hf:{text})"
+        )
     if is_hub_id(text):
         if not split:
             raise ConfigError(f"loading {text!r} from the hub needs a split")
         return read_pairs(text, format="hub", split=split, lenient=lenient, **read_kwargs)
     raise DataError("no such file or directory, and not a known dataset name or a hub id", source=text)
+
+
+def known_names() -> list[str]:
+    """Every name and alias the catalogue knows (pairs, sentence corpora, NLI sets)."""
+    return sorted({*_NAME_ALIASES, *SENTENCE_CORPORA, *_FLICKR_NAMES, *_NLI_ALIASES})
+
+
+def similar_known_name(text: str) -> str | None:
+    """The known dataset name ``text`` is most likely a typo of (None when it is one, or none is close)."""
+    import difflib
+
+    key = text.lower()
+    names = known_names()
+    if key in names:
+        return None
+    matches = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
+    return matches[0] if matches else None
 
 
 def _plain_texts(path: Path, lenient: bool) -> SentenceDataset:

@@ -9,7 +9,7 @@ source and the counts of what a lenient read skipped. :func:`read_sentences` rea
   default ``text``, then ``sentence``, then the only column);
 * a directory written by ``datasets.save_to_disk`` or a Hugging Face hub id (``split=`` and
   ``column=`` as above);
-* a Python list of strings.
+* a Python list of strings, or a ``datasets.Dataset`` / ``IterableDataset`` (read in record batches).
 
 Duplicates are kept as read (the contrastive objectives leave identical texts out of each other's
 negatives); :meth:`SentenceDataset.deduplicate` removes them when wanted.
@@ -27,6 +27,8 @@ from anglekit.data.sources import (
     check_format,
     collect_texts,
     infer_format,
+    is_hf_dataset,
+    is_hf_dataset_dict,
     is_hub_id,
     load_from_disk,
     load_hub_dataset,
@@ -62,8 +64,15 @@ def read_sentences(
         if split is not None or fmt is not None:
             raise ConfigError("split= and format= apply to paths and hub ids, not to a list of strings")
         return _from_sink(collect_texts(list(source), column, lenient), name or "sentences")
+    if is_hf_dataset(source) or is_hf_dataset_dict(source):  # a Dataset (memory-mapped) or an IterableDataset
+        if fmt is not None:
+            raise ConfigError("format= applies to paths and hub ids, not to a datasets object")
+        sink = TextSink("<datasets.Dataset>", lenient, column)
+        scan_hf_dataset(pick_split(source, split, "<datasets.Dataset>"), sink)
+        sink.check_done("dataset has no rows")
+        return _from_sink(sink, name or "dataset" + (f":{split}" if split else ""))
     if not isinstance(source, (str, os.PathLike)):
-        raise ConfigError(f"cannot read sentences from a {type(source).__name__}; give a path, a hub id or a list of strings")
+        raise ConfigError(f"cannot read sentences from a {type(source).__name__}; give a path, a hub id, a list of strings or a datasets.Dataset")
     text = os.fspath(source)
     path = Path(text).expanduser()
     if fmt == "hub" or (fmt is None and not path.exists() and is_hub_id(text) and not looks_like_path(text)):

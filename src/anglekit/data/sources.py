@@ -17,6 +17,7 @@ import codecs
 import contextlib
 import csv
 import io
+import itertools
 import json
 import logging
 import math
@@ -53,6 +54,7 @@ __all__ = [
     "missing_column",
     "pick_split",
     "read_lines",
+    "scan_batches",
     "scan_columns",
     "scan_delimited",
     "scan_file",
@@ -88,6 +90,8 @@ TEXT_EXTENSIONS = ("", ".txt", ".text")
 HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 """A Hugging Face hub id: ``name`` or ``org/name``."""
 _SURROGATE = re.compile("[\udc80-\udcff]")  # where surrogateescape put undecodable bytes
+BATCH_ROWS = 10_000
+"""Rows per record batch when a Parquet file or a Hugging Face dataset is read."""
 
 
 
@@ -278,10 +282,11 @@ def _bad_bytes_message(text: str) -> str:
 
 def split_lines(text: str) -> list[str]:
     """The lines of ``text``: split on ``\\n``, one ``\\r`` before it removed, nothing else changed.
+    A text with ``\\r`` and no ``\\n`` (classic Mac line ends) is split on ``\\r``.
 
     The final newline ends the last line; it does not start a blank one.
     """
-    lines = text.split("\n")
+    lines = text.split("\n" if "\n" in text or "\r" not in text else "\r")
     if lines and lines[-1] == "":
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]
@@ -480,6 +485,17 @@ def _scan_json(path: Path, sink: Sink, fmt: str) -> None:
     source = sink.source
     text, has_bad = decode_file(path, source)
     stripped = text.lstrip()
+    if fmt == "json" and stripped.startswith("{"):
+        try:
+            whole = json.loads(text)
+        except json.JSONDecodeError:
+            whole = None  # several objects: JSON Lines in a .json file, read line by line below
+        if isinstance(whole, dict):
+            raise DataError(
+                "the top level is one JSON object, not a list of records: write a JSON array [{...}, {...}] "
+                "or JSON Lines (.jsonl, one object a line)",
+                source=source,
+            )
     if fmt == "json" and stripped.startswith("["):  # one JSON array of objects
         if has_bad:
             line = text[: _SURROGATE.search(text).start()].count("\n") + 1  # type: ignore[union-attr]
@@ -494,7 +510,7 @@ def _scan_json(path: Path, sink: Sink, fmt: str) -> None:
         return
 
     def lines() -> Iterator[tuple[int, Any]]:
-        for lineno, line in enumerate(text.split("\n"), start=1):
+        for lineno, line in enumerate(split_lines(text), start=1):
             if not line.strip():
                 continue  # a blank line holds no record
             if has_bad and _SURROGATE.search(line):
@@ -534,25 +550,50 @@ def scan_sequence(items: Sequence[Any], sink: Sink) -> None:
 
 
 def _scan_parquet(path: Path, sink: Sink) -> None:
+    """A Parquet file, read in record batches of its chosen columns (never whole into Python lists)."""
     try:
         import pyarrow.parquet as pq
     except ImportError:  # pragma: no cover - depends on the environment
         raise ConfigError("reading Parquet needs pyarrow: pip install 'anglekit[data]'") from None
     try:
-        names = pq.read_schema(path).names
+        handle = pq.ParquetFile(path)
+        names = handle.schema_arrow.names
         chosen = sink.resolve(names)
-        table = pq.read_table(path, columns=chosen)
     except DataError:
         raise
     except Exception as exc:  # pyarrow raises several types for a bad file
         raise DataError(f"not a readable Parquet file: {exc}", source=sink.source) from None
-    if table.num_rows == 0:
+    if handle.metadata.num_rows == 0:
         raise DataError("file has no rows", source=sink.source)
-    scan_columns(chosen, lambda name: table.column(name).to_pylist(), sink)
+
+    def batches() -> Iterator[Mapping[str, Sequence[Any]]]:
+        try:
+            for batch in handle.iter_batches(batch_size=BATCH_ROWS, columns=chosen):
+                yield {name: batch.column(name).to_pylist() for name in chosen}
+        except Exception as exc:
+            raise DataError(f"not a readable Parquet file: {exc}", source=sink.source) from None
+
+    scan_batches(chosen, batches(), sink)
+
+
+def scan_batches(available: Sequence[str], batches: Iterator[Mapping[str, Sequence[Any]]], sink: Sink) -> None:
+    """Feed record batches (column name -> values), rows numbered across batches: a source read a
+    batch at a time, so that no more than a batch of it is ever held as Python objects."""
+    chosen = sink.resolve(list(available))
+    row = 0
+    for batch in batches:
+        columns = [batch[name] for name in chosen]
+        lengths = {name: len(col) for name, col in zip(chosen, columns)}
+        if len(set(lengths.values())) > 1:
+            raise DataError(f"columns differ in length: {lengths}", source=sink.source)
+        for values in zip(*columns):
+            row += 1
+            sink.add(row, values, chosen)
 
 
 def is_hf_dataset(obj: Any) -> bool:
-    return type(obj).__module__.startswith("datasets.") and hasattr(obj, "column_names") and hasattr(obj, "num_rows")
+    """A ``datasets.Dataset`` or ``IterableDataset`` (or a dict of them)."""
+    return type(obj).__module__.startswith("datasets.") and hasattr(obj, "column_names") and (hasattr(obj, "num_rows") or hasattr(obj, "iter"))
 
 
 def is_hf_dataset_dict(obj: Any) -> bool:
@@ -574,11 +615,22 @@ def pick_split(obj: Any, split: str | None, source: str) -> Any:
 
 
 def scan_hf_dataset(ds: Any, sink: Sink) -> None:
-    if not hasattr(ds, "num_rows") or ds.num_rows is None:
-        raise ConfigError(f"{sink.source}: streaming (iterable) datasets are not supported; load it without streaming")
-    if ds.num_rows == 0:
+    """Feed a ``datasets.Dataset`` (memory-mapped Arrow, read in record batches of the chosen
+    columns) or an ``IterableDataset`` (streamed batch by batch)."""
+    if getattr(ds, "num_rows", None) is not None:
+        if ds.num_rows == 0:
+            raise DataError("dataset has no rows", source=sink.source)
+        chosen = sink.resolve(list(ds.column_names))
+        arrow = ds.select_columns(chosen).with_format("arrow")
+        batches = ({name: table.column(name).to_pylist() for name in chosen} for table in arrow.iter(batch_size=BATCH_ROWS))
+        scan_batches(chosen, batches, sink)
+        return
+    stream = iter(ds.iter(batch_size=BATCH_ROWS))  # an IterableDataset: its columns may be known only from its first batch
+    first = next(stream, None)
+    if first is None:
         raise DataError("dataset has no rows", source=sink.source)
-    scan_columns(list(ds.column_names), lambda name: ds[name], sink)
+    names = list(ds.column_names) if ds.column_names else list(first)
+    scan_batches(names, itertools.chain([first], stream), sink)
 
 
 def load_from_disk(path: Path, source: str) -> Any:
@@ -590,8 +642,9 @@ def load_from_disk(path: Path, source: str) -> Any:
         return datasets.load_from_disk(str(path))
     except Exception as exc:  # FileNotFoundError, ValueError, arrow errors: all mean "not a saved dataset"
         raise DataError(
-            f"not a readable saved Hugging Face dataset directory ({exc}); for the known STS-B, SICK and MRPC "
-            "folders use anglekit.data.load_dataset_by_name",
+            f"is a folder, but not a saved Hugging Face dataset (datasets.save_to_disk: {exc}); give a file, such a "
+            "folder, or a folder of a known dataset (STS-B, SICK, MRPC, GitHub Issues) by name or through "
+            "anglekit.data.load_dataset_by_name",
             source=source,
         ) from None
 
@@ -690,6 +743,8 @@ def collect_texts(source: Any, column: str | None = None, lenient: bool = False,
         raise ConfigError(f"column must be a non-empty column name, got {column!r}")
     path = Path(os.fspath(source)).expanduser()
     text_source = os.fspath(source)
+    if path.is_dir():
+        raise DataError("is a folder, not a file; give a .txt file (one text a line) or a csv/tsv/jsonl/json/parquet file", source=text_source)
     if not path.is_file():
         raise DataError("no such file", source=text_source)
     sink = TextSink(text_source, lenient, column)

@@ -42,11 +42,13 @@ from anglekit.data.catalog import (
     load_sentences_by_name,
     load_triplets_by_name,
     pair_sentences,
+    resolve_dataset,
     sentence_names,
     snli_sentences,
 )
 from anglekit.data.nli import load_snli
-from anglekit.data.records import SentenceDataset, TripletDataset
+from anglekit.data.readers import read_pairs
+from anglekit.data.records import PairDataset, SentenceDataset, TripletDataset
 from anglekit.data.root import explicit_or_default_root
 from anglekit.data.sentences import read_sentences
 from anglekit.data.sources import is_hub_id
@@ -57,6 +59,8 @@ from anglekit.errors import ConfigError, DataError
 __all__ = [
     "HUB_NLI",
     "SENTENCE_CORPORA",
+    "parse_columns",
+    "resolve_pairs",
     "resolve_sentences",
     "resolve_training_data",
     "resolve_triplets",
@@ -64,6 +68,55 @@ __all__ = [
 
 HUB_NLI = NLI_DATASETS
 """NLI sets by name (kept under this name; the catalogue's :data:`~anglekit.data.catalog.NLI_DATASETS`)."""
+
+
+def parse_columns(text: str | None) -> dict[str, str] | None:
+    """``"text1=q,text2=d,label=y"`` -> ``{"text1": "q", ...}`` (canonical name = the source's
+    column); None for None. Which canonical names apply is checked by the reader of the batch kind."""
+    if text is None:
+        return None
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(f"columns must be NAME=COLUMN pairs separated by commas (text1=q,text2=d,label=y), got {text!r}")
+    mapping: dict[str, str] = {}
+    for part in text.split(","):
+        name, eq, column = (piece.strip() for piece in part.partition("="))
+        if not eq or not name or not column:
+            raise ConfigError(f"columns: {part.strip()!r} is not NAME=COLUMN (e.g. text1=question)")
+        if name in mapping:
+            raise ConfigError(f"columns: {name!r} is mapped twice")
+        mapping[name] = column
+    return mapping
+
+
+def _columns_source(spec: str, default_split: str, root: Path | None) -> tuple[str, str | None, str | None]:
+    """(path or hub id, split or None, "hub" or None) of a spec read with a column mapping: a file,
+    a ``save_to_disk`` folder or ``hf:ORG/NAME:SPLIT``; a known dataset has its own columns."""
+    source, split, given, force_hub = parse_spec(spec, default_split)
+    if force_hub:
+        hub_id, config = hub_source(source, spec.strip())
+        if config is not None:
+            raise ConfigError(f"{spec!r}: columns= with a hub configuration: load it with datasets and pass the Dataset")
+        return hub_id, split, "hub"
+    path = _local_path(source, root)
+    if path is None:
+        raise ConfigError(f"{spec!r}: columns apply to a file, a save_to_disk folder or hf:ORG/NAME:SPLIT, not to a known dataset name")
+    if path.is_file():
+        if given:
+            raise ConfigError(f"{spec!r}: {path} is a single file and has no splits; drop ':{split}'")
+        return str(path), None, None
+    return str(path), split if given else None, None
+
+
+def resolve_pairs(
+    spec: str, *, columns: dict[str, str] | None = None, default_split: str = "train",
+    data_root: str | os.PathLike[str] | None = None, lenient: bool = False,
+) -> PairDataset:
+    """Pairs of a ``--train-data`` spec: :func:`~anglekit.data.catalog.resolve_dataset`, or with a
+    ``columns`` mapping (text1/text2/label -> the source's names) the file, folder or hub split it names."""
+    if columns is None:
+        return resolve_dataset(spec, default_split=default_split, data_root=data_root, lenient=lenient)
+    source, split, fmt = _columns_source(spec, default_split, explicit_or_default_root(data_root))
+    return read_pairs(source, columns=columns, format=fmt, split=split, lenient=lenient)
 
 
 def _local_path(source: str, root: Path | None, *, known: bool = False) -> Path | None:
@@ -110,8 +163,11 @@ def resolve_sentences(
     default_split: str = "train",
     data_root: str | os.PathLike[str] | None = None,
     lenient: bool = False,
+    columns: dict[str, str] | None = None,
 ) -> SentenceDataset:
-    """Resolve a ``--train-data`` spec to sentences; ``+`` joins several sources (see the module doc)."""
+    """Resolve a ``--train-data`` spec to sentences; ``+`` joins several sources (see the module doc).
+    ``columns``: ``{"text": NAME}``, the same as ``column=NAME``."""
+    column = sentence_column(column, columns)
     root = explicit_or_default_root(data_root)
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(f"empty dataset spec {spec!r}")
@@ -126,6 +182,17 @@ def resolve_sentences(
     return _one_sentence_source(spec, column=column, default_split=default_split, root=root, lenient=lenient)
 
 
+def sentence_column(column: str | None, columns: dict[str, str] | None) -> str | None:
+    """The text column of sentence data from ``text_column`` and a ``columns`` mapping (``text=NAME``)."""
+    if not columns:
+        return column
+    if set(columns) != {"text"}:
+        raise ConfigError(f"sentence data takes one column mapping, text=NAME; got {', '.join(sorted(columns))}")
+    if column is not None and column != columns["text"]:
+        raise ConfigError(f"text_column {column!r} and columns text={columns['text']} disagree")
+    return columns["text"]
+
+
 def resolve_triplets(
     spec: str,
     *,
@@ -133,8 +200,13 @@ def resolve_triplets(
     data_root: str | os.PathLike[str] | None = None,
     lenient: bool = False,
     nli_pairing: str = "zip",
+    columns: dict[str, str] | None = None,
 ) -> TripletDataset:
-    """Resolve a ``--train-data`` spec to triplets (see the module doc)."""
+    """Resolve a ``--train-data`` spec to triplets (see the module doc); ``columns`` maps
+    anchor/positive/negative to the names of a file, folder or hub split."""
+    if columns is not None:
+        source, split, fmt = _columns_source(spec, default_split, explicit_or_default_root(data_root))
+        return read_triplets(source, columns=columns, format=fmt, split=split, lenient=lenient, nli_pairing=nli_pairing)
     root = explicit_or_default_root(data_root)
     source, split, given, force_hub = parse_spec(spec, default_split)
     if force_hub:

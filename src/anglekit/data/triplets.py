@@ -34,6 +34,8 @@ from anglekit.data.sources import (
     check_columns,
     check_format,
     infer_format,
+    is_hf_dataset,
+    is_hf_dataset_dict,
     is_hub_id,
     load_from_disk,
     load_hub_dataset,
@@ -42,6 +44,7 @@ from anglekit.data.sources import (
     pick_split,
     scan_columns,
     scan_file,
+    scan_hf_dataset,
     scan_sequence,
     short_repr,
     text_problem,
@@ -195,7 +198,7 @@ def read_triplets(
                 raise ConfigError(f"reading {label} from the Hugging Face hub needs split= (e.g. 'train')")
             sink = _TripletSink(label, lenient, columns)
             ds = load_hub_dataset(text, config=config, split=split)
-            scan_columns(list(ds.column_names), lambda n: ds[n], sink)
+            scan_hf_dataset(ds, sink)
             return sink.build(name or f"{text}:{split}", "dataset has no rows", pairing=nli_pairing)
         if config is not None:
             raise ConfigError("config= applies to hub datasets only")
@@ -204,9 +207,7 @@ def read_triplets(
                 raise ConfigError(f"{text} is a directory; format {fmt!r} applies to a file")
             ds = pick_split(load_from_disk(path, text), split, text)
             sink = _TripletSink(text, lenient, columns)
-            if ds.num_rows == 0:
-                raise DataError("dataset has no rows", source=text)
-            scan_columns(list(ds.column_names), lambda n: ds[n], sink)
+            scan_hf_dataset(ds, sink)
             return sink.build(name or path.name + (f":{split}" if split else ""), "dataset has no rows", pairing=nli_pairing)
         if not path.is_file():
             raise DataError("no such file or directory", source=text)
@@ -219,10 +220,10 @@ def read_triplets(
         return sink.build(name or path.stem, f"file has no data rows{header_only}", pairing=nli_pairing)
     if fmt is not None or config is not None:
         raise ConfigError("format= and config= apply to paths and hub ids")
-    if type(source).__module__.startswith("datasets."):
+    if is_hf_dataset(source) or is_hf_dataset_dict(source):
         ds = pick_split(source, split, "<datasets.Dataset>")
         sink = _TripletSink("<datasets.Dataset>", lenient, columns)
-        scan_columns(list(ds.column_names), lambda n: ds[n], sink)
+        scan_hf_dataset(ds, sink)
         return sink.build(name or "triplets", "dataset has no rows", pairing=nli_pairing)
     if split is not None:
         raise ConfigError("split= applies to dataset directories, DatasetDicts and hub ids only")

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+
+from anglekit.errors import UndefinedScoreError
+
+logger = logging.getLogger(__name__)
 
 EncodeFn = Callable[[Sequence[str]], np.ndarray]
 """Anything that maps a list of texts to a float array of shape (len(texts), dim)."""
@@ -40,9 +46,19 @@ def correlation_scores(predicted: np.ndarray, gold: np.ndarray) -> PairScores:
     if predicted.shape != gold.shape or predicted.ndim != 1:
         raise ValueError(f"predicted and gold must be 1-d of one length, got {predicted.shape} and {gold.shape}")
     if len(gold) < 2:
-        raise ValueError(f"a correlation needs at least 2 pairs, got {len(gold)}")
-    spearman = float(stats.spearmanr(predicted, gold).statistic) * 100.0
-    pearson = float(stats.pearsonr(predicted, gold).statistic) * 100.0
+        raise UndefinedScoreError(f"a correlation needs at least 2 pairs, got {len(gold)}")
+    if np.all(gold == gold[0]):
+        raise UndefinedScoreError(
+            f"the correlation is undefined: all {len(gold)} gold labels equal {gold[0]:g}; it needs labels that vary"
+        )
+    if np.all(predicted == predicted[0]):
+        # A collapsed model (every pair scored alike) has no defined correlation: NaN, said once.
+        logger.warning("all %d predicted similarities are equal (%g): the correlation is undefined (NaN)", len(gold), predicted[0])
+        return PairScores(spearman=float("nan"), pearson=float("nan"), n_pairs=int(len(gold)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # both inputs vary: scipy has nothing left to warn about
+        spearman = float(stats.spearmanr(predicted, gold).statistic) * 100.0
+        pearson = float(stats.pearsonr(predicted, gold).statistic) * 100.0
     return PairScores(spearman=spearman, pearson=pearson, n_pairs=int(len(gold)))
 
 

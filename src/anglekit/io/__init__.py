@@ -1,5 +1,5 @@
-"""Files written safely: atomic writes (:mod:`anglekit.io.atomic`)."""
+"""Files written safely: atomic writes and early writability checks (:mod:`anglekit.io.atomic`)."""
 
-from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json, atomic_write_text
+from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json, atomic_write_text, check_writable
 
-__all__ = ["atomic_path", "atomic_write", "atomic_write_json", "atomic_write_text"]
+__all__ = ["atomic_path", "atomic_write", "atomic_write_json", "atomic_write_text", "check_writable"]

@@ -43,10 +43,40 @@ def locate_gguf(name_or_path: str, gguf_file: str | None = None) -> GGUFSource |
     return None
 
 
+def dequantize_config() -> object | None:
+    """transformers' ``GgufConfig(dequantize=True)``: unpack every GGUF weight into a plain float
+    model when loading (None where transformers has no such config and always does so)."""
+    try:
+        from transformers import GgufConfig
+    except ImportError:
+        return None
+    return GgufConfig(dequantize=True)
+
+
+def drop_quantization_marker(model: object) -> None:
+    """Forget transformers' record that ``model`` came from a quantised file, once its weights are
+    plain floats (de-quantised GGUF, merged): it then saves and trains as the ordinary model it is.
+    A model with any packed (non-float) weight keeps it."""
+    if any(not p.is_floating_point() for p in model.parameters()):  # type: ignore[attr-defined]
+        return
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None and hasattr(quantizer, "remove_quantization_config"):
+        quantizer.remove_quantization_config(model)
+        return
+    for name in ("hf_quantizer", "quantization_method"):
+        if name in vars(model):
+            delattr(model, name)
+    config = getattr(model, "config", None)
+    if config is not None and hasattr(config, "quantization_config"):
+        del config.quantization_config
+    if "is_quantized" in vars(model):
+        model.is_quantized = False  # type: ignore[attr-defined]
+
+
 def require_gguf() -> None:
     """Raise a clear error when the ``gguf`` package (needed to read GGUF files) is missing."""
     if importlib.util.find_spec("gguf") is None:
         raise ConfigError("loading a GGUF file needs the 'gguf' package: pip install 'anglekit[llm]' (or gguf)")
 
 
-__all__ = ["GGUFSource", "locate_gguf", "require_gguf"]
+__all__ = ["GGUFSource", "dequantize_config", "drop_quantization_marker", "locate_gguf", "require_gguf"]

@@ -124,15 +124,46 @@ def mark_adapters_trainable(model: Any) -> None:
 
 
 def merge(model: Any) -> Any:
-    """The base model with the adapters folded into its weights (a standalone transformers model)."""
+    """The base model with the adapters folded into its weights (a standalone transformers model).
+
+    Bases whose weights are plain floating-point tensors merge, GGUF files included (transformers
+    de-quantises them when loading); truly quantised weights (bitsandbytes k-bit, packed GGUF
+    blocks) are refused: merging into them would round the adapters away.
+    """
     if not is_peft_model(model):
         raise ConfigError("the backbone has no LoRA adapters to merge")
-    if getattr(unwrap(model), "quantization_method", None) is not None:
+    base = unwrap(model)
+    method = getattr(base, "quantization_method", None)
+    if method is not None and not _all_float(base):
+        name = getattr(method, "value", method)
         raise ConfigError(
-            "cannot merge adapters into a k-bit model; load the adapters onto a full-precision base "
-            "(Embedder.from_pretrained(adapter_dir) without load_in_kbit) and merge that"
+            f"cannot merge adapters into a k-bit model (weights quantised with {name}); load the adapters onto "
+            "a full-precision base (Embedder.from_pretrained(adapter_dir) without load_in_kbit) and merge that"
         )
-    return model.merge_and_unload()
+    merged = model.merge_and_unload()
+    if method is not None:
+        from anglekit.llm.gguf import drop_quantization_marker
+
+        drop_quantization_marker(merged)
+    return merged
+
+
+def _all_float(model: Any) -> bool:
+    """Whether every weight of ``model`` is an ordinary floating-point tensor (nothing packed)."""
+    import torch
+
+    if any(not p.is_floating_point() or p.dtype not in (torch.float32, torch.float16, torch.bfloat16) for p in model.parameters()):
+        return False
+    return not any(type(p).__module__.startswith("bitsandbytes") for p in model.parameters())
+
+
+def set_adapter_base(model: Any, base: str | None) -> None:
+    """Record ``base`` as ``base_model_name_or_path`` of every adapter (what PEFT writes into
+    ``adapter_config.json``), instead of the path the base happened to be loaded from."""
+    if base is None or not is_peft_model(model):
+        return
+    for config in model.peft_config.values():
+        config.base_model_name_or_path = base
 
 
 def read_adapter_base(adapter_dir: Path) -> str | None:
@@ -160,5 +191,6 @@ __all__ = [
     "parse_target_modules",
     "read_adapter_base",
     "require_peft",
+    "set_adapter_base",
     "unwrap",
 ]

@@ -7,6 +7,7 @@
   tokenizer and config. :mod:`~anglekit.model.hub`, :mod:`~anglekit.model.offline` and
   :mod:`~anglekit.model.sentence_transformers` find files, packaged models and the settings of
   sentence-transformers folders.
+- :mod:`~anglekit.model.card`: the README.md model card written with a model (and read back).
 - :mod:`~anglekit.model.pooling`, :mod:`~anglekit.model.padding`, :mod:`~anglekit.model.devices`,
   :mod:`~anglekit.model.long_text`: the pieces of the forward pass and of long inputs.
 

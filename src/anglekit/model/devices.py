@@ -36,3 +36,21 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | str | None:
         return DTYPES[dtype]
     except KeyError:
         raise ConfigError(f"unknown dtype {dtype!r}; choose one of auto, {', '.join(DTYPES)}") from None
+
+
+def check_device(device: str | torch.device | None) -> None:
+    """A ConfigError when ``device`` names an accelerator this machine does not have (rather than
+    torch's assertion deep inside ``.to()``); None and the CPU always pass."""
+    if device is None:
+        return
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError) as exc:
+        raise ConfigError(f"device {device!r}: {exc}") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r}: no CUDA GPU is available here; use cpu, or leave the device unset to take the best one")
+    if kind == "cuda" and torch.device(device).index is not None and torch.device(device).index >= torch.cuda.device_count():
+        raise ConfigError(f"device {device!r}: there are {torch.cuda.device_count()} CUDA device(s)")
+    mps = getattr(torch.backends, "mps", None)
+    if kind == "mps" and not (mps is not None and mps.is_available()):
+        raise ConfigError(f"device {device!r}: Apple's MPS is not available here; use cpu")

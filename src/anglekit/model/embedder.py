@@ -32,9 +32,16 @@ from anglekit.llm.lora import ALL_LINEAR, DEFAULT_ALPHA, DEFAULT_DROPOUT, DEFAUL
 from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.model.config import EmbedderConfig, EmbedderSettings
 from anglekit.model.devices import default_device
+from anglekit.model.card import ModelCardData, portable_base, read_card, write_card
+from anglekit.model.encoding import encode_texts
 from anglekit.model.loading import LoadOptions, load_model
+from anglekit.model.onnx import only_onnx_weights
 from anglekit.model.padding import pad_token_ids
 from anglekit.model.pooling import needs_all_hidden_states, pool
+
+
+BACKENDS = (None, "torch", "onnx")
+"""Inference backends of :meth:`Embedder.from_pretrained` (None: chosen from the folder)."""
 
 
 class Embedder(nn.Module):
@@ -53,6 +60,7 @@ class Embedder(nn.Module):
         *,
         source: str = "",
         origin: tuple[str, str | None] | None = None,
+        card: ModelCardData | None = None,
     ) -> None:
         super().__init__()
         self.tokenizer = tokenizer
@@ -61,6 +69,9 @@ class Embedder(nn.Module):
         self.origin = origin
         """(model, gguf_file) that reloads this backbone's weights, recorded as the base of new
         adapters; None when the weights exist only in memory (e.g. after merging)."""
+        self.card = card
+        """What the model card says beyond the settings (training summary, scores); kept from the
+        folder's README.md when anglekit wrote it, written again by :meth:`save_pretrained`."""
         self._set_backbone(backbone)
         base = unwrap(backbone)
         if config.bidirectional:
@@ -107,6 +118,7 @@ class Embedder(nn.Module):
         base_model: str | None = None,
         revision: str | None = None,
         trust_remote_code: bool = False,
+        backend: str | None = None,
     ) -> Embedder:
         """Load a Hugging Face encoder or decoder LLM (hub name, local folder, GGUF file, or a folder of
         LoRA adapters) as an embedder.
@@ -128,7 +140,27 @@ class Embedder(nn.Module):
         Settings come, in increasing priority, from: defaults (``cls`` pooling for encoders,
         ``last_token`` for decoders), a sentence-transformers directory's modules, a saved
         ``anglekit_config.json`` (an adapter folder's over its base's), and the keyword arguments.
+
+        ``backend``: ``torch`` (this class) or ``onnx`` (an :class:`~anglekit.model.onnx.OnnxEmbedder`
+        with the same encode API, for a folder written by ``anglekit export --format onnx``); by
+        default ``onnx`` exactly when the folder holds ONNX weights and no PyTorch ones.
         """
+        if backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(b for b in BACKENDS if b)}, got {backend!r}")
+        if backend == "onnx" or (backend is None and only_onnx_weights(name_or_path)):
+            given = {
+                "pooling": pooling, "prompt_preprocess": prompt_preprocess, "padding_side": padding_side, "bidirectional": bidirectional,
+                "dtype": dtype, "load_in_kbit": load_in_kbit, "gguf_file": gguf_file, "base_model": base_model, "revision": revision,
+            }  # fmt: skip
+            baked = sorted(key for key, value in given.items() if value is not None) + (["trust_remote_code"] if trust_remote_code else [])
+            if baked:
+                raise ConfigError(f"{', '.join(baked)}: fixed when the ONNX model was exported; export again to change them")
+            from anglekit.model.onnx import OnnxEmbedder
+
+            return OnnxEmbedder.from_pretrained(  # type: ignore[return-value]
+                name_or_path, prompt=prompt, query_prompt=query_prompt, document_prompt=document_prompt,
+                normalize=normalize, max_length=max_length, device=None if device is None else str(device),
+            )  # fmt: skip
         overrides = EmbedderSettings(
             pooling=pooling,
             prompt=prompt,
@@ -144,17 +176,22 @@ class Embedder(nn.Module):
             dtype=dtype, load_in_kbit=load_in_kbit, revision=revision, trust_remote_code=trust_remote_code, device=device
         )
         parts = load_model(os.fspath(name_or_path), overrides, options, gguf_file=gguf_file, base_model=base_model)
-        embedder = cls(parts.backbone, parts.tokenizer, parts.config, source=parts.source, origin=parts.origin)
+        card = read_card(parts.source, revision)
+        embedder = cls(parts.backbone, parts.tokenizer, parts.config, source=parts.source, origin=parts.origin, card=card)
         if load_in_kbit is None:
             embedder.to(torch.device(device) if device is not None else default_device())
         return embedder
 
-    def save_pretrained(self, directory: str | os.PathLike[str]) -> Path:
-        """Write weights, tokenizer and embedder config; each file lands atomically.
+    def save_pretrained(self, directory: str | os.PathLike[str], *, card: ModelCardData | None = None) -> Path:
+        """Write weights, tokenizer, embedder config and a model card (README.md); each file lands
+        atomically.
 
         With LoRA adapters, only the adapters are written (PEFT's ``adapter_config.json`` and
-        ``adapter_model.safetensors``) and ``anglekit_config.json`` records the base model;
-        :meth:`merge_lora` first to write a standalone model.
+        ``adapter_model.safetensors``) and ``anglekit_config.json`` records the base model exactly
+        (``pypi:NAME``, path, hub id); ``adapter_config.json`` names its hub id where it has one (a
+        path only for a local folder), so PEFT finds it elsewhere. :meth:`merge_lora` first to write
+        a standalone model. ``card``: the card's training summary and scores (default: the one
+        this model was loaded with, if any); it becomes :attr:`card`.
 
         Everything is written to a temporary sibling folder first, then moved file by file, so an
         interrupted save never leaves a half-written file under ``directory``.
@@ -163,9 +200,15 @@ class Embedder(nn.Module):
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
+            if self.has_lora:
+                from anglekit.llm.lora import set_adapter_base
+
+                set_adapter_base(self.backbone, portable_base(self.config.base_model))
             self.backbone.save_pretrained(staging)
             self.tokenizer.save_pretrained(staging)
             self.config.save(staging)
+            self.card = card if card is not None else self.card
+            write_card(self, staging, name=str(target))
             target.mkdir(exist_ok=True)
             for path in sorted(staging.rglob("*")):
                 destination = target / path.relative_to(staging)
@@ -305,50 +348,20 @@ class Embedder(nn.Module):
         """Embed ``texts`` (one string gives one vector, a list gives a matrix in input order).
 
         ``role`` picks the config's ``query_prompt`` or ``document_prompt`` (retrieval; each falls
-        back to ``prompt`` when unset). Batches are formed in order of token length (longest first, so memory problems show at
-        once) and the output is put back in input order. No gradients are kept.
+        back to ``prompt`` when unset). Batches are formed in order of token length (longest first,
+        so memory problems show at once) and the output is put back in input order
+        (:func:`anglekit.model.encoding.encode_texts`, shared with the ONNX backend). No gradients are kept.
         """
-        single = isinstance(texts, str)
-        items: list[str] = [texts] if single else list(texts)  # type: ignore[list-item]
-        for i, text in enumerate(items):
-            if not isinstance(text, str):
-                raise TypeError(f"encode: item {i} is {type(text).__name__}, expected str")
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        if convert_to not in ("numpy", "torch"):
-            raise ValueError(f"convert_to must be 'numpy' or 'torch', got {convert_to!r}")
-        normalize = self.config.normalize if normalize is None else normalize
-        if not items:
-            empty = torch.zeros((0, self.dim), dtype=torch.float32)
-            return empty if convert_to == "torch" else empty.numpy()
-
-        ids = self.tokenize_unpadded(items, role)
-        order = np.argsort([-len(seq) for seq in ids], kind="stable")
-        chunks: list[Tensor] = []
-        device = self.device
-        progress = None
-        if show_progress:
-            from tqdm.auto import tqdm
-
-            progress = tqdm(total=len(items), desc="encode", unit="text")
         with self._inference():
-            for start in range(0, len(items), batch_size):
-                batch_index = order[start : start + batch_size]
-                vectors = self(**self.pad([ids[i] for i in batch_index], device=device))
-                chunks.append(vectors.float())
-                if progress is not None:
-                    progress.update(len(batch_index))
-        if progress is not None:
-            progress.close()
-        stacked = torch.cat(chunks)
-        result = torch.empty_like(stacked)
-        result[torch.from_numpy(order).to(stacked.device)] = stacked
+            return encode_texts(self, texts, batch_size, normalize=normalize, show_progress=show_progress, convert_to=convert_to, role=role)
+
+    def embed_padded(self, batch: dict[str, Tensor], normalize: bool) -> np.ndarray:
+        """Vectors (float32, on the CPU) of one padded batch; call inside inference mode."""
+        device = self.device
+        vectors = self(**{key: value.to(device, non_blocking=True) for key, value in batch.items()}).float()
         if normalize:
-            result = torch.nn.functional.normalize(result, p=2, dim=1)
-        result = result.cpu()
-        if single:
-            result = result[0]
-        return result if convert_to == "torch" else result.numpy()
+            vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
+        return vectors.cpu().numpy()
 
     def encode_query(self, texts: str | Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> np.ndarray | Tensor:
         """:meth:`encode` with the query prompt."""

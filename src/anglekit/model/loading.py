@@ -21,10 +21,11 @@ from torch import nn
 
 from anglekit.errors import ConfigError
 from anglekit.llm.gguf import SUFFIX as GGUF_SUFFIX
-from anglekit.llm.gguf import GGUFSource, locate_gguf, require_gguf
+from anglekit.llm.gguf import GGUFSource, dequantize_config, drop_quantization_marker, locate_gguf, require_gguf
 from anglekit.llm.lora import ADAPTER_CONFIG
+from anglekit.model.checks import ModelFacts, check_local_tokenizer, check_local_weights, check_max_length, facts_of
 from anglekit.model.config import CONFIG_NAME, EmbedderConfig, EmbedderSettings
-from anglekit.model.devices import resolve_dtype
+from anglekit.model.devices import check_device, resolve_dtype
 from anglekit.model.hub import local_or_hub_file
 from anglekit.model.offline import resolve_model_name
 from anglekit.model.sentence_transformers import read_sentence_transformers_settings
@@ -94,6 +95,8 @@ def model_settings(name: str, gguf: GGUFSource | None, options: LoadOptions) -> 
         # GGUF holds decoder LLMs (llama.cpp's format); their configs name no architecture.
         return _defaults(model_config, "last_token"), model_config
     local = Path(name)
+    if name.startswith((".", "/")) and not local.exists():
+        raise ConfigError(f"{name}: not a model directory (no such folder or file)")
     if (local.exists() or name.startswith((".", "/"))) and not (local / "config.json").is_file():
         raise ConfigError(f"{name}: not a model directory (no config.json there)")
     try:
@@ -101,9 +104,12 @@ def model_settings(name: str, gguf: GGUFSource | None, options: LoadOptions) -> 
     except OSError as exc:
         raise ConfigError(f"{name}: cannot load model ({exc})") from exc
     settings = _defaults(model_config, "last_token" if is_causal_lm(model_config) else "cls")
-    settings = EmbedderSettings(**read_sentence_transformers_settings(name, revision=options.revision)).over(settings)
+    # Read even under a saved config: modules anglekit cannot apply are refused either way.
+    from_st = read_sentence_transformers_settings(name, revision=options.revision, model_config=model_config)
     saved = saved_settings(name, options.revision)
-    return (saved.over(settings) if saved is not None else settings), model_config
+    if saved is not None:  # complete: its "no prompt" holds over the folder's prompts
+        return saved.over(settings), model_config
+    return EmbedderSettings(**from_st).over(settings), model_config
 
 
 def _defaults(model_config: Any, pooling: str) -> EmbedderSettings:
@@ -136,11 +142,18 @@ def load_backbone(name: str, gguf: GGUFSource | None, model_config: Any, options
         if target.type != "cuda":
             raise ConfigError(f"k-bit loading places the model on a CUDA device, got device={device!r}")
         model_kwargs["device_map"] = {"": target.index if target.index is not None else torch.cuda.current_device()}
+    elif gguf is not None and dequantize_config() is not None:
+        model_kwargs["quantization_config"] = dequantize_config()  # plain float weights, as documented
+    if gguf is None and Path(name).is_dir():
+        check_local_weights(Path(name))
+        check_local_tokenizer(Path(name))
     try:
         backbone = AutoModel.from_pretrained(location, config=model_config, **model_kwargs)
         tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
     except OSError as exc:
         raise ConfigError(f"{name}: cannot load model ({exc})") from exc
+    if gguf is not None and options.load_in_kbit is None:
+        drop_quantization_marker(backbone)
     return backbone, tokenizer
 
 
@@ -170,6 +183,7 @@ def load_model(
     name = resolve_model_name(given)
     if not name:
         raise ConfigError("model name or path is empty")
+    check_device(options.device)
     if options.load_in_kbit is not None:
         from anglekit.llm.quantization import check_kbit
 
@@ -181,6 +195,7 @@ def load_model(
     gguf = locate_gguf(name, gguf_file)
     settings, model_config = model_settings(name, gguf, options)
     config = overrides.over(settings).resolve(source=name)
+    check_max_length(config.max_length, facts_of(model_config), name)
     backbone, tokenizer = load_backbone(name, gguf, model_config, options)
     return LoadedModel(backbone, tokenizer, config, name, _origin(given, name, gguf, gguf_file))
 
@@ -208,6 +223,7 @@ def _load_adapters(
         settings = saved.over(settings)
     config = overrides.over(settings).resolve(source=name)
     config = EmbedderConfig.from_dict({**config.to_dict(), "base_model": base, "base_gguf_file": base_gguf}, source=name)
+    check_max_length(config.max_length, facts_of(model_config), name)
     backbone, tokenizer = load_backbone(base_name, gguf, model_config, base_options)
     if local_or_hub_file(name, "tokenizer_config.json", options.revision) is not None:
         from transformers import AutoTokenizer
@@ -215,3 +231,31 @@ def _load_adapters(
         tokenizer = AutoTokenizer.from_pretrained(name, revision=options.revision, trust_remote_code=options.trust_remote_code)
     backbone = load_adapters(backbone, name, revision=options.revision)
     return LoadedModel(backbone, tokenizer, config, name, (base, base_gguf))
+
+
+def inspect_model(
+    given: str, *, gguf_file: str | None = None, revision: str | None = None, trust_remote_code: bool = False
+) -> ModelFacts:
+    """Check a model before any work starts, without loading weights: a local folder has a config,
+    complete weights and tokenizer files; the config loads. Returns its sizes (unknown, all None,
+    for GGUF files and adapter folders, whose configs come with the weights or the base)."""
+    from transformers import AutoConfig
+
+    name = resolve_model_name(given)
+    if not name:
+        raise ConfigError("model name or path is empty")
+    if name.endswith(GGUF_SUFFIX) or gguf_file is not None or is_adapter_source(name, revision):
+        return ModelFacts(None, None)
+    local = Path(name)
+    if name.startswith((".", "/")) and not local.exists():
+        raise ConfigError(f"{name}: not a model directory (no such folder or file)")
+    if (local.exists() or name.startswith((".", "/"))) and not (local / "config.json").is_file():
+        raise ConfigError(f"{name}: not a model directory (no config.json there)")
+    if local.is_dir():
+        check_local_weights(local)
+        check_local_tokenizer(local)
+    try:
+        model_config = AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{name}: cannot load model ({exc})") from exc
+    return facts_of(model_config)

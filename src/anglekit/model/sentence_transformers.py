@@ -1,74 +1,430 @@
-"""Read a sentence-transformers model directory's pooling and normalisation settings.
+"""Read a sentence-transformers folder's settings: pooling, normalisation, max length, prompts.
 
-Lets ``Embedder.from_pretrained`` load such a directory (e.g. all-MiniLM-L6-v2) and embed exactly
-like sentence-transformers does, without depending on that package.
+Folders written by sentence-transformers 2.x to 6.x load with their own settings, so that
+``Embedder.from_pretrained`` embeds exactly like sentence-transformers does:
+
+- ``modules.json`` must list Transformer, Pooling and optionally Normalize, in that order (old
+  ``sentence_transformers.models.*`` paths and the 5.4+ module paths alike); anything else (Dense,
+  Router, custom modules) raises :class:`~anglekit.errors.UnsupportedModelError` naming the module.
+- Pooling: the old keys (``pooling_mode_cls_token``, ...) and the new ``pooling_mode``; modes
+  anglekit has no exact counterpart for, several modes at once, unknown keys and
+  ``include_prompt: false`` are refused by name.
+- Max length: ``max_seq_length`` in ``sentence_bert_config.json`` (or its older file names), else
+  the tokenizer's ``model_max_length`` capped at the model's positions, as sentence-transformers
+  computes it.
+- Prompts (``config_sentence_transformers.json``): ``default_prompt_name`` becomes the general
+  prompt, ``query`` and ``document`` the role prompts, as sentence-transformers' ``encode``,
+  ``encode_query`` and ``encode_document`` apply them.
+- The custom modules that ``anglekit export`` writes (``anglekit_modules.py``) are read back from
+  their config and constants, never executed.
+
+When ``sentence_transformers`` imports, module types resolve through its own classes and its own
+Pooling reads the pooling config (with its conversion of the old keys); otherwise, and for what the
+installed version cannot read (a folder written by a newer one), a hand reader of the same files
+follows the current sentence-transformers rules.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from anglekit.errors import ConfigError, UnsupportedModelError
 from anglekit.model.hub import local_or_hub_file as _file
 
-_POOLING_MODES = {
+MODULES_FILE = "modules.json"
+ST_CONFIG_FILE = "config_sentence_transformers.json"
+TRANSFORMER_CONFIG_FILES = (
+    "sentence_bert_config.json",
+    "sentence_roberta_config.json",
+    "sentence_distilbert_config.json",
+    "sentence_camembert_config.json",
+    "sentence_albert_config.json",
+    "sentence_xlm-roberta_config.json",
+    "sentence_xlnet_config.json",
+)
+"""Where sentence-transformers looks for the Transformer module's config, in its order."""
+
+LEGACY_POOLING_KEYS = {
     "pooling_mode_cls_token": "cls",
-    "pooling_mode_mean_tokens": "last_avg",
-    "pooling_mode_max_tokens": "last_max",
-    "pooling_mode_lasttoken": "last_token",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
 }
+"""The Pooling config's old boolean keys (what TEI and sentence-transformers < 5.4 read) and the
+mode each one turns on, in sentence-transformers' order."""
 
-_SUPPORTED_MODULES = ("Transformer", "Pooling", "Normalize")
+ST_TO_ANGLEKIT_POOLING = {"cls": "cls", "mean": "last_avg", "max": "last_max", "lasttoken": "last_token"}
+"""sentence-transformers pooling modes with an exact anglekit counterpart."""
+
+_POOLING_KEYS = {"word_embedding_dimension", "embedding_dimension", "pooling_mode", "include_prompt", *LEGACY_POOLING_KEYS}
+_TRANSFORMER_KEYS = {
+    "max_seq_length", "do_lower_case", "transformer_task", "modality_config", "module_output_name", "unpad_inputs",
+    "model_args", "model_kwargs", "tokenizer_args", "processor_kwargs", "config_args", "config_kwargs",
+    "cache_dir", "backend", "tokenizer_name_or_path", "query_length", "document_length", "query_expansion",
+    "processing_kwargs",
+}  # fmt: skip
+"""Keys sentence-transformers 2.x-6.x write into ``sentence_bert_config.json``."""
+_TEXT_MODALITY = {"method": "forward", "method_output_name": "last_hidden_state"}
+_VERY_LARGE = int(1e29)
+"""transformers' "no limit" model_max_length is 1e30; anything this large means none was set."""
+
+ANGLEKIT_MODULE_FILE = "anglekit_modules.py"
+ANGLEKIT_POOLING = "anglekit_modules.AnglekitPooling"
+ANGLEKIT_TRANSFORMER = "anglekit_modules.AnglekitTransformer"
+"""Custom module types written by :mod:`anglekit.export` for what sentence-transformers' own
+modules cannot express (cls_avg, first_last_avg, prompt templates with text inside)."""
+
+STANDARD_MODULES = ("Transformer", "Pooling", "Normalize")
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path, what: str) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read sentence-transformers settings ({exc})") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the {what} ({exc})") from exc
 
 
-def read_sentence_transformers_settings(name_or_path: str, *, revision: str | None = None) -> dict[str, Any]:
-    """Embedder settings implied by a sentence-transformers layout, or {} when it is not one."""
-    modules_file = _file(name_or_path, "modules.json", revision)
+def _read_object(path: Path, what: str) -> dict[str, Any]:
+    data = _read_json(path, what)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the {what} must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+# ----------------------------------------------------------------- module kinds
+
+
+def _hand_kind(kind: str, where: str) -> str:
+    """Transformer, Pooling or Normalize for a ``sentence_transformers.*`` type, by its class name."""
+    name = kind.rsplit(".", 1)[-1]
+    if kind.startswith("sentence_transformers.") and name in STANDARD_MODULES:
+        return name
+    raise _unsupported_module(kind, where)
+
+
+def _st_kind(kind: str, where: str) -> str:
+    """Transformer, Pooling or Normalize for a ``sentence_transformers.*`` type, resolved through
+    sentence-transformers' own classes (any of its historical module paths)."""
+    if not kind.startswith("sentence_transformers."):
+        raise _unsupported_module(kind, where)
+    classes = _st_classes()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cls = classes["import"](kind)
+    except (ImportError, AttributeError, ValueError):
+        # A path from another sentence-transformers version (e.g. 5.4+ paths under an older one).
+        return _hand_kind(kind, where)
+    for name in STANDARD_MODULES:
+        if cls is classes[name]:
+            return name
+    raise _unsupported_module(kind, where)
+
+
+def _unsupported_module(kind: str, where: str) -> UnsupportedModelError:
+    return UnsupportedModelError(
+        f"{where}: module {kind!r} is not supported (anglekit applies only sentence-transformers' "
+        f"{', '.join(STANDARD_MODULES)} and the modules anglekit export writes); the model would embed "
+        "differently from sentence-transformers"
+    )
+
+
+def _st_classes() -> dict[str, Any]:
+    """sentence-transformers' Transformer, Pooling, Normalize and its import_from_string."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from sentence_transformers.models import Normalize, Pooling, Transformer
+
+        try:
+            from sentence_transformers.util import import_from_string
+        except ImportError:  # pragma: no cover - older layouts
+            from sentence_transformers.util.misc import import_from_string  # type: ignore[no-redef]
+    return {"Transformer": Transformer, "Pooling": Pooling, "Normalize": Normalize, "import": import_from_string}
+
+
+def sentence_transformers_available() -> bool:
+    """Whether ``sentence_transformers`` imports here (then it reads the folders)."""
+    try:
+        _st_classes()
+    except ImportError:
+        return False
+    return True
+
+
+# ----------------------------------------------------------------- pooling
+
+
+def pooling_modes(config: dict[str, Any]) -> tuple[str, ...]:
+    """The pooling modes a Pooling config turns on, by current sentence-transformers' rules: the new
+    ``pooling_mode`` (a name or a list) wins; else the old boolean keys; with neither, ``mean``."""
+    mode = config.get("pooling_mode")
+    if mode is not None:
+        return (mode,) if isinstance(mode, str) else tuple(mode)
+    found = [key for key in LEGACY_POOLING_KEYS if key in config]
+    if not found:
+        return ("mean",)
+    active = tuple(mode for key, mode in LEGACY_POOLING_KEYS.items() if config.get(key))
+    return active or ("mean",)
+
+
+def _st_pooling_modes(folder: Path) -> tuple[tuple[str, ...], bool] | None:
+    """(modes, include_prompt) of the Pooling module in ``folder``, as sentence-transformers loads
+    it; None when the installed version cannot read the config (one from another version)."""
+    import inspect
+
+    pooling_cls = _st_classes()["Pooling"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            if len(inspect.signature(pooling_cls.load).parameters) == 1:  # sentence-transformers < 5
+                module = pooling_cls.load(str(folder))
+            else:
+                module = pooling_cls.load(str(folder), local_files_only=True)
+        except (TypeError, ValueError, OSError):
+            return None
+    mode = getattr(module, "pooling_mode", None)
+    if isinstance(mode, str):
+        modes: tuple[str, ...] = (mode,)
+    elif isinstance(mode, (tuple, list)):
+        modes = tuple(mode)
+    else:  # sentence-transformers < 5.4 keeps the booleans
+        modes = tuple(m for m in module.get_pooling_mode_str().split("+") if m)
+    return modes, bool(getattr(module, "include_prompt", True))
+
+
+def _pooling(config_file: Path, *, through_st: bool) -> str:
+    """anglekit's pooling for a sentence-transformers Pooling config, or UnsupportedModelError."""
+    config = _read_object(config_file, "Pooling config")
+    unknown = sorted(set(config) - _POOLING_KEYS)
+    if unknown:
+        raise UnsupportedModelError(f"{config_file}: unknown Pooling key(s) {unknown}; anglekit cannot tell how they pool")
+    read = _st_pooling_modes(config_file.parent) if through_st else None
+    modes, include_prompt = read if read is not None else (pooling_modes(config), config.get("include_prompt", True))
+    if include_prompt is False:
+        raise UnsupportedModelError(
+            f"{config_file}: include_prompt false (prompt tokens kept out of the pooling) is not supported"
+        )
+    if len(modes) != 1:
+        raise UnsupportedModelError(f"{config_file}: several pooling modes {list(modes)} at once (concatenated) are not supported")
+    mode = modes[0]
+    if mode not in ST_TO_ANGLEKIT_POOLING:
+        legacy = {m: k for k, m in LEGACY_POOLING_KEYS.items()}
+        raise UnsupportedModelError(
+            f"{config_file}: pooling mode {mode!r} ({legacy.get(mode, 'pooling_mode')}) is not supported; "
+            f"anglekit applies {', '.join(sorted(ST_TO_ANGLEKIT_POOLING))}"
+        )
+    return ST_TO_ANGLEKIT_POOLING[mode]
+
+
+# ----------------------------------------------------------------- transformer
+
+
+def _transformer_config(name: str, revision: str | None) -> tuple[dict[str, Any], Path | None]:
+    for filename in TRANSFORMER_CONFIG_FILES:
+        path = _file(name, filename, revision)
+        if path is not None:
+            return _read_object(path, "Transformer module config"), path
+    return {}, None
+
+
+def _check_transformer_config(config: dict[str, Any], where: str) -> None:
+    unknown = sorted(set(config) - _TRANSFORMER_KEYS)
+    if unknown:
+        raise UnsupportedModelError(f"{where}: unknown Transformer key(s) {unknown}; anglekit cannot tell what they change")
+    if config.get("do_lower_case"):
+        raise UnsupportedModelError(f"{where}: do_lower_case is not supported (lower-case the texts yourself)")
+    task = config.get("transformer_task")
+    if task not in (None, "feature-extraction"):
+        raise UnsupportedModelError(f"{where}: transformer_task {task!r} is not supported (anglekit embeds hidden states)")
+    modalities = config.get("modality_config")
+    if modalities is not None and modalities != {"text": _TEXT_MODALITY}:
+        raise UnsupportedModelError(f"{where}: modality_config {modalities!r} is not supported (text through forward only)")
+    output = config.get("module_output_name")
+    if output not in (None, "token_embeddings"):
+        raise UnsupportedModelError(f"{where}: module_output_name {output!r} is not supported")
+    for key in ("processing_kwargs", "query_length", "document_length", "query_expansion"):
+        if config.get(key):
+            raise UnsupportedModelError(f"{where}: {key} {config[key]!r} is not supported")
+    tokenizer = config.get("tokenizer_name_or_path")
+    if tokenizer:
+        raise UnsupportedModelError(f"{where}: a separate tokenizer ({tokenizer!r}) is not supported")
+
+
+def _positive_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < _VERY_LARGE else None
+
+
+def _max_length(name: str, revision: str | None, config: dict[str, Any], model_config: Any) -> int | None:
+    """The max length sentence-transformers uses: ``max_seq_length``, else the tokenizer's
+    ``model_max_length`` capped at the model's positions."""
+    explicit = _positive_int(config.get("max_seq_length"))
+    if explicit is not None:
+        return explicit
+    for key in ("processor_kwargs", "tokenizer_args"):
+        given = config.get(key) or {}
+        if isinstance(given, dict) and _positive_int(given.get("model_max_length")) is not None:
+            return int(given["model_max_length"])
+    tokenizer_max = None
+    tokenizer_file = _file(name, "tokenizer_config.json", revision)
+    if tokenizer_file is not None:
+        tokenizer_max = _positive_int(_read_object(tokenizer_file, "tokenizer config").get("model_max_length"))
+    positions = _positive_int(getattr(model_config, "max_position_embeddings", None)) if model_config is not None else None
+    known = [n for n in (tokenizer_max, positions) if n is not None]
+    return min(known) if known else None
+
+
+# ----------------------------------------------------------------- prompts
+
+
+def _template(prefix: str, where: str) -> str:
+    if "{text}" in prefix:
+        raise UnsupportedModelError(f"{where}: prompt {prefix!r} contains '{{text}}', which anglekit reads as the text's place")
+    return prefix + "{text}"
+
+
+def prompt_settings(config: dict[str, Any], where: str) -> dict[str, Any]:
+    """anglekit's prompt settings for a ``config_sentence_transformers.json``, as sentence-transformers
+    applies its prompts: ``encode`` the default prompt, ``encode_query`` the ``query`` prompt and
+    ``encode_document`` the ``document`` prompt (each "" when absent, never the default)."""
+    kind = config.get("model_type")
+    if kind not in (None, "SentenceTransformer"):
+        raise UnsupportedModelError(f"{where}: model_type {kind!r} is not a SentenceTransformer (dense embeddings)")
+    prompts = config.get("prompts") or {}
+    if not isinstance(prompts, dict) or not all(isinstance(k, str) and isinstance(v, (str, type(None))) for k, v in prompts.items()):
+        raise ConfigError(f"{where}: prompts must map names to strings, got {prompts!r}")
+    prompts = {k: v or "" for k, v in prompts.items()}
+    default_name = config.get("default_prompt_name")
+    if default_name is not None and default_name not in prompts:
+        raise ConfigError(f"{where}: default_prompt_name {default_name!r} is not one of the prompts {sorted(prompts)}")
+    default = prompts[default_name] if default_name is not None else ""
+    settings: dict[str, Any] = {}
+    if default:
+        settings["prompt"] = _template(default, where)
+    for role, key in (("query_prompt", "query"), ("document_prompt", "document")):
+        own = prompts.get(key, "")
+        if own or default:  # "" must stay "no prompt", not fall back to the default
+            settings[role] = _template(own, where)
+    if settings:
+        settings["prompt_preprocess"] = False
+    return settings
+
+
+# ----------------------------------------------------------------- anglekit's own modules
+
+
+def read_anglekit_constants(path: Path) -> dict[str, Any]:
+    """The constants (``NAME = literal``) of an ``anglekit_modules.py``, read without running it."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError) as exc:
+        raise ConfigError(f"{path}: cannot read ({exc})") from exc
+    constants: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                constants[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return constants
+
+
+def _anglekit_module(name: str, revision: str | None, kind: str, path: str, where: str) -> dict[str, Any]:
+    """Settings held by a custom module that ``anglekit export`` wrote."""
+    if kind == ANGLEKIT_TRANSFORMER:
+        source = _file(name, ANGLEKIT_MODULE_FILE, revision)
+        if source is None:
+            raise UnsupportedModelError(f"{where}: module {kind!r} needs {ANGLEKIT_MODULE_FILE}, which is missing")
+        constants = read_anglekit_constants(source)
+        template, preprocess = constants.get("TEMPLATE"), constants.get("PREPROCESS")
+        if not isinstance(template, str) or not isinstance(preprocess, bool):
+            raise ConfigError(f"{source}: TEMPLATE (a string) and PREPROCESS (true/false) are missing")
+        return {"prompt": template, "prompt_preprocess": preprocess}
+    config_file = _file(name, f"{path}/config.json", revision)
+    if config_file is None:
+        raise UnsupportedModelError(f"{where}: module {kind!r} has no {path}/config.json")
+    pooling = _read_object(config_file, "pooling config").get("pooling")
+    if not isinstance(pooling, str):
+        raise ConfigError(f"{config_file}: 'pooling' (a name) is missing")
+    return {"pooling": pooling}
+
+
+# ----------------------------------------------------------------- the folder
+
+
+def read_sentence_transformers_settings(
+    name_or_path: str, *, revision: str | None = None, model_config: Any = None, through_st: bool | None = None
+) -> dict[str, Any]:
+    """Embedder settings of a sentence-transformers folder (or hub repository), {} when it is not one.
+
+    ``model_config``: the transformers config (its ``max_position_embeddings`` caps the tokenizer's
+    max length as in sentence-transformers). ``through_st``: read through sentence-transformers
+    (default: when it imports) or by hand.
+    """
+    modules_file = _file(name_or_path, MODULES_FILE, revision)
     if modules_file is None:
         return {}
-    modules = _read_json(modules_file)
-    if not isinstance(modules, list):
-        raise ConfigError(f"{modules_file}: expected a list of modules")
-    settings: dict[str, Any] = {}
-    for module in modules:
-        kind = str(module.get("type", ""))
-        if not kind.endswith(_SUPPORTED_MODULES):
-            raise UnsupportedModelError(
-                f"{modules_file}: module {kind!r} is not supported (anglekit applies only "
-                f"{', '.join(_SUPPORTED_MODULES)}); the model would embed differently from sentence-transformers"
-            )
-        if kind.endswith("Pooling"):
-            pooling_file = _file(name_or_path, f"{module.get('path', '')}/config.json", revision)
-            if pooling_file is not None:
-                pooling_config = _read_json(pooling_file)
-                unsupported = sorted(
-                    key for key, on in pooling_config.items()
-                    if key.startswith("pooling_mode_") and on and key not in _POOLING_MODES
-                )
-                if unsupported:
-                    raise UnsupportedModelError(f"{pooling_file}: pooling mode(s) {unsupported} are not supported")
-                active = [mode for key, mode in _POOLING_MODES.items() if pooling_config.get(key)]
-                if len(active) == 1:
-                    settings["pooling"] = active[0]
-                elif active:
-                    raise UnsupportedModelError(f"{pooling_file}: several pooling modes {active} are not supported together")
-        elif kind.endswith("Normalize"):
+    if through_st is None:
+        through_st = sentence_transformers_available()
+    modules = _read_json(modules_file, "module list")
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise ConfigError(f"{modules_file}: expected a list of modules (objects with 'type' and 'path')")
+    kind_of: Callable[[str, str], str] = _st_kind if through_st else _hand_kind
+    settings: dict[str, Any] = {"normalize": False}
+    kinds: list[str] = []
+    for index, module in enumerate(modules):
+        kind, path = module.get("type"), module.get("path", "")
+        where = f"{modules_file} (module {index})"
+        if not isinstance(kind, str) or not isinstance(path, str):
+            raise ConfigError(f"{where}: 'type' and 'path' must be strings, got {module!r}")
+        if kind in (ANGLEKIT_POOLING, ANGLEKIT_TRANSFORMER):
+            settings.update(_anglekit_module(name_or_path, revision, kind, path, where))
+            kinds.append("Pooling" if kind == ANGLEKIT_POOLING else "Transformer")
+            continue
+        name = kind_of(kind, where)
+        kinds.append(name)
+        if name == "Pooling":
+            pooling_file = _file(name_or_path, f"{path}/config.json", revision)
+            if pooling_file is None:
+                raise UnsupportedModelError(f"{where}: the Pooling module has no {path}/config.json")
+            settings["pooling"] = _pooling(pooling_file, through_st=through_st)
+        elif name == "Normalize":
             settings["normalize"] = True
-    bert_config_file = _file(name_or_path, "sentence_bert_config.json", revision)
-    if bert_config_file is not None:
-        bert_config = _read_json(bert_config_file)
-        if bert_config.get("do_lower_case"):
-            raise UnsupportedModelError(f"{bert_config_file}: do_lower_case is not supported (lower-case the texts yourself)")
-        max_len = bert_config.get("max_seq_length")
-        if isinstance(max_len, int) and max_len > 0:
-            settings["max_length"] = max_len
+        elif path not in ("", "."):
+            raise UnsupportedModelError(f"{where}: the Transformer lives in the subfolder {path!r}; anglekit loads a model from the folder's root")
+    if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+        raise UnsupportedModelError(
+            f"{modules_file}: modules {kinds} are not supported; anglekit applies Transformer, Pooling and an optional Normalize, in that order"
+        )
+    transformer, transformer_file = _transformer_config(name_or_path, revision)
+    _check_transformer_config(transformer, str(transformer_file or modules_file))
+    max_length = _max_length(name_or_path, revision, transformer, model_config)
+    if max_length is not None:
+        settings["max_length"] = max_length
+    st_config_file = _file(name_or_path, ST_CONFIG_FILE, revision)
+    if st_config_file is not None:
+        prompts = prompt_settings(_read_object(st_config_file, "sentence-transformers config"), str(st_config_file))
+        if "prompt" in prompts and "prompt" in settings:
+            raise UnsupportedModelError(f"{st_config_file}: a default prompt and an anglekit prompt template together are not supported")
+        settings.update(prompts)
     return settings
+
+
+__all__ = [
+    "ANGLEKIT_MODULE_FILE",
+    "ANGLEKIT_POOLING",
+    "ANGLEKIT_TRANSFORMER",
+    "LEGACY_POOLING_KEYS",
+    "ST_TO_ANGLEKIT_POOLING",
+    "pooling_modes",
+    "prompt_settings",
+    "read_anglekit_constants",
+    "read_sentence_transformers_settings",
+    "sentence_transformers_available",
+]

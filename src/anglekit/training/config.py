@@ -51,7 +51,7 @@ class ModelSection:
     prompt_preprocess: bool | None = setting(
         None, help="Apply the paper's sentence preprocessing before the prompt (default: on when the template quotes {text})."
     )
-    max_length: int | None = setting(None, help="Truncate inputs to this many tokens (default: the model's setting).")
+    max_length: int | None = setting(None, minimum=1, help="Truncate inputs to this many tokens (default: the model's setting).")
     bidirectional: bool | None = setting(
         None, help="Decoder LLMs: drop the causal mask (BiLLM) (default: off, or the saved model's setting)."
     )
@@ -65,8 +65,6 @@ class ModelSection:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if self.max_length is not None and self.max_length <= 0:
-            raise ConfigError(f"max_length must be positive, got {self.max_length}")
         from anglekit.llm.prompts import resolve_prompt
         from anglekit.model.pooling import check_strategy
 
@@ -104,6 +102,11 @@ class DataSection:
         None,
         help="Sentence objectives: the column of a tabular train_data holding the sentences (default: text, sentence or the only column).",
     )
+    columns: str | None = setting(
+        None,
+        help="Column names of a train_data file, save_to_disk folder or hf: split (or of a datasets.Dataset given to train()): "
+        "text1=q,text2=d,label=y for pairs, anchor=..,positive=..,negative=.. for triplets, text=.. for sentences.",
+    )
     nli_pairing: str = setting(
         "zip", choices=NLI_PAIRINGS,
         help="NLI data as triplets: zip (the k-th entailment with the k-th contradiction of a premise), cycle or all (every combination).",
@@ -116,6 +119,15 @@ class DataSection:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        from anglekit.data.training_data import parse_columns
+
+        parse_columns(self.columns)  # the syntax; which names apply depends on the objective's data
+
+    def column_mapping(self) -> dict[str, str] | None:
+        """``columns`` as a mapping (canonical name -> the source's column), or None."""
+        from anglekit.data.training_data import parse_columns
+
+        return parse_columns(self.columns)
 
 
 @dataclass
@@ -127,12 +139,12 @@ class ObjectiveSection:
         help="Preset: paper, paper-phase, paper-ibn-angle, official-defaults, cosine, angle, angle-phase, ibn (pairs); "
         "simcse-unsup, simace-unsup (sentences); simcse-sup, simace-sup (triplets).",
     )
-    cosine_weight: float | None = setting(None, help="Override the preset's weight w1 of the cosine term (paper eq. 8).")
-    ibn_weight: float | None = setting(None, help="Override the preset's weight w2 of the in-batch-negative term.")
-    angle_weight: float | None = setting(None, help="Override the preset's weight w3 of the angle term.")
-    cosine_tau: float | None = setting(None, help="Override the cosine term's temperature (0.05 = scale 20).")
-    ibn_tau: float | None = setting(None, help="Override the in-batch-negative temperature.")
-    angle_tau: float | None = setting(None, help="Override the angle term's temperature (paper: 1.0).")
+    cosine_weight: float | None = setting(None, minimum=0, help="Override the preset's weight w1 of the cosine term (paper eq. 8).")
+    ibn_weight: float | None = setting(None, minimum=0, help="Override the preset's weight w2 of the in-batch-negative term.")
+    angle_weight: float | None = setting(None, minimum=0, help="Override the preset's weight w3 of the angle term.")
+    cosine_tau: float | None = setting(None, minimum=0, exclusive_minimum=True, help="Override the cosine term's temperature (0.05 = scale 20).")
+    ibn_tau: float | None = setting(None, minimum=0, exclusive_minimum=True, help="Override the in-batch-negative temperature.")
+    angle_tau: float | None = setting(None, minimum=0, exclusive_minimum=True, help="Override the angle term's temperature (paper: 1.0).")
     angle_variant: str | None = setting(
         None, help="reference (the official code's score) or phase (the paper's angle difference)."
     )
@@ -148,13 +160,13 @@ class ObjectiveSection:
         None, help="Contrastive objectives: override the similarity, cosine (SimCSE) or angle (SimACE)."
     )
     contrastive_tau: float | None = setting(
-        None, help="Contrastive objectives: override the InfoNCE temperature (presets: 0.05)."
+        None, minimum=0, exclusive_minimum=True, help="Contrastive objectives: override the InfoNCE temperature (presets: 0.05)."
     )
     margin_degrees: float | None = setting(
-        None, help="SimACE: override the angular margin on the positive, in degrees (preset: 10; angle similarity only)."
+        None, minimum=0, maximum=90, exclusive_maximum=True, help="SimACE: override the angular margin on the positive, in degrees (preset: 10; angle similarity only)."
     )
     hard_negative_weight: float | None = setting(
-        None,
+        None, minimum=0,
         help="Supervised contrastive objectives: weight w of each row's own hard negative (SimCSE's value h is w = exp(h); preset 1).",
     )
     mlp_head: bool = setting(
@@ -166,14 +178,12 @@ class ObjectiveSection:
         "negatives of the other processes (SimCSE's distributed training); --no-gather-candidates keeps each process's batch alone.",
     )
     probe_steps: int | None = setting(
-        None,
+        None, minimum=1,
         help="Log training-dynamics probes (angles to positive and negatives, alignment, uniformity) every N steps (default: logging_steps).",
     )
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if self.probe_steps is not None and self.probe_steps <= 0:
-            raise ConfigError(f"probe_steps must be positive, got {self.probe_steps}")
         from anglekit.losses.registry import preset_batch_kind
 
         preset_batch_kind(self.name)  # an unknown preset lists the known ones
@@ -191,9 +201,9 @@ class LoraSection:
         False, key="lora",
         help="Train LoRA adapters (PEFT) instead of all weights; the model is saved as adapters + base name.",
     )
-    rank: int | None = setting(None, key="lora_rank", help="LoRA rank r (default: 32).")
-    alpha: float | None = setting(None, key="lora_alpha", help="LoRA scaling alpha (default: 32).")
-    dropout: float | None = setting(None, key="lora_dropout", help="Dropout on the LoRA input (default: 0.1).")
+    rank: int | None = setting(None, minimum=1, key="lora_rank", help="LoRA rank r (default: 32).")
+    alpha: float | None = setting(None, minimum=0, exclusive_minimum=True, key="lora_alpha", help="LoRA scaling alpha (default: 32).")
+    dropout: float | None = setting(None, minimum=0, maximum=1, exclusive_maximum=True, key="lora_dropout", help="Dropout on the LoRA input (default: 0.1).")
     target_modules: str | None = setting(
         None, key="lora_target_modules",
         help="Comma-separated module names, or all-linear: every linear layer but the LM head (default).",
@@ -242,13 +252,13 @@ class TrainerSection:
     )
     overwrite_output_dir: bool = setting(False, help="Replace an earlier run's checkpoints and metrics in output_dir.")
     resume: bool = setting(False, help="Continue from the last checkpoint in output_dir.")
-    epochs: float = setting(1.0, aliases=("num_train_epochs",), help="Passes over the training data (fractions allowed).")
+    epochs: float = setting(1.0, minimum=0, exclusive_minimum=True, aliases=("num_train_epochs",), help="Passes over the training data (fractions allowed).")
     max_steps: int = setting(
-        -1, aliases=("max_steps",), help="Stop after this many optimisation steps (overrides epochs when > 0)."
+        -1, minimum=-1, aliases=("max_steps",), help="Stop after this many optimisation steps (overrides epochs when > 0)."
     )
-    batch_size: int = setting(32, aliases=("per_device_train_batch_size",), help="Training rows (pairs, sentences, triplets) per device per step.")
-    learning_rate: float = setting(2e-5, aliases=("learning_rate",), help="Peak learning rate.")
-    weight_decay: float = setting(0.0, aliases=("weight_decay",), help="AdamW weight decay.")
+    batch_size: int = setting(32, minimum=1, aliases=("per_device_train_batch_size",), help="Training rows (pairs, sentences, triplets) per device per step.")
+    learning_rate: float = setting(2e-5, minimum=0, exclusive_minimum=True, aliases=("learning_rate",), help="Peak learning rate.")
+    weight_decay: float = setting(0.0, minimum=0, aliases=("weight_decay",), help="AdamW weight decay.")
     scheduler: str = setting(
         "linear", aliases=("lr_scheduler_type",),
         help="Learning-rate schedule, any of transformers' SchedulerType: linear, cosine, cosine_with_restarts, "
@@ -259,34 +269,38 @@ class TrainerSection:
         None, aliases=("lr_scheduler_kwargs",),
         help='The schedule\'s extra arguments as a JSON object, e.g. \'{"min_lr": 1e-6}\' for cosine_with_min_lr.',
     )
-    warmup_steps: int = setting(0, aliases=("warmup_steps",), help="Linear warmup steps.")
-    warmup_ratio: float = setting(0.0, help="Warmup as a share of all steps (used when warmup_steps is 0).")
+    warmup_steps: int = setting(0, minimum=0, aliases=("warmup_steps",), help="Linear warmup steps.")
+    warmup_ratio: float = setting(0.0, minimum=0, maximum=1, exclusive_maximum=True, help="Warmup as a share of all steps (used when warmup_steps is 0).")
     gradient_accumulation: int = setting(
-        1, aliases=("gradient_accumulation_steps",), help="Steps whose gradients are summed before each update."
+        1, minimum=1, aliases=("gradient_accumulation_steps",), help="Steps whose gradients are summed before each update."
     )
-    max_grad_norm: float = setting(1.0, aliases=("max_grad_norm",), help="Clip gradients to this norm.")
+    max_grad_norm: float = setting(1.0, minimum=0, aliases=("max_grad_norm",), help="Clip gradients to this norm.")
     precision: str = setting(
         "auto", choices=PRECISIONS,
         help="auto (bf16 on GPUs that support it, else fp16 on GPU, fp32 on CPU), fp32, fp16, bf16.",
     )
     gradient_checkpointing: bool = setting(False, help="Recompute activations in the backward pass (less memory, slower).")
     group_by_length: bool = setting(True, help="Batch rows of similar token length together (less padding).")
-    seed: int = setting(42, aliases=("seed",), help="Seed of initialisation, data order and dropout.")
+    seed: int = setting(42, minimum=0, aliases=("seed",), help="Seed of initialisation, data order and dropout.")
     eval_steps: int | None = setting(
-        None, aliases=("eval_steps",), help="Evaluate dev_data every N steps (default: at the end of each epoch)."
+        None, minimum=1, aliases=("eval_steps",), help="Evaluate dev_data every N steps (default: at the end of each epoch)."
     )
     save_steps: int | None = setting(
-        None, aliases=("save_steps",), help="Checkpoint every N steps (default: with each evaluation, else every 500 steps)."
+        None, minimum=1, aliases=("save_steps",), help="Checkpoint every N steps (default: with each evaluation, else every 500 steps)."
     )
     save_total_limit: int = setting(
-        2, aliases=("save_total_limit",), help="Checkpoints kept on disk (the best one is always kept)."
+        2, minimum=1, aliases=("save_total_limit",), help="Checkpoints kept on disk (the best one is always kept)."
     )
-    logging_steps: int = setting(10, aliases=("logging_steps",), help="Log loss and components every N steps.")
+    logging_steps: int = setting(10, minimum=1, aliases=("logging_steps",), help="Log loss and components every N steps.")
     eval_batch_size: int = setting(
-        DEFAULT_EVAL_BATCH_SIZE, aliases=("per_device_eval_batch_size",), help="Texts per forward pass when evaluating."
+        DEFAULT_EVAL_BATCH_SIZE, minimum=1, aliases=("per_device_eval_batch_size",), help="Texts per forward pass when evaluating."
     )
-    dataloader_workers: int = setting(0, aliases=("dataloader_num_workers",), help="Data-loading worker processes.")
-    device: str | None = setting(None, help="cpu or cuda (default: the best available; pick GPUs with CUDA_VISIBLE_DEVICES).")
+    dataloader_workers: int = setting(0, minimum=0, aliases=("dataloader_num_workers",), help="Data-loading worker processes.")
+    device: str | None = setting(
+        None, choices=("auto", "cpu", "cuda"),
+        help="cpu, cuda (an error without a CUDA GPU), or auto: cuda when there is one, else the CPU (default: auto; "
+        "pick GPUs with CUDA_VISIBLE_DEVICES).",
+    )
     quiet: bool = setting(False, help="No progress bar.")
     report_to: str = setting(
         "none", aliases=("report_to",),
@@ -300,27 +314,8 @@ class TrainerSection:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        positive = {
-            "batch_size": self.batch_size,
-            "gradient_accumulation": self.gradient_accumulation,
-            "logging_steps": self.logging_steps,
-            "eval_batch_size": self.eval_batch_size,
-            "learning_rate": self.learning_rate,
-            "epochs": self.epochs,
-        }
-        for name, value in positive.items():
-            if value <= 0:
-                raise ConfigError(f"{name} must be positive, got {value}")
-        for name in ("eval_steps", "save_steps"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ConfigError(f"{name} must be positive, got {value}")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise ConfigError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
-        if self.warmup_steps < 0 or self.save_total_limit < 1 or self.dataloader_workers < 0:
-            raise ConfigError("warmup_steps and dataloader_workers must be >= 0, save_total_limit >= 1")
-        if self.device not in (None, "cpu", "cuda"):
-            raise ConfigError(f"device must be cpu or cuda, got {self.device!r} (pick GPUs with CUDA_VISIBLE_DEVICES)")
+        if self.resume and self.overwrite_output_dir:
+            raise ConfigError("resume and overwrite_output_dir contradict each other: continue the run in output_dir, or replace it")
         from transformers.trainer_utils import SchedulerType
         from transformers.training_args import OptimizerNames
 

@@ -9,7 +9,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,9 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class TrainResult:
+    """What a run did. ``pairs_per_second`` counts training rows of the task's ``unit`` (pairs,
+    sentences or triplets) per second; the name stays for the files written before units."""
+
     output_dir: Path
     model_dir: Path
     steps: int
@@ -37,6 +40,11 @@ class TrainResult:
     before: dict[str, float] = field(default_factory=dict)
     after: dict[str, float] = field(default_factory=dict)
     best_checkpoint: str | None = None
+    unit: str = "pairs"
+    threads: int | None = None
+    """CPU threads torch used (``torch.get_num_threads()``)."""
+    already_complete: bool = False
+    """True when ``--resume`` found the run finished and changed nothing."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -45,11 +53,21 @@ class TrainResult:
             "steps": self.steps,
             "train_seconds": self.train_seconds,
             "pairs_per_second": self.pairs_per_second,
+            "unit": self.unit,
+            "threads": self.threads,
             "peak_memory_mb": self.peak_memory_mb,
             "before": self.before,
             "after": self.after,
             "best_checkpoint": self.best_checkpoint,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainResult:
+        """A result read back from ``results.json`` (keys added later take their defaults)."""
+        known = {f for f in cls.__dataclass_fields__ if f != "already_complete"}
+        values = {k: v for k, v in data.items() if k in known}
+        values["output_dir"], values["model_dir"] = Path(values["output_dir"]), Path(values["model_dir"])
+        return cls(**values)
 
     def table(self) -> str:
         rows = [("", "spearman x100", "pearson x100")]
@@ -57,11 +75,14 @@ class TrainResult:
             if scores:
                 rows.append((name, f"{scores['spearman']:.2f}", f"{scores['pearson']:.2f}"))
         lines = [f"{a:<8} {b:>14} {c:>14}" for a, b, c in rows] if len(rows) > 1 else []
+        threads = f", {self.threads} CPU threads" if self.threads else ""
         lines += [
-            f"steps {self.steps}, train time {self.train_seconds:.1f} s, {self.pairs_per_second:.1f} pairs/s, "
+            f"steps {self.steps}, train time {self.train_seconds:.1f} s, {self.pairs_per_second:.1f} {self.unit}/s{threads}, "
             f"peak memory {self.peak_memory_mb:.0f} MB",
             f"model saved to {self.model_dir}",
         ]
+        if self.already_complete:
+            lines.insert(0, f"the run in {self.output_dir} is already complete (results.json); nothing was changed")
         return "\n".join(lines)
 
 
@@ -151,6 +172,22 @@ def _prepare_output_dir(config: TrainerSection) -> str | None:
     return None
 
 
+def _finished_result(out: Path) -> TrainResult | None:
+    """The result of the run in ``out`` when it finished: results.json and the model are there and
+    no checkpoint is missing after them (a run cut back to an earlier checkpoint is not finished)."""
+    results = out / "results.json"
+    if not (results.is_file() and (out / "model").is_dir()):
+        return None
+    try:
+        result = TrainResult.from_dict(json.loads(results.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{results}: the run looks complete but its results cannot be read ({exc})") from None
+    last = last_complete_checkpoint(out)
+    if last is not None and int(last.name.removeprefix("checkpoint-")) < result.steps:
+        return None
+    return replace(result, already_complete=True)
+
+
 def _schedule(config: TrainerSection, evaluating: bool) -> dict[str, Any]:
     """Evaluation and checkpoint cadence for TrainingArguments, checked up front.
 
@@ -217,7 +254,15 @@ def load_embedder(config: TrainConfig, device: str | None) -> Any:
 
 def check(config: TrainConfig) -> tuple[TrainingTask, dict[str, Any]]:
     """Everything that can be checked before data or a model is loaded: the required settings,
-    the objective's task and the overrides that apply to it; (task, objective overrides)."""
+    the objective's task and the overrides that apply to it, the device, that output_dir can be
+    written, and the model (complete files, sizes that fit the objective and max_length);
+    (task, objective overrides)."""
+    import torch
+
+    from anglekit.io.atomic import check_writable
+    from anglekit.model.checks import check_max_length
+    from anglekit.model.loading import inspect_model
+
     config.require_inputs()
     task = task_for(config.objective.name)
     overrides = objective_overrides(task, config.objective, config.data.text_column)
@@ -225,32 +270,54 @@ def check(config: TrainConfig) -> tuple[TrainingTask, dict[str, Any]]:
         raise ConfigError(
             f"the objective {config.objective.name!r} needs batch_size >= {task.min_batch_size} (in-batch negatives)"
         )
+    if config.trainer.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device cuda: no CUDA GPU is available here; use --device cpu, or --device auto to take one when there is")
+    check_writable(config.trainer.output_dir, folder=True)
+    model = config.model
+    name = model.name or None
+    if name is not None and not config.lora.init_adapters:
+        facts = inspect_model(name, gguf_file=model.gguf_file, revision=model.revision, trust_remote_code=model.trust_remote_code)
+        task.check_model(config.objective.name, overrides, facts, name)
+        if model.max_length is not None:
+            check_max_length(model.max_length, facts, name)
     return task, overrides
 
 
-def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = ()) -> TrainResult:
+def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, train_dataset: Any = None) -> TrainResult:
     """Fine-tune ``config.model`` on ``config.data.train_data``; see :class:`TrainConfig`.
 
     ``callbacks``: further ``transformers.TrainerCallback`` objects, run after anglekit's own.
+    ``train_dataset``: a ``datasets.Dataset`` or ``IterableDataset`` to train on instead of
+    ``train_data`` (read in record batches, checked like a file; ``columns`` names its columns).
     """
+    if train_dataset is not None:
+        if config.data.train_data:
+            raise ConfigError("give train_data or train_dataset, not both")
+        config = replace(config, data=replace(config.data, train_data="<datasets.Dataset>"))
+    import torch
     from transformers import TrainingArguments, set_seed
     from transformers.trainer_callback import PrinterCallback
 
     from anglekit.data.catalog import resolve_dataset
     from anglekit.evaluation.similarity import evaluate_pairs
+    from anglekit.training.card import record_scores, training_card
     from anglekit.training.callbacks import ComponentProgressCallback, JsonlMetricsCallback, ProbeCallback
     from anglekit.training.probes import ProbeAccumulator, dataset_probes
     from anglekit.training.trainer import AnglETrainer
 
     task, overrides = check(config)
     run, data = config.trainer, config.data
+    finished = _finished_result(Path(run.output_dir)) if run.resume else None
+    if finished is not None:
+        logger.info("%s: the run is complete; nothing to resume", run.output_dir)
+        return finished
     precision = _precision_flags(run.precision, run.device)
     resume_from = _prepare_output_dir(run)
     out = Path(run.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     set_seed(run.seed)
 
-    train_set = task.load_data(data)
+    train_set = task.load_data(data, train_dataset)
     objective, objective_config = task.build_objective(config.objective.name, overrides, train_set, config.objective.positive_threshold)
     dev_set = resolve_dataset(data.dev_data, default_split="dev") if data.dev_data else None
     test_set = resolve_dataset(data.test_data, default_split="test") if data.test_data else None
@@ -358,7 +425,8 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = ()) -> Tra
     # With several processes only the first writes the model and results.json; the others wait
     # until it has, so that no process returns before the run is on disk.
     writer = trainer.is_world_process_zero()
-    model_dir = embedder.save_pretrained(out / "model") if writer else out / "model"
+    card = training_card(config, objective_config, train_summary=train_set.summary(), steps=trainer.state.global_step, seconds=seconds, before=before)
+    model_dir = embedder.save_pretrained(out / "model", card=card) if writer else out / "model"
     after: dict[str, float] = {}
     if test_set is not None:
         after = evaluate_pairs(lambda t: embedder.encode(t, run.eval_batch_size), test_set.text1, test_set.text2, test_set.labels).as_dict()
@@ -368,12 +436,16 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = ()) -> Tra
         steps=trainer.state.global_step,
         train_seconds=seconds,
         pairs_per_second=pairs / seconds if seconds > 0 else float("nan"),
+        unit=task.unit,
+        threads=torch.get_num_threads(),
         peak_memory_mb=peak_memory_mb(),
         before=before,
         after=after,
         best_checkpoint=trainer.state.best_model_checkpoint,
     )
     if writer:
+        if after:
+            record_scores(embedder, model_dir, config.data.test_data, after)  # the card gets them too
         atomic_write_json(out / "results.json", result.as_dict())
     trainer.accelerator.wait_for_everyone()
     return result

@@ -11,6 +11,8 @@ gives the same answers when the batches are the same (always so with ``batch_siz
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import hashlib
 import threading
 from concurrent.futures import Future
@@ -40,6 +42,9 @@ def load_causal_lm(
     from anglekit.model.offline import resolve_model_name
 
     resolved = resolve_model_name(name)
+    local = Path(resolved).expanduser()
+    if resolved.startswith((".", "/", "~")) and not local.exists():
+        raise ConfigError(f"hf:{name}: no model folder or file at {local}")
     gguf = locate_gguf(resolved)
     kwargs: dict[str, Any] = {}
     if revision is not None:

@@ -48,10 +48,18 @@ class TrainingTask(ABC):
     """Whether training-dynamics probes are measured on its batches."""
     min_batch_size: ClassVar[int] = 1
     """The smallest batch it can train on (in-batch negatives need 2)."""
+    unit: ClassVar[str] = "rows"
+    """What one training row is, for throughput (``pairs/s``, ``sentences/s``)."""
+
+    def check_model(self, name: str, overrides: dict[str, Any], facts: Any, source: str) -> None:
+        """A ConfigError when the model (its :class:`~anglekit.model.checks.ModelFacts`) cannot
+        train preset ``name`` with ``overrides``; called before any data or weights are loaded."""
 
     @abstractmethod
-    def load_data(self, data: Any) -> Any:
-        """The training rows of ``data`` (a :class:`~anglekit.training.config.DataSection`)."""
+    def load_data(self, data: Any, train_dataset: Any = None) -> Any:
+        """The training rows of ``data`` (a :class:`~anglekit.training.config.DataSection`), or of
+        ``train_dataset`` (a ``datasets.Dataset``/``IterableDataset``, read in record batches with
+        the same checks, ``data.columns`` naming its columns) when given."""
 
     @abstractmethod
     def build_objective(self, name: str, overrides: dict[str, Any], train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:

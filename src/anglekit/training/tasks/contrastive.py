@@ -184,14 +184,14 @@ class ContrastiveTask(TrainingTask):
     probes_batches = True
     min_batch_size = 2
 
-    def load_data(self, data: Any) -> Any:
-        train_set = self.read(data)
+    def load_data(self, data: Any, train_dataset: Any = None) -> Any:
+        train_set = self.read(data, train_dataset)
         if len(train_set) < 2:
             raise ConfigError(f"{data.train_data}: a contrastive objective needs at least 2 training rows, got {len(train_set)}")
         return train_set
 
-    def read(self, data: Any) -> Any:
-        """The rows of ``data.train_data`` (sentences or triplets)."""
+    def read(self, data: Any, train_dataset: Any = None) -> Any:
+        """The rows of ``data.train_data``, or of ``train_dataset`` when given (sentences or triplets)."""
         raise NotImplementedError
 
     def build_objective(self, name: str, overrides: dict[str, Any], train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
@@ -205,12 +205,16 @@ class SentenceTask(ContrastiveTask):
     it equals two forward passes in distribution and runs faster)."""
 
     kind = "sentences"
+    unit = "sentences"
     reads_text_column = True
 
-    def read(self, data: Any) -> Any:
-        from anglekit.data.training_data import resolve_sentences
+    def read(self, data: Any, train_dataset: Any = None) -> Any:
+        from anglekit.data.sentences import read_sentences
+        from anglekit.data.training_data import resolve_sentences, sentence_column
 
-        return resolve_sentences(data.train_data, column=data.text_column)
+        if train_dataset is not None:
+            return read_sentences(train_dataset, column=sentence_column(data.text_column, data.column_mapping()))
+        return resolve_sentences(data.train_data, column=data.text_column, columns=data.column_mapping())
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
         tokenized = TokenizedSentences.build(train_set.texts, embedder.tokenize_unpadded)
@@ -231,11 +235,15 @@ class TripletTask(ContrastiveTask):
     """Supervised: a batch is B (anchor, positive[, hard negative]) rows, [2B or 3B, T] in one pass."""
 
     kind = "triplets"
+    unit = "triplets"
 
-    def read(self, data: Any) -> Any:
+    def read(self, data: Any, train_dataset: Any = None) -> Any:
         from anglekit.data.training_data import resolve_triplets
+        from anglekit.data.triplets import read_triplets
 
-        return resolve_triplets(data.train_data, nli_pairing=data.nli_pairing)
+        if train_dataset is not None:
+            return read_triplets(train_dataset, columns=data.column_mapping(), nli_pairing=data.nli_pairing)
+        return resolve_triplets(data.train_data, nli_pairing=data.nli_pairing, columns=data.column_mapping())
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
         tokenized = TokenizedTriplets.build(train_set.anchor, train_set.positive, train_set.negative, embedder.tokenize_unpadded)

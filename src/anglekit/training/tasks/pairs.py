@@ -117,11 +117,25 @@ class PairTask(TrainingTask):
         for name in ("cosine_weight", "ibn_weight", "angle_weight", "cosine_tau", "ibn_tau", "angle_tau", "angle_variant", "ibn_similarity")
     }
     family = "the AnglE pair objectives (paper, cosine, ibn, ...)"
+    unit = "pairs"
 
-    def load_data(self, data: Any) -> Any:
-        from anglekit.data.catalog import resolve_dataset
+    def check_model(self, name: str, overrides: dict[str, Any], facts: Any, source: str) -> None:
+        config = ObjectiveConfig.from_preset(name, **overrides)
+        hidden = facts.hidden_size
+        if config.angle_weight > 0 and hidden is not None and hidden % 2 != 0:
+            raise ConfigError(
+                f"{source}: the angle term splits each embedding into real and imaginary halves, so it needs an even "
+                f"hidden size, and this model's is {hidden}; use --angle-weight 0 or an objective without it (cosine, ibn)"
+            )
 
-        train_set = resolve_dataset(data.train_data, default_split="train")
+    def load_data(self, data: Any, train_dataset: Any = None) -> Any:
+        from anglekit.data.readers import read_pairs
+        from anglekit.data.training_data import resolve_pairs
+
+        if train_dataset is not None:
+            train_set = read_pairs(train_dataset, columns=data.column_mapping())
+        else:
+            train_set = resolve_pairs(data.train_data, columns=data.column_mapping(), default_split="train")
         if len(train_set) == 0:
             raise ConfigError(f"{data.train_data}: no training pairs")
         return train_set

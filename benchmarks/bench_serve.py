@@ -1,0 +1,363 @@
+#!/usr/bin/env python
+"""Serving: anglekit serve vs infinity (torch engine, ONNX engine) vs a plain FastAPI endpoint.
+
+Same run, same model (all-MiniLM-L6-v2 from the PyPI package), same CPU threads, loopback only.
+Each server in turn is started on 127.0.0.1 (a free port), warmed up, and sent OpenAI embedding
+requests of STS-B test sentences: requests of 1 sentence and of 32 sentences, at concurrency 1, 8,
+32 and 128 (that many clients, each sending its next request when the last is answered). Each cell
+sends a bounded number of requests (``--sentences`` per cell, at least ``2 x concurrency``
+requests) and stops issuing new ones after ``--max-seconds``. Reported per cell: sentences/s and
+p50/p99 latency, and the ratios anglekit / infinity (torch). Every response is checked (status,
+count); one request per server is compared with ``Embedder.encode``.
+
+    bash benchmarks/peers/setup_infinity.sh             # once: infinity-emb in .venv-infinity
+    .venv/bin/python benchmarks/bench_serve.py          # every peer, every cell
+    .venv/bin/python benchmarks/bench_serve.py --sentences 64 --concurrency 1 8 --max-seconds 5   # smoke
+
+The client is a small asyncio HTTP/1.1 client (keep-alive connections, one per concurrent
+client) in this process, so that it takes as little CPU from the servers as possible; it runs
+on the same cores as the server, for every peer alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "peers"))
+import common  # noqa: E402
+import infinity_peer  # noqa: E402
+
+try:
+    import orjson
+
+    loads = orjson.loads
+except ImportError:  # pragma: no cover
+    loads = json.loads
+
+PEERS = ("anglekit", "infinity-torch", "infinity-onnx", "plain-fastapi")
+MODEL_NAME = "all-MiniLM-L6-v2"
+
+
+# --------------------------------------------------------------------------- servers
+def _wait_ready(url: str, process: subprocess.Popen[bytes], what: str, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while infinity_peer._get(f"{url}/health") != 200:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {process.returncode} before it was ready")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} was not ready after {timeout:.0f} s")
+        time.sleep(0.25)
+
+
+@contextmanager
+def _process(argv: list[str], env: dict[str, str], what: str, health_url: str) -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=sys.stderr, start_new_session=True)
+    try:
+        _wait_ready(health_url, process, what)
+        yield process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(30)
+
+
+@contextmanager
+def server(peer: str, model_dir: Path, threads: int) -> Iterator[str]:
+    """The peer's embeddings URL (``.../embeddings``), while it runs."""
+    env = infinity_peer.offline_env(threads)
+    python = sys.executable
+    if peer == "anglekit":
+        port = infinity_peer.free_port()
+        url = f"http://127.0.0.1:{port}"
+        argv = [python, "-m", "anglekit", "serve", str(model_dir), "--port", str(port), "--device", "cpu", "--threads", str(threads),
+                "--served-model-name", MODEL_NAME, "--quiet"]  # fmt: skip
+        with _process(argv, env, peer, url):
+            yield f"{url}/v1/embeddings"
+    elif peer == "plain-fastapi":
+        port = infinity_peer.free_port()
+        url = f"http://127.0.0.1:{port}"
+        argv = [python, str(HERE / "peers" / "plain_fastapi.py"), str(model_dir), "--port", str(port), "--threads", str(threads),
+                "--name", MODEL_NAME]  # fmt: skip
+        with _process(argv, env, peer, url):
+            yield f"{url}/v1/embeddings"
+    else:
+        engine = {"infinity-torch": "torch", "infinity-onnx": "optimum"}[peer]
+        with infinity_peer.serve_with_infinity(model_dir, engine, served_model_name=MODEL_NAME, threads=threads) as url:
+            yield f"{url}/embeddings"
+
+
+# --------------------------------------------------------------------------- client
+class Connection:
+    """One keep-alive HTTP/1.1 connection: POST a JSON body, read the status and body."""
+
+    def __init__(self, host: str, port: int, path: str) -> None:
+        self.host, self.port, self.path = host, port, path
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, body: bytes) -> tuple[int, bytes]:
+        if self.writer is None or self.writer.is_closing():
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        head = (f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()  # fmt: skip
+        self.writer.write(head + body)
+        assert self.reader is not None
+        status = int((await self.reader.readline()).split(b" ", 2)[1])
+        length, chunked, close = None, False, False
+        while True:
+            line = await self.reader.readline()
+            if line in (b"\r\n", b""):
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            name, value = name.strip().lower(), value.strip().lower()
+            if name == "content-length":
+                length = int(value)
+            elif name == "transfer-encoding" and "chunked" in value:
+                chunked = True
+            elif name == "connection" and value == "close":
+                close = True
+        if chunked:
+            parts = []
+            while True:
+                size = int((await self.reader.readline()).strip().split(b";")[0], 16)
+                if size == 0:
+                    await self.reader.readline()
+                    break
+                parts.append(await self.reader.readexactly(size))
+                await self.reader.readline()
+            data = b"".join(parts)
+        else:
+            data = await self.reader.readexactly(length or 0)
+        if close:
+            self.close()
+        return status, data
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+def _body(texts: list[str], encoding: str) -> bytes:
+    return json.dumps({"input": texts, "model": MODEL_NAME, "encoding_format": encoding}).encode()
+
+
+def _vectors(data: bytes, encoding: str) -> np.ndarray:
+    rows = loads(data)["data"]
+    if encoding == "base64":
+        return np.stack([np.frombuffer(base64.b64decode(r["embedding"]), dtype="<f4") for r in rows])
+    return np.array([r["embedding"] for r in rows], dtype=np.float32)
+
+
+async def run_cell(url: str, sentences: list[str], size: int, concurrency: int, requests: int, max_seconds: float,
+                   encoding: str) -> dict[str, Any]:  # fmt: skip
+    """Warm up (``concurrency`` requests), then ``requests`` requests from ``concurrency`` clients."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    bodies = [_body([sentences[(k * size + j) % len(sentences)] for j in range(size)], encoding) for k in range(max(requests, 64))]
+    connections = [Connection(parts.hostname or "127.0.0.1", parts.port or 80, parts.path) for _ in range(concurrency)]
+    latencies: list[float] = []
+    failures: list[str] = []
+    next_request = 0
+    deadline = 0.0
+
+    async def client(connection: Connection, count: int | None) -> None:
+        nonlocal next_request
+        while True:
+            if count is not None:  # warm-up
+                if count == 0:
+                    return
+                count -= 1
+                k = 0
+            else:
+                if next_request >= requests or time.perf_counter() > deadline:
+                    return
+                k = next_request
+                next_request += 1
+            started = time.perf_counter()
+            status, data = await connection.post(bodies[k % len(bodies)])
+            elapsed = time.perf_counter() - started
+            if status != 200:
+                failures.append(f"{status}: {data[:200]!r}")
+                continue
+            if count is None:
+                if len(loads(data)["data"]) != size:
+                    failures.append("wrong number of vectors")
+                    continue
+                latencies.append(elapsed)
+
+    await asyncio.gather(*(client(c, 1) for c in connections))  # warm-up: every connection once
+    deadline = time.perf_counter() + max_seconds
+    started = time.perf_counter()
+    await asyncio.gather(*(client(c, None) for c in connections))
+    wall = time.perf_counter() - started
+    for c in connections:
+        c.close()
+    done = len(latencies)
+    return {
+        "size": size, "concurrency": concurrency, "requests": done, "failures": len(failures), "failure_examples": failures[:3],
+        "seconds": wall, "sentences_per_s": done * size / wall if wall > 0 else 0.0,
+        "p50_ms": float(np.percentile(latencies, 50) * 1000) if latencies else None,
+        "p99_ms": float(np.percentile(latencies, 99) * 1000) if latencies else None,
+    }  # fmt: skip
+
+
+async def check_vectors(url: str, texts: list[str], expected: np.ndarray, encoding: str) -> float:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    connection = Connection(parts.hostname or "127.0.0.1", parts.port or 80, parts.path)
+    status, data = await connection.post(_body(texts, encoding))
+    connection.close()
+    if status != 200:
+        raise RuntimeError(f"{url}: status {status}: {data[:300]!r}")
+    return float(np.abs(_vectors(data, encoding) - expected).max())
+
+
+def _scrape_batches(url: str) -> tuple[float, float]:
+    """(sum, count) of anglekit's batch size histogram."""
+    import urllib.request
+
+    with urllib.request.urlopen(url.replace("/v1/embeddings", "/metrics"), timeout=10) as response:
+        text = response.read().decode()
+    values = dict(line.rsplit(" ", 1) for line in text.splitlines() if line.startswith("anglekit_batch_size_"))
+    return float(values.get("anglekit_batch_size_sum", 0)), float(values.get("anglekit_batch_size_count", 0))
+
+
+# --------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--peers", nargs="+", default=list(PEERS), choices=PEERS)
+    parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 8, 32, 128])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[1, 32], help="sentences per request")
+    parser.add_argument("--sentences", type=int, default=2048, help="sentences per cell (at least 2 x concurrency requests)")
+    parser.add_argument("--max-seconds", type=float, default=60.0, help="stop issuing requests in a cell after this long")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads of every server (0: the number of cores)")
+    parser.add_argument("--encoding", choices=("base64", "float"), default="base64", help="encoding_format of the requests")
+    parser.add_argument("--out", default=str(HERE / "results" / "bench_serve.json"))
+    args = parser.parse_args(argv)
+
+    from anglekit import Embedder
+    from anglekit.model.offline import minilm_dir
+
+    threads = args.threads or os.cpu_count() or 1
+    model_dir = minilm_dir()
+    s1, s2, _ = common.read_stsb("test")
+    sentences = common.unique_sentences(s1, s2)
+    probe = sentences[:16]
+    import torch
+
+    torch.set_num_threads(threads)
+    expected = Embedder.from_pretrained(model_dir, device="cpu").encode(probe)
+
+    rows: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
+    max_diff: dict[str, float] = {}
+    for peer in args.peers:
+        print(f"== {peer}", file=sys.stderr, flush=True)
+        try:
+            with server(peer, model_dir, threads) as url:
+                max_diff[peer] = asyncio.run(check_vectors(url, probe, expected, args.encoding))
+                for size in args.sizes:
+                    for concurrency in args.concurrency:
+                        requests = max(args.sentences // size, 2 * concurrency)
+                        before = _scrape_batches(url) if peer == "anglekit" else None
+                        row = asyncio.run(run_cell(url, sentences, size, concurrency, requests, args.max_seconds, args.encoding))
+                        row["peer"] = peer
+                        if before is not None:
+                            after = _scrape_batches(url)
+                            row["mean_batch_size"] = (after[0] - before[0]) / max(after[1] - before[1], 1)
+                        rows.append(row)
+                        print(f"   {size:>3} x {concurrency:>3}: {row['sentences_per_s']:8.1f} sentences/s  p50 {row['p50_ms']:8.1f} ms"
+                              f"  p99 {row['p99_ms']:8.1f} ms  failures {row['failures']}", file=sys.stderr, flush=True)  # fmt: skip
+        except (infinity_peer.InfinityUnavailable, RuntimeError) as exc:
+            skipped[peer] = str(exc)
+            print(f"   skipped: {exc}", file=sys.stderr, flush=True)
+
+    def cell(peer: str, size: int, concurrency: int) -> dict[str, Any] | None:
+        return next((r for r in rows if (r["peer"], r["size"], r["concurrency"]) == (peer, size, concurrency)), None)
+
+    ratios = []
+    for size in args.sizes:
+        for concurrency in args.concurrency:
+            ours, theirs = cell("anglekit", size, concurrency), cell("infinity-torch", size, concurrency)
+            if ours and theirs and theirs["sentences_per_s"] and ours["p99_ms"] and theirs["p99_ms"]:
+                ratios.append({
+                    "size": size, "concurrency": concurrency,
+                    "throughput_ratio": ours["sentences_per_s"] / theirs["sentences_per_s"],
+                    "p99_ratio": ours["p99_ms"] / theirs["p99_ms"],
+                })  # fmt: skip
+
+    print(f"\nall-MiniLM-L6-v2, CPU, {threads} threads per server, {args.encoding} responses, STS-B test sentences")
+    header = f"{'sentences/request':>17} {'concurrency':>11}  " + "  ".join(f"{p:>30}" for p in args.peers if p not in skipped)
+    print(header)
+    print(f"{'':>17} {'':>11}  " + "  ".join(f"{'sent/s   p50 ms   p99 ms':>30}" for p in args.peers if p not in skipped))
+    for size in args.sizes:
+        for concurrency in args.concurrency:
+            cells = []
+            for peer in args.peers:
+                if peer in skipped:
+                    continue
+                r = cell(peer, size, concurrency)
+                cells.append(f"{r['sentences_per_s']:8.1f} {r['p50_ms']:8.1f} {r['p99_ms']:8.1f}" if r and r["p50_ms"] else f"{'-':>26}")
+                cells[-1] = f"{cells[-1]:>30}"
+            print(f"{size:>17} {concurrency:>11}  " + "  ".join(cells))
+    if ratios:
+        print("\nanglekit / infinity (torch):")
+        for r in ratios:
+            print(f"  {r['size']:>2} sentences x concurrency {r['concurrency']:>3}: throughput x{r['throughput_ratio']:.2f}, p99 x{r['p99_ratio']:.2f}")
+        at_least = all(r["throughput_ratio"] >= 1.0 for r in ratios)
+        p99_32 = [r for r in ratios if r["concurrency"] == 32]
+        lower = ("yes" if all(r["p99_ratio"] < 1 for r in p99_32) else "no") if p99_32 else "not measured"
+        print(f"  throughput >= infinity in every cell: {'yes' if at_least else 'no'}; p99 < infinity at concurrency 32: {lower}")
+    for peer, diff in max_diff.items():
+        print(f"max |vector - Embedder.encode| {peer}: {diff:.2e}")
+    for peer, why in skipped.items():
+        print(f"skipped {peer}: {why.splitlines()[0]}")
+
+    result = {
+        "model": MODEL_NAME, "threads": threads, "encoding": args.encoding, "sentences_per_cell": args.sentences,
+        "max_seconds": args.max_seconds, "concurrency": args.concurrency, "sizes": args.sizes, "rows": rows,
+        "ratios_vs_infinity_torch": ratios, "max_abs_diff_vs_encode": max_diff, "skipped": skipped,
+        "versions": {**common.versions("anglekit", "torch", "transformers", "fastapi", "uvicorn"), "infinity-emb": _infinity_version()},
+    }  # fmt: skip
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    os.replace(tmp, out)
+    print(f"wrote {out}")
+    return 0
+
+
+def _infinity_version() -> str:
+    try:
+        done = subprocess.run([str(infinity_peer._python()), "-c", "from importlib.metadata import version; print(version('infinity-emb'))"],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        return done.stdout.strip() or "unknown"
+    except (infinity_peer.InfinityUnavailable, OSError, subprocess.TimeoutExpired):
+        return "not-installed"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,367 @@
+#!/usr/bin/env python
+"""One row of ``benchmarks/bench_encode.py``, in its own process (so peak RSS is the row's own).
+
+Two sub-commands, both run by bench_encode.py (in anglekit's ``.venv`` or in ``.venv-st-onnx``):
+
+``prepare``: write the models the rows load, before any row is timed (so no row pays for an
+export in its time or its peak RSS)::
+
+    encode_row.py prepare --what anglekit --out-dir D --exports fp32,int8,int8-O3
+        anglekit's export_onnx into D/<name>/ (fp32: plain; int8: quantize="int8";
+        int8-O3: quantize="int8", optimize="O3").
+    encode_row.py prepare --what st --out-dir D --quant-config avx512_vnni [--openvino]
+        a copy of the model folder in D/, SentenceTransformer(D, backend="onnx") saved to
+        D/onnx/model.onnx, export_dynamic_quantized_onnx_model(model, CONFIG, D) ->
+        D/onnx/model_qint8_<CONFIG>.onnx, and with --openvino backend="openvino" saved to
+        D/openvino/openvino_model.xml.
+    encode_row.py prepare --what openvino --out-dir D --source ANGLEKIT_FP32_EXPORT
+        anglekit's fp32 export as OpenVINO IR with int8 weights (nncf.compress_weights) in
+        D/model_int8w.xml (+ .bin).
+
+``run``: load one model, warm up, encode the short and the long texts of ``--inputs`` (written by
+bench_encode.py) ``--repeats`` times, and print one JSON line: best sentences/s of each, peak
+RSS, STS-B test Spearman x100 from the short-text vectors, the threads each runtime really uses;
+the vectors (L2-normalised, input order) go to ``--vectors-out`` (.npz: short, long).
+
+Kinds (``--kind``) and how each is pinned to ``--threads N`` (the parent also sets
+OMP_NUM_THREADS=MKL_NUM_THREADS=N and TOKENIZERS_PARALLELISM=false for every row):
+
+- ``anglekit-torch``: ``Embedder.from_pretrained(path, device="cpu")``; torch.set_num_threads(N).
+- ``anglekit-onnx``: ``OnnxEmbedder.from_pretrained(path, threads=N)`` (ORT intra-op N, inter-op 1).
+- ``st-torch``: ``SentenceTransformer(path, device="cpu")``; torch.set_num_threads(N).
+- ``st-onnx``: ``SentenceTransformer(path, backend="onnx", model_kwargs={"file_name": F,
+  "provider": "CPUExecutionProvider", "session_options": <intra-op N, inter-op 1>})``.
+- ``st-openvino``: ``SentenceTransformer(path, backend="openvino",
+  model_kwargs={"ov_config": {"INFERENCE_NUM_THREADS": N, "PERFORMANCE_HINT": "LATENCY"}})``.
+- ``ov-anglekit``: anglekit's own ONNX export compiled by OpenVINO (``Core.compile_model`` with the
+  same ov_config), run through OnnxEmbedder's encode loop (same tokenizer, batching and padding as
+  ``anglekit-onnx``): measures whether OpenVINO would be a better runtime for anglekit's exports.
+  ``--file-name`` compiles another file instead of the folder's model.onnx (the NNCF int8 IR).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import common  # noqa: E402  (sets HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE on import)
+
+import numpy as np  # noqa: E402
+
+KINDS = ("anglekit-torch", "anglekit-onnx", "st-torch", "st-onnx", "st-openvino", "ov-anglekit")
+ANGLEKIT_EXPORTS = {"fp32": {}, "int8": {"quantize": "int8"}, "int8-O3": {"quantize": "int8", "optimize": "O3"}}
+
+
+def _import_anglekit() -> None:
+    """anglekit from this checkout's src/ when the venv does not have it (``.venv-st-onnx``)."""
+    try:
+        import anglekit  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, str(common.REPO_ROOT / "src"))
+
+
+def _ov_config(threads: int) -> dict[str, str]:
+    return {"INFERENCE_NUM_THREADS": str(threads), "PERFORMANCE_HINT": "LATENCY"}
+
+
+# --------------------------------------------------------------------------- prepare
+def prepare_anglekit(out_dir: Path, exports: list[str], threads: int) -> dict[str, Any]:
+    common.set_threads(threads)
+    from anglekit import Embedder
+    from anglekit.model.onnx import export_onnx
+
+    embedder = Embedder.from_pretrained(str(common.minilm_dir()), device="cpu")
+    done: dict[str, Any] = {}
+    for name in exports:
+        started = time.perf_counter()
+        folder = export_onnx(embedder, out_dir / name, **ANGLEKIT_EXPORTS[name])
+        info = json.loads((folder / "onnx_config.json").read_text(encoding="utf-8"))
+        done[name] = {"path": str(folder), "seconds": round(time.perf_counter() - started, 2),
+                      "bytes": (folder / "model.onnx").stat().st_size, "check": info.get("check")}
+    return {"what": "anglekit", "exports": done,
+            "versions": common.versions("anglekit", "torch", "onnxruntime", "onnx", "onnxscript")}
+
+
+def prepare_st(out_dir: Path, quant_config: str, openvino: bool, threads: int) -> dict[str, Any]:
+    common.set_threads(threads)
+    from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model
+
+    # A copy: the exports are written into the model folder, the shared cache stays untouched.
+    shutil.copytree(common.minilm_dir(), out_dir, dirs_exist_ok=True)
+    done: dict[str, Any] = {}
+    started = time.perf_counter()
+    model = SentenceTransformer(str(out_dir), backend="onnx", device="cpu",
+                                model_kwargs={"provider": "CPUExecutionProvider"})
+    model.save_pretrained(str(out_dir))
+    done["onnx"] = {"file_name": "onnx/model.onnx", "seconds": round(time.perf_counter() - started, 2)}
+    started = time.perf_counter()
+    export_dynamic_quantized_onnx_model(model, quant_config, str(out_dir))
+    name = f"onnx/model_qint8_{quant_config}.onnx"
+    if not (out_dir / name).is_file():
+        raise FileNotFoundError(f"export_dynamic_quantized_onnx_model wrote no {name}: "
+                                f"{sorted(p.name for p in (out_dir / 'onnx').iterdir())}")
+    done["onnx-int8"] = {"file_name": name, "quant_config": quant_config,
+                         "seconds": round(time.perf_counter() - started, 2)}
+    del model
+    if openvino:
+        started = time.perf_counter()
+        ov_model = SentenceTransformer(str(out_dir), backend="openvino", device="cpu",
+                                       model_kwargs={"ov_config": _ov_config(threads)})
+        ov_model.save_pretrained(str(out_dir))
+        done["openvino"] = {"file_name": "openvino/openvino_model.xml",
+                            "seconds": round(time.perf_counter() - started, 2)}
+    for value in done.values():
+        files = [out_dir / value["file_name"]]
+        if files[0].suffix == ".xml":
+            files.append(files[0].with_suffix(".bin"))
+        value["bytes"] = sum(f.stat().st_size for f in files if f.is_file())
+    return {"what": "st", "path": str(out_dir), "exports": done,
+            "versions": common.versions("sentence-transformers", "transformers", "optimum", "optimum-onnx",
+                                        "onnxruntime", "torch", "openvino", "optimum-intel")}
+
+
+def prepare_openvino(out_dir: Path, source: Path) -> dict[str, Any]:
+    """anglekit's fp32 ONNX export as OpenVINO IR with int8 weights (NNCF weight compression,
+    ``nncf.compress_weights``: INT8_ASYM, per channel), OpenVINO's own int8 form."""
+    import nncf
+    import openvino as ov
+
+    started = time.perf_counter()
+    model = ov.Core().read_model(str(source / "model.onnx"))
+    compressed = nncf.compress_weights(model)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / "model_int8w.xml"
+    ov.save_model(compressed, str(target))
+    size = target.stat().st_size + target.with_suffix(".bin").stat().st_size
+    return {"what": "openvino", "exports": {"int8w": {"path": str(target), "source": str(source), "bytes": size,
+                                                      "method": "nncf.compress_weights (INT8_ASYM, per channel)",
+                                                      "seconds": round(time.perf_counter() - started, 2)}},
+            "versions": common.versions("openvino", "nncf")}
+
+
+# --------------------------------------------------------------------------- models
+class _OpenVinoSession:
+    """An OpenVINO compiled model behind the two onnxruntime calls OnnxEmbedder makes (run, get_outputs)."""
+
+    def __init__(self, path: str, threads: int) -> None:
+        import openvino as ov
+
+        self.core = ov.Core()
+        self.compiled = self.core.compile_model(str(path), "CPU", _ov_config(threads))
+        self.request = self.compiled.create_infer_request()
+
+    def get_outputs(self) -> list[Any]:
+        class _Output:
+            def __init__(self, port: Any) -> None:
+                last = port.get_partial_shape()[-1]
+                self.shape = [None, last.get_length() if last.is_static else None]
+
+        return [_Output(port) for port in self.compiled.outputs]
+
+    def run(self, names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        result = self.request.infer(feeds)
+        return [np.array(result[self.compiled.output(name)], copy=True) for name in names]
+
+    def threads_report(self) -> dict[str, Any]:
+        return {"openvino_inference_num_threads": int(self.compiled.get_property("INFERENCE_NUM_THREADS")),
+                "openvino_inference_precision": str(self.compiled.get_property("INFERENCE_PRECISION_HINT"))}
+
+
+def load(kind: str, path: str, file_name: str | None, threads: int) -> tuple[Callable[[list[str], int], np.ndarray], dict[str, Any]]:
+    """(encode(texts, batch_size) -> normalised float32 vectors, details) for one kind of row."""
+    if kind in ("anglekit-torch", "st-torch"):
+        common.set_threads(threads)
+    if kind == "anglekit-torch":
+        _import_anglekit()
+        import torch
+
+        from anglekit import Embedder
+
+        model = Embedder.from_pretrained(path, device="cpu")
+        details = {"torch_threads": torch.get_num_threads(), "max_length": model.config.max_length}
+        return (lambda texts, bs: model.encode(texts, batch_size=bs, normalize=True)), details
+    if kind in ("anglekit-onnx", "ov-anglekit"):
+        _import_anglekit()
+        from anglekit.model.onnx import OnnxEmbedder
+
+        if kind == "ov-anglekit":
+            # OnnxEmbedder's loading and encode loop, with OpenVINO in place of the ORT session.
+            # ``file_name``: another model file to compile (e.g. an OpenVINO IR) instead of the folder's model.onnx.
+            OnnxEmbedder.session_for = staticmethod(
+                lambda p, threads=None, device=None: _OpenVinoSession(str(file_name or p), int(threads)))
+        model = OnnxEmbedder.from_pretrained(path, threads=threads)
+        if kind == "ov-anglekit":
+            details = model.session.threads_report()
+        else:
+            options = model.session.get_session_options()
+            details = {"ort_intra_op_threads": options.intra_op_num_threads, "ort_inter_op_threads": options.inter_op_num_threads}
+        details.update({"max_length": model.config.max_length, "onnx_config": model.info})
+        return (lambda texts, bs: model.encode(texts, batch_size=bs, normalize=True)), details
+    if kind.startswith("st-"):
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        model_kwargs: dict[str, Any] = {}
+        backend = {"st-torch": "torch", "st-onnx": "onnx", "st-openvino": "openvino"}[kind]
+        if backend == "onnx":
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            model_kwargs = {"provider": "CPUExecutionProvider", "session_options": options}
+        elif backend == "openvino":
+            model_kwargs = {"ov_config": _ov_config(threads)}
+        if file_name:
+            model_kwargs["file_name"] = file_name
+        model = SentenceTransformer(path, device="cpu", backend=backend, model_kwargs=model_kwargs or None)
+        details: dict[str, Any] = {"max_length": model.max_seq_length, "modules": [type(m).__name__ for m in model]}
+        inner = getattr(model, "transformers_model", None)
+        if backend == "torch":
+            details["torch_threads"] = torch.get_num_threads()
+        elif backend == "onnx":
+            session = getattr(inner, "session", None) or getattr(inner, "model", None)
+            options = session.get_session_options()
+            details.update({"ort_intra_op_threads": options.intra_op_num_threads,
+                            "ort_inter_op_threads": options.inter_op_num_threads,
+                            "onnx_file": str(getattr(inner, "path", "") or getattr(inner, "model_path", ""))})
+        else:
+            def late() -> dict[str, Any]:  # optimum-intel compiles on first use: read after the warm-up
+                compiled = getattr(inner, "request", None)  # an openvino CompiledModel
+                if compiled is None or not hasattr(compiled, "get_property"):
+                    return {}
+                return {"openvino_inference_num_threads": int(compiled.get_property("INFERENCE_NUM_THREADS")),
+                        "openvino_inference_precision": str(compiled.get_property("INFERENCE_PRECISION_HINT"))}
+
+            details["_late"] = late
+            details["ov_config"] = dict(getattr(inner, "ov_config", {}) or {})
+
+        def encode(texts: list[str], bs: int) -> np.ndarray:
+            return model.encode(texts, batch_size=bs, convert_to_numpy=True, normalize_embeddings=True,
+                                show_progress_bar=False)
+
+        return encode, details
+    raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
+
+
+# --------------------------------------------------------------------------- run
+def run_row(args: argparse.Namespace) -> dict[str, Any]:
+    inputs = json.loads(Path(args.inputs).read_text(encoding="utf-8"))
+    short: list[str] = inputs["short"]
+    long: list[str] = inputs["long"]
+    started = time.perf_counter()
+    encode, details = load(args.kind, args.path, args.file_name, args.threads)
+    load_seconds = time.perf_counter() - started
+
+    # Warm-up, untimed: one whole pass over the short texts, one batch of the long ones.
+    started = time.perf_counter()
+    encode(short, args.batch_size)
+    peak_short = common.peak_rss_mb()  # load + short texts only (the long batches set the overall peak)
+    encode(long[: args.batch_size], args.batch_size)
+    warmup_seconds = time.perf_counter() - started
+    late = details.pop("_late", None)
+    if late is not None:
+        details.update(late())
+
+    timings: dict[str, list[float]] = {"short": [], "long": []}
+    vectors: dict[str, np.ndarray] = {}
+    for _ in range(args.repeats):
+        for name, texts in (("short", short), ("long", long)):
+            started = time.perf_counter()
+            out = encode(texts, args.batch_size)
+            timings[name].append(time.perf_counter() - started)
+            vectors[name] = np.asarray(out, dtype=np.float32)
+    spearman = common.cosine_spearman_x100(vectors["short"][inputs["pairs1"]], vectors["short"][inputs["pairs2"]],
+                                           np.asarray(inputs["gold"], dtype=np.float64))
+    if args.vectors_out:
+        tmp = Path(args.vectors_out + ".tmp.npz")
+        np.savez(tmp, short=vectors["short"], long=vectors["long"])
+        os.replace(tmp, args.vectors_out)
+    result: dict[str, Any] = {"row": args.row or args.kind, "kind": args.kind, "path": args.path, "file_name": args.file_name}
+    for name, texts in (("short", short), ("long", long)):
+        best = min(timings[name])
+        result[name] = {"texts": len(texts), "sentences_per_s": round(len(texts) / best, 2),
+                        "best_seconds": round(best, 4), "all_seconds": [round(t, 4) for t in timings[name]]}
+    result.update({
+        "spearman": round(spearman, 4),
+        "peak_rss_mb": round(common.peak_rss_mb(), 1),
+        "peak_rss_mb_short_only": round(peak_short, 1),
+        "load_seconds": round(load_seconds, 3),
+        "warmup_seconds": round(warmup_seconds, 3),
+        "dim": int(vectors["short"].shape[1]),
+        "threads": args.threads,
+        "batch_size": args.batch_size,
+        "repeats": args.repeats,
+        "env_threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM")},
+        "details": details,
+        "versions": common.versions("anglekit", "sentence-transformers", "transformers", "torch", "onnxruntime",
+                                    "optimum", "optimum-onnx", "openvino", "optimum-intel", "numpy"),
+        "python": sys.executable,
+    })
+    return result
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    prep = sub.add_parser("prepare", help="write the exported models the rows load")
+    prep.add_argument("--what", choices=("anglekit", "st", "openvino"), required=True)
+    prep.add_argument("--out-dir", required=True)
+    prep.add_argument("--exports", default="fp32,int8,int8-O3", help="anglekit: comma-separated of " + ",".join(ANGLEKIT_EXPORTS))
+    prep.add_argument("--quant-config", default="avx512_vnni", help="st: arm64, avx2, avx512 or avx512_vnni")
+    prep.add_argument("--openvino", action="store_true", help="st: also save backend='openvino'")
+    prep.add_argument("--source", default=None, help="openvino: anglekit's fp32 export folder")
+    prep.add_argument("--threads", type=int, default=2)
+    prep.add_argument("--out", default=None)
+    run = sub.add_parser("run", help="time one row")
+    run.add_argument("--kind", choices=KINDS, required=True)
+    run.add_argument("--row", default=None, help="the row's name in the table")
+    run.add_argument("--path", required=True, help="model folder")
+    run.add_argument("--file-name", default=None,
+                     help="st-onnx / st-openvino: model_kwargs file_name; ov-anglekit: the model file to compile")
+    run.add_argument("--inputs", required=True, help="JSON written by bench_encode.py (short, long, pairs1, pairs2, gold)")
+    run.add_argument("--threads", type=int, default=2)
+    run.add_argument("--batch-size", type=int, default=64)
+    run.add_argument("--repeats", type=int, default=3)
+    run.add_argument("--vectors-out", default=None, help=".npz with the short and long vectors")
+    run.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    if getattr(args, "repeats", 1) < 1:
+        parser.error("--repeats must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    with contextlib.redirect_stdout(sys.stderr):  # library chatter to stderr; the JSON line alone on stdout
+        if args.command == "prepare":
+            out_dir = Path(args.out_dir)
+            if args.what == "anglekit":
+                exports = [e for e in args.exports.split(",") if e]
+                unknown = sorted(set(exports) - set(ANGLEKIT_EXPORTS))
+                if unknown:
+                    raise SystemExit(f"unknown exports {unknown}; expected {sorted(ANGLEKIT_EXPORTS)}")
+                result = prepare_anglekit(out_dir, exports, args.threads)
+            elif args.what == "st":
+                result = prepare_st(out_dir, args.quant_config, args.openvino, args.threads)
+            else:
+                if not args.source:
+                    raise SystemExit("prepare --what openvino needs --source (anglekit's fp32 export folder)")
+                result = prepare_openvino(out_dir, Path(args.source))
+        else:
+            result = run_row(args)
+    common.write_result(result, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

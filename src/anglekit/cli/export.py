@@ -1,0 +1,74 @@
+"""``anglekit export MODEL --format sentence-transformers --output-dir DIR``: a folder other tools load."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from anglekit.cli.common import add_loading_options, add_model_argument, add_output_dir, add_quiet, model_kwargs
+from anglekit.export import FORMATS
+
+NAME = "export"
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        NAME,
+        allow_abbrev=False,
+        help="write a model in a format other tools load (sentence-transformers, TEI, infinity)",
+        description=(
+            "Write MODEL in another format: a folder that embeds exactly like it in the target runtime, "
+            "or a refusal that names what the format cannot express. LoRA adapters are merged first. When the "
+            "runtime is installed, the folder is checked against the model before it is written."
+        ),
+    )
+    add_model_argument(parser, help="model: folder written by anglekit, hub name, .gguf file, pypi:NAME or a folder of LoRA adapters")
+    parser.add_argument(
+        "--format", required=True, choices=sorted(FORMATS),
+        help="sentence-transformers: the folder sentence-transformers 5.x/6.x, TEI and infinity read; "
+        "onnx: the graph onnxruntime runs (anglekit's --backend onnx)",
+    )
+    parser.add_argument("--quantize", choices=("int8",), default=None, help="onnx: dynamic int8 weights (onnxruntime's quantize_dynamic)")
+    parser.add_argument(
+        "--optimize", choices=("O1", "O2", "O3"), default=None,
+        help="onnx: onnxruntime's graph optimisations, O1 basic, O2 extended, O3 all (for this CPU)",
+    )
+    add_output_dir(parser, required=True, help="folder to write (must be new or empty, unless --overwrite)")
+    parser.add_argument("--overwrite", action="store_true", default=False, help="replace a folder that is not empty")
+    parser.add_argument(
+        "--verify", action=argparse.BooleanOptionalAction, default=True,
+        help="check the folder against the model with the target runtime when it is installed (default: on)",
+    )
+    parser.add_argument("--push-to-hub", default=None, metavar="REPO", help="then upload the folder to this hub repository (owner/name)")
+    parser.add_argument("--private", action="store_true", default=None, help="with --push-to-hub: create the repository private")
+    parser.add_argument("--base-model", default=None, help="for a folder of adapters: the base to merge them into (default: the recorded one)")
+    add_loading_options(parser, device_default="cpu", what="the model while exporting")
+    add_quiet(parser, help="print only errors")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from anglekit.export import export
+
+    load = model_kwargs(args)
+    if args.base_model is not None:
+        load["base_model"] = args.base_model
+    result = export(
+        args.model,
+        args.format,
+        args.output_dir,
+        overwrite=args.overwrite,
+        verify=args.verify,
+        push_to_hub=args.push_to_hub,
+        private=args.private,
+        options={"quantize": args.quantize, "optimize": args.optimize},
+        **load,
+    )
+    if not args.quiet:
+        check = result.check if result.max_difference is None else f"{result.check}: max difference {result.max_difference:.1e}"
+        print(f"exported {args.model} to {result.folder} ({result.format}; {check})")
+        if result.trust_remote_code:
+            print("it carries anglekit_modules.py: load it with trust_remote_code=True (TEI cannot run it)")
+        if result.url:
+            print(f"pushed to {result.url}")
+    return 0

@@ -1,0 +1,59 @@
+"""``anglekit serve MODEL``: an OpenAI-compatible embedding server with dynamic batching. The
+server's flags are generated from :class:`~anglekit.serve.settings.ServeSettings`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from anglekit.cli.common import add_loading_options, add_model_argument, model_kwargs, positive_int
+from anglekit.cli.fields import add_settings, overrides
+from anglekit.errors import ConfigError
+from anglekit.serve.settings import API_KEY_ENV, ServeSettings
+
+NAME = "serve"
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        NAME,
+        allow_abbrev=False,
+        argument_default=argparse.SUPPRESS,
+        help="serve a model over HTTP: OpenAI /v1/embeddings with dynamic batching",
+        description="Serve a model over HTTP: POST /v1/embeddings (OpenAI), POST /embed, GET /v1/models, "
+        "GET /health, GET /metrics. Concurrent requests share length-ordered batches. SIGTERM drains "
+        "the requests in flight and exits 0. Needs the 'serve' extra: pip install 'anglekit[serve]'.",
+    )
+    add_model_argument(parser)
+    model = parser.add_argument_group("model")
+    add_loading_options(model)
+    model.add_argument("--max-length", type=positive_int, metavar="N", help="truncate to this many tokens (default: the model's)")
+    model.add_argument("--pooling", help="override the model's pooling")
+    model.add_argument(
+        "--prompt", help="prompt template with {text}, or a preset: paper, paper-b, retrieval-query, none (default: the model's)"
+    )
+    settings = add_settings(parser.add_argument_group("server"), ServeSettings)
+    parser.set_defaults(_settings=settings)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    values = overrides(args, args._settings)
+    if "api_key" not in values and os.environ.get(API_KEY_ENV):
+        values["api_key"] = os.environ[API_KEY_ENV]
+    settings = ServeSettings(**values)
+    try:
+        from anglekit.serve.backends import load_backend
+        from anglekit.serve.server import serve
+    except ImportError as exc:
+        raise ConfigError(f"anglekit serve needs the 'serve' extra ({exc.name} is missing): pip install 'anglekit[serve]'") from None
+    options = {k: v for k, v in model_kwargs(args).items() if v is not None}
+    name = settings.served_model_name or args.model
+
+    def load() -> Any:
+        return load_backend(settings.backend, args.model, threads=settings.threads, **options)
+
+    serve(settings, load, model_name=name, announce=lambda line: print(f"anglekit serve: {line}", file=sys.stderr, flush=True))
+    return 0

@@ -1,0 +1,322 @@
+"""Encode a corpus of any size into numbered shards, in constant memory, resumable after a kill -9.
+
+:func:`encode_corpus` reads the corpus in chunks of ``shard_size`` records (:func:`iter_corpus`);
+chunk ``k`` becomes shard ``k`` (format: :mod:`anglekit.corpus.shards`). On a rerun with the same
+settings, a shard whose record exists and whose files match it is kept as it is, unread and not
+recomputed; any other is encoded again and replaces what is there, so a run killed at any moment
+resumes without duplicates, and its shards are byte-identical to those of an uninterrupted run
+(same model, settings, batch size and thread count).
+
+Split the work: ``num_shards=N, shard_id=i`` takes the shards ``k`` with ``k % N == i`` (N machines,
+one folder or one each); ``workers=W`` runs W processes (``spawn``) on this machine, each loading the
+model once and taking every W-th of those shards.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from anglekit.corpus.reader import DEFAULT_CHUNK_ROWS, corpus_signature, iter_corpus
+from anglekit.corpus.shards import (
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    SHARD_FORMATS,
+    check_shard,
+    file_digest,
+    read_manifest,
+    record_path,
+    shard_files,
+    shard_name,
+)
+from anglekit.errors import ConfigError, OutputError
+
+__all__ = ["EncodeReport", "encode_corpus"]
+
+logger = logging.getLogger(__name__)
+
+_IDENTITY = ("input", "columns", "model_fingerprint", "embedder_config", "role", "normalize", "dim", "shard_size", "shard_format")
+"""Manifest keys that must agree for a rerun to resume a folder."""
+
+
+@dataclass(frozen=True)
+class EncodeReport:
+    """What :func:`encode_corpus` did: ``encoded`` shards now, ``reused`` finished ones kept."""
+
+    output_dir: Path
+    rows: int
+    shards: int
+    encoded: int
+    reused: int
+    dim: int
+    seconds: float
+
+    def summary(self) -> str:
+        return (f"{self.rows} texts in {self.shards} shards of {self.dim}-d vectors in {self.output_dir}: "
+                f"{self.encoded} encoded now, {self.reused} already done ({self.seconds:.1f} s)")
+
+
+@dataclass(frozen=True)
+class _Job:
+    """Everything a worker process needs (picklable)."""
+
+    input: str
+    output_dir: str
+    text_column: str | None
+    id_column: str | None
+    shard_size: int
+    shard_format: str
+    batch_size: int
+    normalize: bool
+    role: str | None
+    shard_id: int
+    num_shards: int
+    workers: int
+    model: str
+    model_kwargs: dict[str, Any]
+    threads: int | None = None
+
+    def owns(self, index: int, worker: int) -> bool:
+        return index % self.num_shards == self.shard_id and (index // self.num_shards) % self.workers == worker
+
+
+def _check_arguments(shard_size: int, shard_format: str, batch_size: int, shard_id: int, num_shards: int, workers: int, role: Any) -> None:
+    for name, value, low in (("shard_size", shard_size, 1), ("batch_size", batch_size, 1), ("num_shards", num_shards, 1),
+                             ("workers", workers, 1), ("shard_id", shard_id, 0)):  # fmt: skip
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
+    if shard_id >= num_shards:
+        raise ConfigError(f"shard_id must be below num_shards ({num_shards}), got {shard_id}")
+    if shard_format not in SHARD_FORMATS:
+        raise ConfigError(f"shard format must be one of {', '.join(SHARD_FORMATS)}, got {shard_format!r}")
+    if role not in (None, "query", "document"):
+        raise ConfigError(f"role must be 'query', 'document' or None, got {role!r}")
+
+
+def _prepare_folder(folder: Path, manifest: dict[str, Any]) -> None:
+    """Create ``folder`` with ``manifest``, or check that the one there describes the same encode."""
+    from anglekit.io.atomic import atomic_write_json
+
+    old = read_manifest(folder)
+    if old is None:
+        if folder.is_dir() and any(folder.iterdir()):
+            raise OutputError(f"{folder}: holds files but no {MANIFEST}; give a new or empty folder for the shards")
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(folder / MANIFEST, manifest)
+        return
+    differ = [key for key in _IDENTITY if old.get(key) != manifest.get(key)]
+    if differ:
+        raise ConfigError(
+            f"{folder} holds the shards of another encode (it differs in: {', '.join(differ)}); "
+            "give another --output-dir, or delete this one to start over"
+        )
+
+
+def _write_shard(folder: Path, index: int, first_row: int, ids: list[str], vectors: Any, fmt: str) -> None:
+    """Write shard ``index``: its files atomically, then its record (the commit)."""
+    import json
+
+    import numpy as np
+
+    from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
+
+    for stale in folder.glob(f".{shard_name(index)}.*.tmp"):  # a killed run's temporary files
+        stale.unlink(missing_ok=True)
+    record_path(folder, index).unlink(missing_ok=True)
+    name = shard_name(index)
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if fmt == "npy":
+        atomic_write(folder / f"{name}.npy", lambda handle: np.save(handle, vectors), binary=True)
+        atomic_write(folder / f"{name}.ids.json", lambda handle: handle.write(json.dumps(ids, ensure_ascii=False)))
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        dim = vectors.shape[1]
+        embedding = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), type=pa.float32()), dim)
+        table = pa.table({"id": pa.array(ids, type=pa.string()), "embedding": embedding})
+        with atomic_path(folder / f"{name}.parquet") as tmp:
+            pq.write_table(table, tmp)
+    files = {file: file_digest(folder / file) for file in shard_files(index, fmt)}
+    atomic_write_json(record_path(folder, index), {"shard": index, "first_row": first_row, "rows": len(ids), "dim": int(vectors.shape[1]), "files": files})
+
+
+def _run(job: _Job, model: Any, worker: int, progress: Callable[[int], None] | None) -> tuple[int, int, int, int]:
+    """Encode this worker's unfinished shards; (rows in the corpus, shards in it, encoded, reused)."""
+    folder = Path(job.output_dir)
+    rows = shards = encoded = reused = 0
+    for chunk in iter_corpus(job.input, text_column=job.text_column, id_column=job.id_column, chunk_rows=job.shard_size):
+        index = shards
+        shards += 1
+        rows += len(chunk)
+        if not job.owns(index, worker):
+            continue
+        record, problem = check_shard(folder, index, job.shard_format)
+        if record is not None and int(record["rows"]) == len(chunk) and int(record["first_row"]) == chunk.start:
+            reused += 1
+        else:
+            if problem not in ("missing", ""):
+                logger.warning("%s: shard %d is redone: %s", folder, index, problem)
+            vectors = model.encode(chunk.texts, job.batch_size, normalize=job.normalize, role=job.role)
+            _write_shard(folder, index, chunk.start, chunk.ids, vectors, job.shard_format)
+            encoded += 1
+        if progress is not None:
+            progress(len(chunk))
+    return rows, shards, encoded, reused
+
+
+def _load(job: _Job) -> Any:
+    from anglekit.model.embedder import Embedder
+
+    return Embedder.from_pretrained(job.model, **job.model_kwargs)
+
+
+def _worker_main(job: _Job, worker: int, results: Any) -> None:
+    """A worker process: load the model once, encode its shards, report (or report the error)."""
+    try:
+        import torch
+
+        if job.threads:
+            torch.set_num_threads(job.threads)
+        results.put((worker, "ok", _run(job, _load(job), worker, None)))
+    except BaseException as exc:  # noqa: BLE001 - sent to the parent, which raises it
+        try:
+            results.put((worker, "error", exc))
+        except Exception:  # an exception that does not pickle
+            results.put((worker, "error", RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+def _run_workers(job: _Job) -> tuple[int, int, int, int]:
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    processes = [context.Process(target=_worker_main, args=(job, w, results), daemon=True) for w in range(job.workers)]
+    for process in processes:
+        process.start()
+    totals = [0, 0, 0, 0]
+    try:
+        for _ in processes:
+            while True:
+                try:
+                    worker, status, value = results.get(timeout=1.0)
+                    break
+                except Exception:  # queue.Empty: check that nobody died without a word
+                    dead = [p for p in processes if p.exitcode not in (None, 0)]
+                    if dead:
+                        raise RuntimeError(f"encode worker {processes.index(dead[0])} died (exit code {dead[0].exitcode})") from None
+            if status == "error":
+                raise value
+            rows, shards, encoded, reused = value
+            totals = [rows, shards, totals[2] + encoded, totals[3] + reused]
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+            process.join(timeout=30)
+    return totals[0], totals[1], totals[2], totals[3]
+
+
+def encode_corpus(
+    model: Any,
+    input: str | os.PathLike[str],  # noqa: A002 - the flag's name
+    output_dir: str | os.PathLike[str],
+    *,
+    text_column: str | None = None,
+    id_column: str | None = None,
+    shard_size: int = DEFAULT_CHUNK_ROWS,
+    shard_format: str = "npy",
+    batch_size: int = 64,
+    normalize: bool | None = None,
+    role: str | None = None,
+    shard_id: int = 0,
+    num_shards: int = 1,
+    workers: int = 1,
+    model_kwargs: dict[str, Any] | None = None,
+    show_progress: bool = False,
+) -> EncodeReport:
+    """Embed the corpus file ``input`` into shards under ``output_dir`` (see the module doc).
+
+    ``model``: an :class:`~anglekit.model.embedder.Embedder`, or a name loaded with
+    ``model_kwargs`` (needed for ``workers > 1``: each process loads it). ``role`` picks the
+    model's query or document prompt; ``normalize`` defaults to the model's setting.
+    """
+    from anglekit.model.embedder import Embedder
+    from anglekit.version import __version__
+
+    started = time.perf_counter()
+    _check_arguments(shard_size, shard_format, batch_size, shard_id, num_shards, workers, role)
+    source = Path(os.fspath(input)).expanduser()
+    folder = Path(os.fspath(output_dir)).expanduser()
+    if not source.is_file():
+        from anglekit.errors import DataError
+
+        raise DataError("is a folder, not a file" if source.is_dir() else "no such file", source=os.fspath(input))
+    if folder.resolve() == source.resolve() or folder.resolve() in source.resolve().parents:
+        raise ConfigError(f"--output-dir {folder} would hold the input {source}; give another folder")
+    kwargs = dict(model_kwargs or {})
+    if isinstance(model, Embedder):
+        if workers > 1:
+            raise ConfigError("workers > 1 needs the model's name (each process loads it), not an Embedder object")
+        embedder, name = model, model.source
+    else:
+        name = os.fspath(model)
+        embedder = Embedder.from_pretrained(name, **kwargs)
+    embedder_config = embedder.config.to_dict()
+    normalize = embedder.config.normalize if normalize is None else bool(normalize)
+    manifest = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "created_by": f"anglekit {__version__}",
+        "input": corpus_signature(source),
+        "columns": {"text": text_column, "id": id_column},
+        "model": name,
+        "model_fingerprint": embedder.fingerprint(),
+        "embedder_config": embedder_config,
+        "role": role,
+        "template": embedder.config.template(role),  # type: ignore[arg-type]
+        "normalize": normalize,
+        "dim": embedder.dim,
+        "dtype": "float32",
+        "shard_size": shard_size,
+        "shard_format": shard_format,
+        "rows": None,
+        "shards": None,
+    }
+    _prepare_folder(folder, manifest)
+    threads = max(1, (os.cpu_count() or 1) // workers) if workers > 1 else None
+    job = _Job(os.fspath(source), os.fspath(folder), text_column, id_column, shard_size, shard_format, batch_size, normalize,
+               role, shard_id, num_shards, workers, name, kwargs, threads)  # fmt: skip
+    if workers > 1:
+        del embedder  # each worker loads its own
+        rows, shards, encoded, reused = _run_workers(job)
+    else:
+        bar = None
+        if show_progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(desc="encode", unit="text")
+        try:
+            rows, shards, encoded, reused = _run(job, embedder, 0, bar.update if bar is not None else None)
+        finally:
+            if bar is not None:
+                bar.close()
+    _finish_manifest(folder, rows, shards)
+    return EncodeReport(folder, rows, shards, encoded, reused, int(manifest["dim"]), time.perf_counter() - started)
+
+
+def _finish_manifest(folder: Path, rows: int, shards: int) -> None:
+    """Record the corpus's size (every split of it computes the same), once known."""
+    from anglekit.io.atomic import atomic_write_json
+
+    manifest = read_manifest(folder)
+    assert manifest is not None
+    if manifest.get("rows") != rows or manifest.get("shards") != shards:
+        manifest.update(rows=rows, shards=shards)
+        atomic_write_json(folder / MANIFEST, manifest)

@@ -1,0 +1,192 @@
+"""Export a model to the formats other tools load, and push it to the Hugging Face hub.
+
+``export(model, format="sentence-transformers", output_dir=DIR)`` writes a folder that embeds
+exactly like the anglekit model in the target runtime, or refuses with the reason
+(:class:`~anglekit.errors.ExportError`); it never leaves a half-written folder. When the target
+runtime is installed, the export is checked against it on a few texts (one longer than the max
+length) before it lands.
+
+Formats are a registry: :data:`FORMATS` maps a name to the module that writes it. A format module
+has ``NAME``, ``DESCRIPTION``, ``write(model, folder, card=...) -> layout`` (``layout.custom``:
+loading needs trust_remote_code), ``verify(model, folder, layout) -> (difference or None, how)``
+and ``tolerance(model)``; a new format is one module and one entry here.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from anglekit.errors import ExportError
+
+FORMATS: dict[str, str] = {"sentence-transformers": "anglekit.export.sentence_transformers", "onnx": "anglekit.export.onnx"}
+"""Export format name -> the module that writes it."""
+
+
+@dataclass
+class ExportResult:
+    """What :func:`export` wrote and how it was checked."""
+
+    folder: Path
+    format: str
+    max_difference: float | None
+    """Largest absolute difference of normalised vectors between the model and the target runtime
+    loading the folder (None when the runtime is not installed or the check was skipped)."""
+    check: str
+    """How the folder was checked, or why not."""
+    trust_remote_code: bool
+    """Whether loading the folder runs its own code (``anglekit_modules.py``)."""
+    url: str | None = None
+    """The hub commit, when pushed."""
+
+
+def format_module(name: str) -> ModuleType:
+    """The module that writes format ``name``, or an ExportError listing the formats."""
+    if name not in FORMATS:
+        raise ExportError(f"unknown export format {name!r}; choose one of {', '.join(FORMATS)}")
+    return importlib.import_module(FORMATS[name])
+
+
+def _embedder(model: Any, load_kwargs: dict[str, Any]) -> Any:
+    """An Embedder without adapters: ``model`` itself, a merged copy of it, or loaded from a path."""
+    from anglekit.model.embedder import Embedder
+
+    if isinstance(model, (str, os.PathLike)):
+        load_kwargs.setdefault("device", "cpu")
+        embedder = Embedder.from_pretrained(model, **load_kwargs)
+        _check_weights(embedder)
+        return embedder.merge_lora() if embedder.has_lora else embedder
+    if load_kwargs:
+        raise ExportError(f"loading options {sorted(load_kwargs)} apply only when the model is given as a name or path")
+    if not isinstance(model, Embedder):
+        raise ExportError(f"model must be an Embedder, a folder or a hub name, got {type(model).__name__}")
+    _check_weights(model)
+    if model.has_lora:  # merge a copy: the caller's model keeps its adapters
+        return copy.deepcopy(model).merge_lora()
+    return model
+
+
+def _check_weights(model: Any) -> None:
+    """Refuse quantised weights (bitsandbytes k-bit): an export would carry them, not the model's."""
+    from anglekit.llm.lora import unwrap
+
+    method = getattr(unwrap(model.backbone), "quantization_method", None)
+    if method is not None:
+        raise ExportError(
+            f"the model's weights are quantised ({getattr(method, 'value', method)}); load it in full precision "
+            "(without load_in_kbit) to export it"
+        )
+
+
+def _prepare_target(output_dir: str | os.PathLike[str] | None, overwrite: bool) -> Path:
+    if output_dir is None or not os.fspath(output_dir):
+        raise ExportError("output_dir is required: the folder to write the exported model into")
+    target = Path(output_dir)
+    if target.exists() and not target.is_dir():
+        raise ExportError(f"{target}: exists and is not a folder")
+    if target.is_dir() and any(target.iterdir()) and not overwrite:
+        raise ExportError(f"{target}: folder is not empty; choose a new folder or overwrite it (overwrite=True, --overwrite)")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportError(f"{target}: cannot create its parent folder ({exc.strerror or exc})") from None
+    return target
+
+
+def _move_into_place(staging: Path, target: Path) -> None:
+    """Replace ``target`` by ``staging`` (two renames; the old content is removed afterwards)."""
+    old = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+        os.replace(target, old / "content")
+    os.replace(staging, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def export(
+    model: Any,
+    format: str = "sentence-transformers",
+    output_dir: str | os.PathLike[str] | None = None,
+    *,
+    overwrite: bool = False,
+    verify: bool = True,
+    card: Any = None,
+    push_to_hub: str | None = None,
+    private: bool | None = None,
+    token: str | None = None,
+    options: dict[str, Any] | None = None,
+    **load_kwargs: Any,
+) -> ExportResult:
+    """Write ``model`` (an Embedder, a folder, a hub name or ``pypi:NAME``) in ``format`` to ``output_dir``.
+
+    - Adapters are merged first (into a copy when an Embedder is given).
+    - ``verify``: load the result with the target runtime when it is installed and refuse the export
+      (ExportError, nothing written) when it embeds differently beyond the format's tolerance.
+    - ``overwrite``: replace a non-empty ``output_dir`` (default: refuse).
+    - ``card``: a :class:`~anglekit.model.card.ModelCardData` for the README.md (default: the model's).
+    - ``push_to_hub="owner/name"``: then upload the folder (``private``, ``token``).
+    - ``options``: the format's own options (its ``OPTIONS``: for ``onnx``, ``quantize`` and ``optimize``).
+    - ``load_kwargs``: :meth:`Embedder.from_pretrained` options when ``model`` is a name (device
+      defaults to cpu).
+    """
+    writer = format_module(format)
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    unknown = sorted(set(options) - set(getattr(writer, "OPTIONS", ())))
+    if unknown:
+        raise ExportError(f"{', '.join(unknown)}: not an option of the {format} format")
+    target = _prepare_target(output_dir, overwrite)
+    embedder = _embedder(model, dict(load_kwargs))
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        layout = writer.write(embedder, staging, card=card, **options)
+        difference, how = (None, "not checked (verify=False)")
+        if verify:
+            difference, how = writer.verify(embedder, staging, layout)
+            limit = writer.tolerance(embedder)
+            if difference is not None and not difference <= limit:
+                raise ExportError(
+                    f"the {format} folder embeds differently from the model (max difference {difference:.2e} "
+                    f"> {limit:.0e}, {how}); nothing was written to {target}"
+                )
+        _move_into_place(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    result = ExportResult(target, format, difference, how, bool(getattr(layout, "custom", False)))
+    if push_to_hub is not None:
+        result.url = push(target, push_to_hub, private=private, token=token)
+    return result
+
+
+def push(
+    model_or_folder: Any,
+    repo_id: str,
+    *,
+    format: str = "sentence-transformers",
+    private: bool | None = None,
+    token: str | None = None,
+    revision: str | None = None,
+    commit_message: str | None = None,
+) -> str:
+    """Upload to the hub repository ``repo_id`` through huggingface_hub: a folder as it is, or an
+    Embedder exported to ``format`` first; the commit's URL."""
+    from anglekit.export.hub import push_folder
+
+    if isinstance(model_or_folder, (str, os.PathLike)):
+        return push_folder(model_or_folder, repo_id, private=private, token=token, revision=revision, commit_message=commit_message)
+    with tempfile.TemporaryDirectory(prefix="anglekit-push-") as scratch:
+        exported = export(model_or_folder, format, Path(scratch) / "model")
+        return push_folder(exported.folder, repo_id, private=private, token=token, revision=revision, commit_message=commit_message)
+
+
+push_to_hub = push
+"""Alias of :func:`push`."""
+
+__all__ = ["FORMATS", "ExportResult", "export", "format_module", "push", "push_to_hub"]

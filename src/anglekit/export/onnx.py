@@ -1,0 +1,60 @@
+"""Export format ``onnx``: the graph onnxruntime runs (backbone + pooling + normalisation), fp32 or
+dynamic int8, with the tokenizer and the anglekit config beside it (see :mod:`anglekit.model.onnx`).
+The folder loads with ``Embedder.from_pretrained(folder)`` (or ``backend="onnx"``) and ``--backend
+onnx`` on the command line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from anglekit.model.card import ModelCardData, card_of, describe, render
+
+NAME = "onnx"
+DESCRIPTION = "ONNX graph for onnxruntime (fp32, or dynamic int8 with --quantize int8)"
+OPTIONS = ("quantize", "optimize")
+"""Keyword options this format takes (``anglekit export --quantize/--optimize``)."""
+
+
+@dataclass
+class Layout:
+    quantize: str | None
+    optimize: str | None
+    custom: bool = False
+
+
+def write(model: Any, folder: Path, *, card: ModelCardData | None = None, quantize: str | None = None, optimize: str | None = None) -> Layout:
+    """Export ``model`` into ``folder``; :func:`anglekit.model.onnx.export_onnx` already compares the
+    graph with the torch model (fp32: 1e-4; int8: cosine 0.97) and refuses one that differs."""
+    from anglekit.model.onnx import export_onnx
+
+    export_onnx(model, folder, quantize=quantize, optimize=optimize)
+    weights = "dynamic int8 weights" if quantize else "fp32 weights"
+    usage = (
+        "```python\nfrom anglekit import Embedder\n\nmodel = Embedder.from_pretrained(\"PATH\")  # the ONNX backend\n"
+        "vectors = model.encode([\"a sentence\"])\n```\n\nOr `anglekit encode PATH --input texts.txt --output vectors.npy`."
+    )
+    notes = [f"ONNX graph ({weights}{', optimised ' + optimize if optimize else ''}) run by onnxruntime; the pooling is part of the graph."]
+    text = render(card_of(model, card), describe(model.config, model.dim), library_name="anglekit", usage=usage, notes=notes, extra_tags=("onnx",))
+    (folder / "README.md").write_text(text, encoding="utf-8")
+    return Layout(quantize=quantize, optimize=optimize)
+
+
+def verify(model: Any, folder: Path, layout: Layout) -> tuple[float | None, str]:
+    """The export was compared with the model when it was written; read the figure back."""
+    import json
+
+    check = json.loads((folder / "onnx_config.json").read_text(encoding="utf-8"))["check"]
+    if "max_abs_difference" in check:
+        return float(check["max_abs_difference"]), "checked with onnxruntime (fp32)"
+    return None, f"checked with onnxruntime: int8, min cosine to the model {check['min_cosine']:.4f}"
+
+
+def tolerance(model: Any) -> float:
+    from anglekit.model.onnx import FP32_TOLERANCE
+
+    return FP32_TOLERANCE
+
+
+__all__ = ["DESCRIPTION", "Layout", "NAME", "OPTIONS", "tolerance", "verify", "write"]

@@ -1,0 +1,108 @@
+"""Checks of a model before any work starts: complete weights, a tokenizer, sizes that fit.
+
+A truncated ``model.safetensors``, a folder without tokenizer files or a max length beyond the
+position embeddings would otherwise fail deep inside transformers (or, for the tokenizer, not at
+all), after data was read or minutes were spent. These checks read only headers and configs.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from anglekit.errors import ConfigError
+
+TOKENIZER_FILES = (
+    "tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "tokenizer.model", "sentencepiece.bpe.model", "merges.txt",
+)  # fmt: skip
+"""Files of which a local model folder needs at least one to have a tokenizer."""
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the model's config says about its sizes (None where it says nothing)."""
+
+    hidden_size: int | None
+    max_positions: int | None
+
+
+def facts_of(model_config: Any) -> ModelFacts:
+    """Hidden size and position limit from a transformers config."""
+    hidden = getattr(model_config, "hidden_size", None)
+    positions = getattr(model_config, "max_position_embeddings", None)
+    return ModelFacts(
+        hidden if isinstance(hidden, int) and hidden > 0 else None,
+        positions if isinstance(positions, int) and positions > 0 else None,
+    )
+
+
+def check_safetensors(path: Path) -> None:
+    """A ConfigError unless ``path`` holds a safetensors header and every byte it announces."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as handle:
+            (header_size,) = struct.unpack("<Q", handle.read(8))
+            if header_size > size - 8:
+                raise ValueError("header larger than the file")
+            header = json.loads(handle.read(header_size))
+    except (struct.error, ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not a readable safetensors file ({exc}); the download or copy may be incomplete") from None
+    end = max((entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"), default=0)
+    if size < 8 + header_size + end:
+        raise ConfigError(
+            f"{path}: truncated, {size} of {8 + header_size + end} bytes; the download or copy is incomplete"
+        )
+
+
+def check_local_weights(folder: Path) -> None:
+    """Every weight file of a local model folder is complete (safetensors to the last byte,
+    pytorch ``.bin`` archives readable to their index at the end; shards all present)."""
+    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        index_file = folder / index_name
+        if index_file.is_file():
+            try:
+                shards = set(json.loads(index_file.read_text(encoding="utf-8"))["weight_map"].values())
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise ConfigError(f"{index_file}: not a readable weight index ({exc})") from None
+            missing = sorted(s for s in shards if not (folder / s).is_file())
+            if missing:
+                raise ConfigError(f"{folder}: weight shard(s) {missing} named in {index_name} are missing")
+    for path in sorted(folder.glob("*.safetensors")):
+        check_safetensors(path)
+    for path in sorted(folder.glob("*.bin")):
+        if path.name.startswith(("pytorch_model", "model")) and not zipfile.is_zipfile(path):
+            raise ConfigError(f"{path}: not a complete PyTorch archive; the download or copy may be incomplete")
+
+
+def check_local_tokenizer(folder: Path) -> None:
+    """A ConfigError unless the folder has tokenizer files (else transformers may pick another
+    tokenizer silently, or fail later)."""
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise ConfigError(
+            f"{folder}: no tokenizer files ({', '.join(TOKENIZER_FILES)}); save the tokenizer beside the weights "
+            "(tokenizer.save_pretrained) or use the folder it came with"
+        )
+
+
+def check_max_length(max_length: int, facts: ModelFacts, source: str) -> None:
+    """A ConfigError when ``max_length`` exceeds the model's position embeddings."""
+    if facts.max_positions is not None and max_length > facts.max_positions:
+        raise ConfigError(
+            f"{source}: max_length {max_length} is above the model's {facts.max_positions} position embeddings; "
+            f"use --max-length {facts.max_positions} or less (long texts: anglekit.model.long_text)"
+        )
+
+
+__all__ = [
+    "TOKENIZER_FILES",
+    "ModelFacts",
+    "check_local_tokenizer",
+    "check_local_weights",
+    "check_max_length",
+    "check_safetensors",
+    "facts_of",
+]

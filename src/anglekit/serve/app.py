@@ -1,0 +1,288 @@
+"""The FastAPI application: routes, errors, auth, body limit, metrics, readiness.
+
+:func:`create_app` takes a ``load`` function instead of a model: the app starts listening at once,
+loads and warms the model on a thread (``GET /health`` answers 503 until then) and runs every
+request's texts through one :class:`~anglekit.serve.batcher.Batcher`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from starlette.requests import ClientDisconnect
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from anglekit.errors import AnglekitError
+from anglekit.serve.backends import Backend
+from anglekit.serve.batcher import Batcher
+from anglekit.serve.errors import (
+    InternalError,
+    InvalidRequest,
+    MethodNotAllowed,
+    ModelNotFound,
+    NotReady,
+    PayloadTooLarge,
+    RouteNotFound,
+    ServeError,
+    Unauthorized,
+)
+from anglekit.serve.metrics import CONTENT_TYPE, Metrics
+from anglekit.serve.schemas import EmbeddingsRequest, EmbedRequest, dumps, embeddings_response, finish, parse_json
+from anglekit.serve.settings import ServeSettings
+
+log = logging.getLogger(__name__)
+
+ROUTES = ("/v1/embeddings", "/embed", "/v1/models", "/health", "/metrics")
+"""The routes (metrics label any other path ``other``)."""
+
+
+class ServerState:
+    """What the routes share: settings, the backend and batcher once loaded, the readiness status."""
+
+    def __init__(self, settings: ServeSettings, load: Callable[[], Backend], model_name: str) -> None:
+        self.settings = settings
+        self.model_name = model_name
+        self.metrics = Metrics()
+        self.status = "loading"
+        """``loading``, ``ready``, ``failed`` or ``stopping``."""
+        self.error: BaseException | None = None
+        self.backend: Backend | None = None
+        self.batcher: Batcher | None = None
+        self.created = int(time.time())
+        self.on_ready: Callable[[], None] | None = None
+        self.on_failure: Callable[[BaseException], None] | None = None
+        self._load = load
+
+    def load(self) -> None:
+        """Load and warm up the model, start the batcher (on a thread of its own)."""
+        try:
+            backend = self._load()
+            s = self.settings
+            batcher = Batcher(
+                backend, max_batch_tokens=s.max_batch_tokens, max_batch_size=s.max_batch_size, max_queue=s.max_queue, metrics=self.metrics
+            )
+            batcher.warmup()
+        except BaseException as exc:  # noqa: BLE001 - reported through /health and on_failure
+            if isinstance(exc, AnglekitError):
+                log.error("loading the model failed: %s", exc)
+            else:
+                log.exception("loading the model failed")
+            self.error = exc
+            self.status = "failed"
+            if self.on_failure is not None:
+                self.on_failure(exc)
+            return
+        if self.status != "loading":  # shut down while loading
+            return
+        self.backend = backend
+        self.batcher = batcher
+        batcher.start()
+        self.status = "ready"
+        if self.on_ready is not None:
+            self.on_ready()
+
+    def ready_batcher(self) -> Batcher:
+        if self.status == "ready" and self.batcher is not None:
+            return self.batcher
+        if self.status == "loading":
+            raise NotReady("the model is still loading; retry when GET /health answers 200", headers={"Retry-After": "1"})
+        if self.status == "failed":
+            raise NotReady(f"the model failed to load: {self.error}")
+        raise NotReady("the server is shutting down")
+
+    def authorize(self, request: Request) -> None:
+        key = self.settings.api_key
+        if key is None:
+            return
+        header = request.headers.get("authorization")
+        challenge = {"WWW-Authenticate": "Bearer"}
+        if not header:
+            raise Unauthorized("missing API key: send the header 'Authorization: Bearer KEY'", headers=challenge)
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip().encode(), key.encode()):
+            raise Unauthorized("invalid API key", headers=challenge)
+
+    def check_model(self, model: str | None) -> None:
+        if model is not None and model != self.model_name:
+            raise ModelNotFound(f"model {model!r} is not served here; this server serves {self.model_name!r}", param="model")
+
+
+def error_response(state: ServerState, error: ServeError) -> Response:
+    state.metrics.errors.labels(error.code).inc()
+    return Response(dumps(error.body()), status_code=error.status, media_type="application/json", headers=error.headers)
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(dumps(value), status_code=status, media_type="application/json")
+
+
+class _Guard:
+    """ASGI middleware around the app: the body size limit (a declared ``Content-Length`` over it is
+    refused before the body is read; a streamed body is cut off when it passes it) and the request
+    count and latency metrics."""
+
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        path = scope["path"]
+        route = path if path in ROUTES else "other"
+        status = 500
+        limit = self.state.settings.payload_limit
+
+        async def send_and_count(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            declared = _content_length(scope)
+            if declared is not None and declared > limit:
+                raise PayloadTooLarge(f"the request body has {declared} bytes, more than the limit of {limit} (--payload-limit)")
+            received = 0
+
+            async def limited_receive() -> Message:
+                nonlocal received
+                message = await receive()
+                if message["type"] == "http.request":
+                    received += len(message.get("body", b""))
+                    if received > limit:
+                        raise PayloadTooLarge(f"the request body has more than {limit} bytes (--payload-limit)")
+                return message
+
+            await self.app(scope, limited_receive, send_and_count)
+        except ServeError as error:
+            await error_response(self.state, error)(scope, receive, send_and_count)
+        finally:
+            metrics = self.state.metrics
+            metrics.requests.labels(route, str(status)).inc()
+            metrics.request_latency.labels(route).observe(time.perf_counter() - started)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                length = int(value)
+            except ValueError:
+                raise InvalidRequest(f"Content-Length is not a number: {value.decode('latin-1')!r}") from None
+            if length < 0:
+                raise InvalidRequest(f"Content-Length is negative: {length}")
+            return length
+    return None
+
+
+def create_app(settings: ServeSettings, load: Callable[[], Backend], *, model_name: str) -> FastAPI:
+    """The server's ASGI app. ``load()`` returns the backend; ``model_name`` is what the API
+    answers to. The app's ``state.server`` is its :class:`ServerState`."""
+    state = ServerState(settings, load, model_name)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        threading.Thread(target=state.load, name="anglekit-load", daemon=True).start()
+        yield
+        state.status = "stopping"
+        if state.batcher is not None:
+            await asyncio.to_thread(state.batcher.close)
+
+    app = FastAPI(
+        title="anglekit serve", lifespan=lifespan, docs_url=None, redoc_url=None,
+        description="OpenAI-compatible embeddings with dynamic batching.",
+    )  # fmt: skip
+    app.state.server = state
+
+    def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def route(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except ServeError as error:
+                return error_response(state, error)
+            except ClientDisconnect:  # nobody to answer
+                return Response(status_code=499)
+            except Exception as exc:  # noqa: BLE001 - no request takes the server down
+                log.exception("unexpected error on %s", request.url.path)
+                return error_response(state, InternalError(f"unexpected error: {type(exc).__name__}: {exc}"))
+
+        route.__name__ = handler.__name__
+        route.__doc__ = handler.__doc__
+        return route
+
+    @app.post("/v1/embeddings")
+    @guarded
+    async def embeddings(request: Request) -> Response:
+        """OpenAI embeddings: ``input``, ``model``, ``encoding_format``, ``dimensions``, ``user``."""
+        state.authorize(request)
+        batcher = state.ready_batcher()
+        backend = batcher.backend
+        parsed = EmbeddingsRequest.parse(parse_json(await request.body()), max_inputs=settings.max_client_batch, dim=backend.dim)
+        state.check_model(parsed.model)
+        result = await batcher.embed(parsed.texts, truncate=settings.auto_truncate)
+        vectors = finish(result.vectors, normalize=backend.normalize, dimensions=parsed.dimensions)
+        body = embeddings_response(vectors, encoding_format=parsed.encoding_format, model=state.model_name, tokens=result.tokens)
+        return Response(body, media_type="application/json")
+
+    @app.post("/embed")
+    @guarded
+    async def embed(request: Request) -> Response:
+        """Native: ``inputs``, ``normalize`` (default: the model's), ``role`` (its query/document prompt)."""
+        state.authorize(request)
+        batcher = state.ready_batcher()
+        parsed = EmbedRequest.parse(parse_json(await request.body()), max_inputs=settings.max_client_batch)
+        result = await batcher.embed(parsed.texts, parsed.role, truncate=settings.auto_truncate)
+        normalize = batcher.backend.normalize if parsed.normalize is None else parsed.normalize
+        return Response(dumps(finish(result.vectors, normalize=normalize)), media_type="application/json")
+
+    @app.get("/v1/models")
+    @guarded
+    async def models(request: Request) -> Response:
+        """The served model."""
+        state.authorize(request)
+        entry: dict[str, Any] = {"id": state.model_name, "object": "model", "created": state.created, "owned_by": "anglekit"}
+        if state.backend is not None:
+            entry.update(dimensions=state.backend.dim, max_input_tokens=state.backend.max_length)
+        return _json({"object": "list", "data": [entry]})
+
+    @app.get("/health")
+    async def health(request: Request) -> Response:
+        """200 once the model is loaded and warmed up; 503 while loading, after a failure, when stopping."""
+        body: dict[str, Any] = {"status": state.status}
+        if state.error is not None:
+            body["error"] = f"{type(state.error).__name__}: {state.error}"
+        return _json(body, 200 if state.status == "ready" else 503)
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        """Prometheus text format."""
+        return Response(state.metrics.render(), media_type=CONTENT_TYPE)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404:
+            return error_response(state, RouteNotFound(f"no route {request.method} {request.url.path}; see GET /openapi.json"))
+        if exc.status_code == 405:
+            return error_response(state, MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}"))
+        error = ServeError(str(exc.detail))
+        error.status = exc.status_code
+        return error_response(state, error)
+
+    app.add_middleware(_Guard, state=state)
+    return app
+
+
+__all__ = ["ROUTES", "ServerState", "create_app", "error_response"]

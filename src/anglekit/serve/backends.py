@@ -1,0 +1,99 @@
+"""Inference backends of the server: a small protocol and a registry of loaders by name.
+
+A backend turns texts into token ids and token ids into pooled, un-normalised float32 vectors;
+the batcher does the rest (batching, normalising, truncating dimensions). ``torch`` is the
+:class:`~anglekit.model.embedder.Embedder`; another backend (ONNX) is one more entry in
+:data:`BACKENDS`. Nothing here imports torch until a backend is loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from anglekit.model.embedder import Embedder
+
+Role = Literal["query", "document"]
+
+
+class Backend(Protocol):
+    """What the batcher needs from a model. ``tokenize`` and ``embed`` run on the batcher's worker
+    thread only, never on the event loop and never concurrently."""
+
+    dim: int
+    """Length of the vectors."""
+    max_length: int
+    """Tokens per text at most (prompt and special tokens included)."""
+    normalize: bool
+    """The model's own setting: whether its vectors are L2-normalised by default."""
+
+    def tokenize(self, texts: Sequence[str], role: Role | None, *, truncate: bool) -> list[list[int]]:
+        """Token ids of each text with the role's prompt; cut to ``max_length`` when ``truncate``,
+        else whole (so that the caller can tell how long a text is)."""
+        ...
+
+    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """Pooled, un-normalised vectors of one batch, float32 ``[len(token_ids), dim]``."""
+        ...
+
+
+class TorchBackend:
+    """The PyTorch :class:`~anglekit.model.embedder.Embedder`: the same tokenisation, padding and
+    forward pass as :meth:`~anglekit.model.embedder.Embedder.encode`."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder.eval()
+        self.dim = embedder.dim
+        self.max_length = embedder.config.max_length
+        self.normalize = embedder.config.normalize
+
+    def tokenize(self, texts: Sequence[str], role: Role | None, *, truncate: bool) -> list[list[int]]:
+        if truncate:
+            return self.embedder.tokenize_unpadded(texts, role)
+        config = self.embedder.config
+        encoded = self.embedder.tokenizer(
+            [config.format(t, role) for t in texts],
+            truncation=False,
+            padding=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+            verbose=False,
+        )
+        return encoded["input_ids"]
+
+    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        import torch
+
+        with torch.inference_mode():
+            vectors = self.embedder(**self.embedder.pad(token_ids, device=self.embedder.device))
+        return vectors.float().cpu().numpy()
+
+
+def load_torch(model: str, *, threads: int | None = None, **options: Any) -> Backend:
+    """``Embedder.from_pretrained(model, **options)`` as a backend; ``threads``: torch's CPU threads."""
+    import torch
+
+    from anglekit.model.embedder import Embedder
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return TorchBackend(Embedder.from_pretrained(model, **options))
+
+
+BACKENDS: dict[str, Callable[..., Backend]] = {"torch": load_torch}
+"""Backend loaders by name: ``loader(model, threads=None, **Embedder.from_pretrained options) -> Backend``."""
+
+
+def load_backend(name: str, model: str, *, threads: int | None = None, **options: Any) -> Backend:
+    """The backend ``name`` with ``model`` loaded (``threads``: CPU threads, default: the backend's)."""
+    from anglekit.errors import ConfigError
+
+    if name not in BACKENDS:
+        raise ConfigError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
+    return BACKENDS[name](model, threads=threads, **options)
+
+
+__all__ = ["BACKENDS", "Backend", "Role", "TorchBackend", "load_backend", "load_torch"]

@@ -1,0 +1,149 @@
+"""Requests and responses of the routes: checked by hand, so that every error names its field,
+and rendered with orjson (vectors straight from numpy)."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from anglekit.serve.backends import Role
+from anglekit.serve.errors import InvalidRequest
+
+ENCODING_FORMATS = ("float", "base64")
+ROLES = ("query", "document")
+
+
+def parse_json(body: bytes) -> dict[str, Any]:
+    """The request body as a JSON object, else :class:`InvalidRequest`."""
+    if not body.strip():
+        raise InvalidRequest("the request body is empty; send a JSON object")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidRequest(f"the request body must be a JSON object, got {_kind(data)}")
+    return data
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}.get(
+        type(value), "null" if value is None else type(value).__name__
+    )
+
+
+def _check_keys(data: dict[str, Any], known: tuple[str, ...]) -> None:
+    unknown = [k for k in data if k not in known]
+    if unknown:
+        raise InvalidRequest(f"unknown field {unknown[0]!r}; known fields: {', '.join(known)}", param=unknown[0])
+
+
+def _optional(data: dict[str, Any], name: str, kind: type, what: str) -> Any:
+    value = data.get(name)
+    if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+        raise InvalidRequest(f"{name} must be {what}, got {_kind(value)}", param=name)
+    return value
+
+
+def parse_texts(value: Any, name: str, max_inputs: int) -> list[str]:
+    """A string or a non-empty array of non-empty strings, at most ``max_inputs`` of them."""
+    if value is None:
+        raise InvalidRequest(f"{name} is required: a string or an array of strings", param=name)
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list):
+        raise InvalidRequest(f"{name} must be a string or an array of strings, got {_kind(value)}", param=name)
+    if not texts:
+        raise InvalidRequest(f"{name} is an empty array; send at least one string", param=name)
+    if len(texts) > max_inputs:
+        raise InvalidRequest(
+            f"{name} has {len(texts)} items, more than the limit of {max_inputs} per request (--max-client-batch)", param=name
+        )
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            hint = "; token ids are not accepted, send the texts" if isinstance(text, (int, list)) and not isinstance(text, bool) else ""
+            raise InvalidRequest(f"{name}[{i}] must be a string, got {_kind(text)}{hint}", param=name)
+        if not text:
+            where = name if isinstance(value, str) else f"{name}[{i}]"
+            raise InvalidRequest(f"{where} is an empty string", param=name)
+    return texts
+
+
+@dataclass
+class EmbeddingsRequest:
+    """``POST /v1/embeddings`` (OpenAI)."""
+
+    texts: list[str]
+    model: str | None
+    encoding_format: str
+    dimensions: int | None
+    user: str | None
+
+    FIELDS = ("input", "model", "encoding_format", "dimensions", "user")
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], *, max_inputs: int, dim: int) -> EmbeddingsRequest:
+        _check_keys(data, cls.FIELDS)
+        model = _optional(data, "model", str, "a string")
+        encoding_format = _optional(data, "encoding_format", str, "a string") or "float"
+        if encoding_format not in ENCODING_FORMATS:
+            raise InvalidRequest(f"encoding_format must be 'float' or 'base64', got {encoding_format!r}", param="encoding_format")
+        dimensions = _optional(data, "dimensions", int, "an integer")
+        if dimensions is not None and not 1 <= dimensions <= dim:
+            raise InvalidRequest(f"dimensions must be between 1 and the model's dimension {dim}, got {dimensions}", param="dimensions")
+        user = _optional(data, "user", str, "a string")
+        texts = parse_texts(data.get("input"), "input", max_inputs)
+        return cls(texts, model, encoding_format, dimensions, user)
+
+
+@dataclass
+class EmbedRequest:
+    """``POST /embed`` (native)."""
+
+    texts: list[str]
+    normalize: bool | None
+    role: Role | None
+
+    FIELDS = ("inputs", "normalize", "role")
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], *, max_inputs: int) -> EmbedRequest:
+        _check_keys(data, cls.FIELDS)
+        normalize = _optional(data, "normalize", bool, "true or false")
+        role = _optional(data, "role", str, "'query' or 'document'")
+        if role is not None and role not in ROLES:
+            raise InvalidRequest(f"role must be 'query' or 'document', got {role!r}", param="role")
+        texts = parse_texts(data.get("inputs"), "inputs", max_inputs)
+        return cls(texts, normalize, role)
+
+
+def finish(vectors: np.ndarray, *, normalize: bool, dimensions: int | None = None) -> np.ndarray:
+    """Keep the first ``dimensions`` coordinates, then L2-normalise when ``normalize`` (as
+    :meth:`~anglekit.model.embedder.Embedder.encode` does: ``v / max(|v|, 1e-12)``)."""
+    if dimensions is not None:
+        vectors = vectors[:, :dimensions]
+    if normalize:
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = vectors / np.maximum(norms, np.float32(1e-12))
+    return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def embeddings_response(vectors: np.ndarray, *, encoding_format: str, model: str, tokens: int) -> bytes:
+    """The OpenAI embeddings response; ``base64`` is the little-endian float32 bytes of each vector."""
+    if encoding_format == "base64":
+        rows: list[Any] = [base64.b64encode(row.astype("<f4").tobytes()).decode("ascii") for row in vectors]
+    else:
+        rows = list(vectors)
+    data = [{"object": "embedding", "embedding": row, "index": i} for i, row in enumerate(rows)]
+    body = {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+__all__ = ["ENCODING_FORMATS", "ROLES", "EmbedRequest", "EmbeddingsRequest", "dumps", "embeddings_response", "finish", "parse_json", "parse_texts"]

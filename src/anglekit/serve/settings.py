@@ -1,0 +1,64 @@
+"""ServeSettings: every setting of ``anglekit serve`` except the model's own, typed; its flags are
+generated from these fields. Nothing here imports torch or fastapi."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from anglekit.config import check_fields, setting
+from anglekit.errors import ConfigError
+from anglekit.model import DEFAULT_BATCH_SIZE
+from anglekit.serve.backends import BACKENDS
+
+API_KEY_ENV = "ANGLEKIT_API_KEY"
+"""Environment variable read for the API key when ``--api-key`` is not given."""
+
+
+@dataclass
+class ServeSettings:
+    """How the server listens, batches, bounds requests and authenticates."""
+
+    host: str = setting("127.0.0.1", help="Address to listen on (0.0.0.0: every interface).")
+    port: int = setting(8000, help="TCP port to listen on (0: any free port).")
+    backend: str = setting("torch", choices=tuple(BACKENDS), help="Inference backend.")
+    served_model_name: str | None = setting(
+        None, help="Model name the API answers to, in requests' 'model' and in /v1/models (default: MODEL as given)."
+    )
+    max_batch_tokens: int = setting(
+        16384,
+        help="Token budget of the batcher: each step takes the oldest waiting texts up to this many tokens, "
+        "and no forward pass holds more padded tokens (a longer text runs alone).",
+    )
+    max_batch_size: int = setting(
+        DEFAULT_BATCH_SIZE, help="Texts per forward pass at most (small batches are fastest on CPU; raise it on a GPU)."
+    )
+    max_client_batch: int = setting(2048, help="Inputs per request at most.")
+    max_queue: int = setting(
+        32768, help="Texts waiting or being embedded at most; a request beyond it gets 429 with Retry-After."
+    )
+    payload_limit: int = setting(4 * 1024 * 1024, help="Request body size limit in bytes.")
+    auto_truncate: bool = setting(
+        True, help="Truncate inputs longer than the model's max length (--no-auto-truncate: reject them, with their token count)."
+    )
+    api_key: str | None = setting(
+        None, help=f"Require 'Authorization: Bearer KEY' on the embedding and model routes (default: ${API_KEY_ENV}, if set)."
+    )
+    threads: int | None = setting(None, help="CPU threads of the backend (default: torch's, usually one per core).")
+    quiet: bool = setting(False, help="No access log (one line per request).")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port must be between 0 and 65535, got {self.port}")
+        for name in ("max_batch_tokens", "max_batch_size", "max_client_batch", "max_queue", "payload_limit"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"threads must be >= 1, got {self.threads}")
+        if self.max_client_batch > self.max_queue:
+            raise ConfigError(f"max_client_batch ({self.max_client_batch}) may not exceed max_queue ({self.max_queue})")
+        if self.api_key is not None and not self.api_key.strip():
+            raise ConfigError("api_key may not be empty")
+
+
+__all__ = ["API_KEY_ENV", "ServeSettings"]

@@ -1,0 +1,129 @@
+"""``anglekit encode --output-dir``: streaming shards on the command line; kill -9 then resume gives
+the bytes of an uninterrupted run, without recomputing finished shards."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import helpers
+
+SLOW = '''
+import os, sys, time
+from anglekit.model.embedder import Embedder
+delay = float(os.environ.get("SLOW_ENCODE_DELAY", "0"))
+original = Embedder.encode
+def slow(self, *args, **kwargs):
+    time.sleep(delay)
+    return original(self, *args, **kwargs)
+Embedder.encode = slow
+from anglekit.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def _corpus(path: Path, n: int) -> list[str]:
+    rng = random.Random(11)
+    texts = [helpers.random_sentence(rng) for _ in range(n)]
+    path.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    return texts
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_shards_from_the_command_line(tmp_path: Path, tiny_bert_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from anglekit.corpus import open_shards
+    from anglekit.model.embedder import Embedder
+
+    texts = _corpus(tmp_path / "c.txt", 11)
+    argv = ["encode", str(tiny_bert_dir), "--input", str(tmp_path / "c.txt"), "--output-dir", str(tmp_path / "out"), "--shard-size", "4", "--quiet"]
+    code, out, err = helpers.run_cli(argv, capsys)
+    assert code == 0, err
+    assert "11 texts in 3 shards of 32-d vectors" in out and "3 encoded now, 0 already done" in out
+    ids, vectors = open_shards(tmp_path / "out").load()
+    np.testing.assert_allclose(vectors, Embedder.from_pretrained(tiny_bert_dir, device="cpu").encode(texts), atol=1e-5, rtol=0)
+    code, out, err = helpers.run_cli(argv, capsys)
+    assert code == 0 and "0 encoded now, 3 already done" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--output", "v.npy", "--shard-size", "4"], "--shard-size apply to --output-dir"),
+        (["--output-dir", "d", "--shard-id", "2", "--num-shards", "2"], "--shard-id 2 must be below --num-shards 2"),
+        (["--output", "v.npy", "--output-dir", "d"], "not allowed with argument"),
+        (["--output-dir", "d", "--workers", "0"], "expected a positive integer"),
+        (["--output-dir", "d", "--shard-id", "-1"], "must be >= 0"),
+    ],
+)
+def test_bad_shard_options_exit_2_and_write_nothing(
+    tmp_path: Path, tiny_bert_dir: Path, extra: list[str], message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _corpus(tmp_path / "c.txt", 3)
+    code, _, err = helpers.run_cli(["encode", str(tiny_bert_dir), "--input", "c.txt", *extra, "--quiet"], capsys)
+    assert code == 2 and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
+
+
+def test_bad_corpus_names_the_row(tmp_path: Path, tiny_bert_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "text": "dog"}\n{"id": "b", "text": ""}\n')
+    code, _, err = helpers.run_cli(["encode", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(tmp_path / "out"), "--quiet"], capsys)
+    assert code == 2 and err.startswith("anglekit encode: error:") and f"{corpus}, row 2, field 'text': text is empty" in err
+
+
+def test_kill_9_then_resume_gives_the_bytes_of_an_uninterrupted_run(tmp_path: Path, tiny_bert_dir: Path) -> None:
+    _corpus(tmp_path / "c.txt", 60)
+    script = tmp_path / "slow_encode.py"
+    script.write_text(SLOW)
+
+    def command(out: Path) -> list[str]:
+        return [sys.executable, str(script), "encode", str(tiny_bert_dir), "--input", str(tmp_path / "c.txt"), "--output-dir", str(out),
+                "--shard-size", "4", "--batch-size", "3", "--device", "cpu", "--quiet"]  # fmt: skip
+
+    reference = subprocess.run(command(tmp_path / "ref"), capture_output=True, text=True, timeout=600)
+    assert reference.returncode == 0, reference.stderr
+    out = tmp_path / "out"
+    env = {**os.environ, "SLOW_ENCODE_DELAY": "0.4"}
+
+    # First run: killed once a few shards are finished.
+    process = subprocess.Popen(command(out), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        deadline = time.monotonic() + 300
+        while len(list(out.glob("shard-*.json"))) < 3:
+            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+            assert time.monotonic() < deadline, "no shard finished in time"
+            time.sleep(0.05)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=60)
+        if process.stderr is not None:
+            process.stderr.close()
+    assert process.returncode == -signal.SIGKILL
+    finished = {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*") if (out / (p.name.split(".")[0] + ".json")).is_file()}
+    assert finished and len(finished) < 45  # some shards done, not all (15 shards x 3 files)
+
+    # Second run: killed at random moments, then a run to the end.
+    runs = helpers.kill_at_random_moments(command(out), seed=5, kills=2, window=(0.5, 6.0), env=env)
+    final = runs[-1]
+    assert final["returncode"] == 0, final["stderr"]
+    assert _files(out) == _files(tmp_path / "ref")  # every shard, record and the manifest: the same bytes, nothing else
+    for name, mtime in finished.items():
+        assert (out / name).stat().st_mtime_ns == mtime, f"{name} was recomputed"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["rows"], manifest["shards"]) == (60, 15)

@@ -1,0 +1,121 @@
+"""``anglekit index build`` and ``anglekit search``: results equal the Python API's brute force, the
+index's own model embeds the queries, bad input exits 2 and leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import helpers
+
+DOCS = {"d1": "a man is playing the guitar .", "d2": "the dog runs in the park", "d3": "two kids ride bikes",
+        "d4": "a woman is cooking food", "d5": "rain falls on the old city"}  # fmt: skip
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in DOCS.items()), encoding="utf-8")
+    return path
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    return helpers.run_cli(argv, capsys)
+
+
+@pytest.mark.parametrize(("kind", "quantize"), [("exact", "none"), ("exact", "int8"), ("hnsw", "binary")])
+def test_build_then_search_equals_brute_force(
+    tmp_path: Path, tiny_bert_dir: Path, corpus: Path, kind: str, quantize: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from anglekit.model.embedder import Embedder
+
+    index = tmp_path / "ix"
+    code, out, err = _run(["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(index),
+                           "--kind", kind, "--quantize", quantize, "--batch-size", "2", "--quiet"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert f"indexed 5 documents (32-d, {kind}" in out
+    manifest = json.loads((index / "index.json").read_text())
+    model = Embedder.from_pretrained(tiny_bert_dir, device="cpu")
+    assert manifest["model"]["fingerprint"] == model.fingerprint() and manifest["model"]["path"] == str(tiny_bert_dir.resolve())
+    assert manifest["settings"]["kind"] == kind and manifest["settings"]["quantize"] == quantize and manifest["count"] == 5
+
+    code, out, err = _run(["search", str(index), "a dog in the park", "kids on bikes", "-k", "3", "--json"], capsys)
+    assert code == 0, err
+    results = json.loads(out)
+    docs = model.encode(list(DOCS.values()), normalize=True, role="document")
+    for entry, query in zip(results, ["a dog in the park", "kids on bikes"]):
+        scores = docs @ model.encode([query], normalize=True, role="query")[0]
+        order = np.argsort(-scores, kind="stable")[:3]
+        assert entry["query"] == query
+        assert [r["id"] for r in entry["results"]] == [list(DOCS)[i] for i in order]
+        np.testing.assert_allclose([r["score"] for r in entry["results"]], scores[order], atol=1e-5)
+        assert [r["rank"] for r in entry["results"]] == [1, 2, 3] and entry["results"][0]["text"] == DOCS[entry["results"][0]["id"]]
+    code, out, _ = _run(["search", str(index), "a dog", "-k", "2"], capsys)
+    assert code == 0 and out.startswith("query: a dog\n") and len(out.strip().splitlines()) == 3
+
+
+def test_index_from_encode_shards(tmp_path: Path, tiny_bert_dir: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shards, index = tmp_path / "shards", tmp_path / "ix"
+    assert _run(["encode", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(shards), "--shard-size", "2", "--role", "document",
+                 "--quiet"], capsys)[0] == 0  # fmt: skip
+    code, out, err = _run(["index", "build", str(tiny_bert_dir), "--input", str(shards), "--output-dir", str(index), "--quiet"], capsys)
+    assert code == 0 and "indexed 5 documents" in out, err
+    direct = tmp_path / "direct"
+    assert _run(["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(direct), "--quiet"], capsys)[0] == 0
+    _, from_shards, _ = _run(["search", str(index), "a dog", "--json"], capsys)
+    _, from_corpus, _ = _run(["search", str(direct), "a dog", "--json"], capsys)
+    strip = lambda payload: [[(r["id"], round(r["score"], 5)) for r in e["results"]] for e in json.loads(payload)]  # noqa: E731
+    assert strip(from_shards) == strip(from_corpus)
+    # Shards of another model are refused.
+    other = helpers.build_tiny_bert(tmp_path / "other-model", seed=1)
+    code, _, err = _run(["index", "build", str(other), "--input", str(shards), "--output-dir", str(tmp_path / "ix2"), "--quiet"], capsys)
+    assert code == 2 and "encoded by" in err and "fingerprint" in err and not (tmp_path / "ix2").exists()
+
+
+def test_search_with_another_model_exits_2(tmp_path: Path, tiny_bert_dir: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index = tmp_path / "ix"
+    assert _run(["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(index), "--quiet"], capsys)[0] == 0
+    other = helpers.build_tiny_bert(tmp_path / "other-model", seed=1)
+    code, out, err = _run(["search", str(index), "a dog", "--model", str(other)], capsys)
+    assert code == 2 and out == "" and "this index was built with" in err and "fingerprint" in err
+    code, _, err = _run(["search", str(index), "a dog", "--model", str(tiny_bert_dir), "--device", "cpu"], capsys)
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [(b'{"id": "a", "text": "dog"}\n{"id": "a", "text": "cat"}\n', "c.jsonl: duplicate id 'a' (record 2)"),
+     (b'{"id": "a", "text": "dog"}\n{"id": "b", "text": "  "}\n', "row 2, field 'text': text is blank"),
+     (b'{"id": "a", "text": "dog"}\n{"id": 2.5, "text": "cat"}\n', "row 2, field 'id': id must be a string or an integer"),
+     (b"", "empty")],
+)  # fmt: skip
+def test_bad_corpus_exits_2_and_writes_no_index(
+    tmp_path: Path, tiny_bert_dir: Path, content: bytes, match: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_bytes(content)
+    code, out, err = _run(["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(tmp_path / "ix"), "--quiet"], capsys)
+    assert code == 2 and match in err and "Traceback" not in err, err
+    assert not (tmp_path / "ix").exists()
+
+
+def test_existing_index_needs_overwrite_and_bad_flags(tmp_path: Path, tiny_bert_dir: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(tmp_path / "ix"), "--quiet"]
+    assert _run(argv, capsys)[0] == 0
+    code, _, err = _run(argv, capsys)
+    assert code == 2 and "--overwrite" in err
+    code, out, err = _run([*argv, "--overwrite", "--quantize", "int8"], capsys)
+    assert code == 0 and "quantize int8" in out, err
+    assert json.loads((tmp_path / "ix" / "index.json").read_text())["settings"]["quantize"] == "int8"
+    for extra, message in ((["--backend", "faiss"], "--backend applies to --kind hnsw"), (["--connectivity", "8"], "apply to --kind hnsw"),
+                           (["--quantize", "int4"], "invalid choice"), (["--rescore-multiplier", "0"], "positive integer")):  # fmt: skip
+        code, _, err = _run([*argv, "--overwrite", *extra], capsys)
+        assert code == 2 and message in err, (extra, err)
+    for argv2, message in ((["search", str(tmp_path / "nope"), "q"], "not an index folder"), (["search", str(tmp_path / "ix"), "q", "-k", "0"], "positive integer"),
+                           (["search", str(tmp_path / "ix"), "   "], "non-empty")):  # fmt: skip
+        code, _, err = _run(argv2, capsys)
+        assert code == 2 and message in err, (argv2, err)

@@ -1,0 +1,158 @@
+"""``anglekit export`` and pushing to the hub. Pushing cannot run offline: huggingface_hub's
+``HfApi`` is replaced at that boundary by a recorder, and the tests check the calls it gets
+(repository, folder, files, privacy); with the real ``HfApi`` offline, the push fails clearly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import helpers
+from anglekit.errors import ExportError
+from anglekit.model.config import CONFIG_NAME
+from anglekit.model.embedder import Embedder
+
+st = pytest.importorskip("sentence_transformers")
+
+TEXTS = ["a man is playing the guitar .", "dog", " ".join(["two kids ride their bikes down the hill"] * 20)]
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    return helpers.run_cli(argv, capsys)
+
+
+class FakeHfApi:
+    """Records what anglekit asks of huggingface_hub's HfApi (and the files at upload time)."""
+
+    calls: list[tuple[str, dict[str, Any]]] = []
+    fail: Exception | None = None
+
+    def __init__(self, token: str | None = None) -> None:
+        self.calls.append(("init", {"token": token}))
+
+    def create_repo(self, **kwargs: Any) -> str:
+        self.calls.append(("create_repo", kwargs))
+        return f"https://huggingface.co/{kwargs['repo_id']}"
+
+    def upload_folder(self, **kwargs: Any) -> Any:
+        if self.fail is not None:
+            raise self.fail
+        files = sorted(str(p.relative_to(kwargs["folder_path"])) for p in Path(kwargs["folder_path"]).rglob("*") if p.is_file())
+        self.calls.append(("upload_folder", {**kwargs, "files": files}))
+
+        class Commit:
+            commit_url = f"https://huggingface.co/{kwargs['repo_id']}/commit/abc123"
+
+        return Commit()
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch) -> type[FakeHfApi]:
+    import huggingface_hub
+
+    FakeHfApi.calls = []
+    FakeHfApi.fail = None
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeHfApi)
+    return FakeHfApi
+
+
+def test_cli_export_writes_a_folder_sentence_transformers_loads(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved = Embedder.from_pretrained(tiny_bert_dir, pooling="last_avg", max_length=20, normalize=True, device="cpu").save_pretrained(tmp_path / "model")
+    out = tmp_path / "st"
+    code, stdout, err = _run(["export", str(saved), "--format", "sentence-transformers", "--output-dir", str(out)], capsys)
+    assert code == 0, err
+    assert f"exported {saved} to {out}" in stdout and "max difference" in stdout and "trust_remote_code" not in stdout
+    ours = Embedder.from_pretrained(saved, device="cpu").encode(TEXTS)
+    theirs = st.SentenceTransformer(str(out), device="cpu").encode(TEXTS)
+    np.testing.assert_allclose(ours, theirs, atol=1e-5, rtol=0)
+
+    code, _, err = _run(["export", str(saved), "--format", "sentence-transformers", "--output-dir", str(out)], capsys)
+    assert code == 2 and "not empty" in err and "Traceback" not in err
+    code, _, err = _run(["export", str(saved), "--format", "sentence-transformers", "--output-dir", str(out), "--overwrite", "--quiet"], capsys)
+    assert code == 0, err
+
+
+def test_cli_export_custom_module_says_so(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved = Embedder.from_pretrained(tiny_bert_dir, pooling="cls_avg", device="cpu").save_pretrained(tmp_path / "model")
+    code, stdout, err = _run(["export", str(saved), "--format", "sentence-transformers", "--output-dir", str(tmp_path / "st")], capsys)
+    assert code == 0, err
+    assert "trust_remote_code=True" in stdout
+
+
+def test_cli_export_errors_are_one_line(tiny_llama_dir: Path, tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(["export", str(tiny_bert_dir), "--format", "tflite", "--output-dir", str(tmp_path / "x")], capsys)
+    assert code == 2 and "invalid choice: 'tflite'" in err
+    code, _, err = _run(["export", str(tiny_bert_dir), "--output-dir", str(tmp_path / "x")], capsys)
+    assert code == 2 and "--format" in err
+    saved = Embedder.from_pretrained(tiny_llama_dir, bidirectional=True, device="cpu").save_pretrained(tmp_path / "bidi")
+    code, _, err = _run(["export", str(saved), "--format", "sentence-transformers", "--output-dir", str(tmp_path / "st")], capsys)
+    assert code == 2 and "bidirectional" in err and "Traceback" not in err
+    assert not (tmp_path / "st").exists()
+    code, _, err = _run(["export", str(tmp_path / "missing"), "--format", "sentence-transformers", "--output-dir", str(tmp_path / "st")], capsys)
+    assert code == 2 and "missing" in err
+
+
+def test_cli_push_to_hub_uploads_the_exported_folder(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], hub: type[FakeHfApi]) -> None:
+    out = tmp_path / "st"
+    argv = ["export", str(tiny_bert_dir), "--format", "sentence-transformers", "--output-dir", str(out), "--push-to-hub", "me/my-model", "--private"]
+    code, stdout, err = _run(argv, capsys)
+    assert code == 0, err
+    names = [name for name, _ in hub.calls]
+    assert names == ["init", "create_repo", "upload_folder"]
+    create, upload = hub.calls[1][1], hub.calls[2][1]
+    assert create == {"repo_id": "me/my-model", "repo_type": "model", "private": True, "exist_ok": True}
+    assert upload["repo_id"] == "me/my-model" and upload["repo_type"] == "model" and upload["folder_path"] == str(out)
+    assert {"modules.json", "1_Pooling/config.json", "model.safetensors", "README.md", CONFIG_NAME} <= set(upload["files"])
+    assert "pushed to https://huggingface.co/me/my-model/commit/abc123" in stdout
+
+
+def test_push_of_an_embedder_exports_it_first(tiny_bert_dir: Path, hub: type[FakeHfApi]) -> None:
+    from anglekit.export import push_to_hub
+
+    embedder = Embedder.from_pretrained(tiny_bert_dir, device="cpu")
+    url = push_to_hub(embedder, "me/model", token="hf_secret")
+    assert url.endswith("/commit/abc123")
+    assert hub.calls[0] == ("init", {"token": "hf_secret"})
+    upload = hub.calls[-1][1]
+    assert "modules.json" in upload["files"] and "sentence_bert_config.json" in upload["files"]
+    assert not Path(upload["folder_path"]).exists()  # the scratch export is gone
+
+
+def test_push_failures_are_export_errors(tiny_bert_dir: Path, tmp_path: Path, hub: type[FakeHfApi]) -> None:
+    from anglekit.export.hub import push_folder
+
+    with pytest.raises(ExportError, match="owner/name"):
+        push_folder(tiny_bert_dir, "a/b/c")
+    with pytest.raises(ExportError, match="nothing to upload"):
+        push_folder(tmp_path / "missing", "me/model")
+    hub.fail = RuntimeError("401 Unauthorized")
+    with pytest.raises(ExportError, match="me/model.*401 Unauthorized"):
+        push_folder(tiny_bert_dir, "me/model")
+
+
+def test_push_cannot_run_offline(tiny_bert_dir: Path) -> None:
+    """With the real huggingface_hub and HF_HUB_OFFLINE=1 (set for every test), the push fails clearly."""
+    from anglekit.export.hub import push_folder
+
+    with pytest.raises(ExportError, match="push of .* failed"):
+        push_folder(tiny_bert_dir, "me/model", token="hf_not_a_real_token")
+
+
+def test_export_help_lists_the_formats(capsys: pytest.CaptureFixture[str]) -> None:
+    code, stdout, _ = _run(["export", "--help"], capsys)
+    assert code == 0
+    assert "--format {onnx,sentence-transformers}" in stdout and "--push-to-hub REPO" in stdout and "--output-dir DIR" in stdout
+    code, stdout, _ = _run(["--help"], capsys)
+    assert "export" in stdout
+
+
+def test_exported_config_keeps_the_anglekit_settings(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved = Embedder.from_pretrained(tiny_bert_dir, pooling="first_last_avg", max_length=16, device="cpu").save_pretrained(tmp_path / "m")
+    code, _, err = _run(["export", str(saved), "--format", "sentence-transformers", "--output-dir", str(tmp_path / "st"), "--quiet"], capsys)
+    assert code == 0, err
+    config = json.loads((tmp_path / "st" / CONFIG_NAME).read_text())
+    assert config["pooling"] == "first_last_avg" and config["max_length"] == 16

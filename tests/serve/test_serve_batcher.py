@@ -1,0 +1,300 @@
+"""The dynamic batcher on its own (no HTTP): results against Embedder.encode, how batches are
+formed, bounds, failures, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from serving import Gate, sentences, wait_for
+
+from anglekit.serve.batcher import Batcher
+from anglekit.serve.errors import ContextLengthExceeded, InternalError, InvalidRequest, NotReady, QueueFull
+
+TOL = {"rtol": 1e-5, "atol": 1e-5}
+
+
+def started(backend: Any, **limits: Any) -> Batcher:
+    limits = {"max_batch_tokens": 16384, "max_batch_size": 64, "max_queue": 100_000, **limits}
+    batcher = Batcher(backend, **limits)
+    batcher.warmup()
+    if isinstance(backend, Gate):
+        backend.batches.clear()
+    batcher.start()
+    return batcher
+
+
+def waited(batcher: Batcher) -> int:
+    """How many times the worker waited for answered clients to come back (from its metrics)."""
+    text = batcher.metrics.render().decode()
+    return int(float(next(line.split()[1] for line in text.splitlines() if line.startswith("anglekit_return_wait_seconds_count"))))
+
+
+def token_count(reference: Any, texts: Sequence[str]) -> int:
+    return sum(len(ids) for ids in reference.tokenize_unpadded(texts))
+
+
+def test_vectors_equal_encode_in_input_order(tiny_backend: Callable[..., Any], reference: Any) -> None:
+    batcher = started(tiny_backend(), max_batch_tokens=300, max_batch_size=8)
+    groups = [sentences(n, seed=n) for n in (1, 3, 17, 40, 2, 64)]
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(*(batcher.embed(group) for group in groups))
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        batcher.close()
+    for group, result in zip(groups, results):
+        assert result.vectors.shape == (len(group), reference.dim)
+        np.testing.assert_allclose(result.vectors, reference.encode(group, normalize=False), rtol=1e-5, atol=1e-5)
+        assert result.tokens == token_count(reference, group)
+
+
+def test_batches_are_length_ordered_and_within_the_budget(tiny_backend: Callable[..., Any], reference: Any) -> None:
+    gate = Gate(tiny_backend())
+    batcher = started(gate, max_batch_tokens=200, max_batch_size=6)
+    groups = [sentences(n, seed=100 + n, low=1, high=40) for n in (5, 9, 1, 14, 3, 22)]
+
+    async def main() -> list[Any]:
+        gate.hold()
+        first = asyncio.ensure_future(batcher.embed(["the first request holds the worker"]))
+        await asyncio.to_thread(gate.entered.wait, 60)
+        rest = [asyncio.ensure_future(batcher.embed(group)) for group in groups]
+        await asyncio.to_thread(wait_for, lambda: batcher.queued == 1 + sum(map(len, groups)))
+        gate.release()
+        await first
+        return list(await asyncio.gather(*rest))
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        batcher.close()
+    for group, result in zip(groups, results):
+        np.testing.assert_allclose(result.vectors, reference.encode(group, normalize=False), rtol=1e-5, atol=1e-5)
+    batches = gate.batches[1:]
+    assert sum(map(len, batches)) == sum(map(len, groups))
+    for lengths in batches:
+        assert len(lengths) <= 6
+        assert lengths == sorted(lengths, reverse=True), "a batch is not ordered by length"
+        assert len(lengths) == 1 or len(lengths) * max(lengths) <= 200, "a batch exceeds the token budget"
+    # Sorting by length pads less than the arrival order would, with the same batch sizes.
+    padded = sum(len(b) * max(b) for b in batches)
+    arrival = [len(ids) for group in groups for ids in reference.tokenize_unpadded(group)]
+    unsorted, start = 0, 0
+    for b in batches:
+        unsorted += len(b) * max(arrival[start : start + len(b)])
+        start += len(b)
+    assert padded <= unsorted
+
+
+def test_concurrent_one_text_requests_share_a_forward_pass(tiny_backend: Callable[..., Any], reference: Any) -> None:
+    gate = Gate(tiny_backend())
+    batcher = started(gate)
+    texts = sentences(32, seed=7)
+
+    async def main() -> list[Any]:
+        gate.hold()
+        first = asyncio.ensure_future(batcher.embed(texts[:1]))
+        await asyncio.to_thread(gate.entered.wait, 60)
+        rest = [asyncio.ensure_future(batcher.embed([t])) for t in texts[1:]]
+        await asyncio.to_thread(wait_for, lambda: batcher.queued == 32)
+        gate.release()
+        return [await first, *await asyncio.gather(*rest)]
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        batcher.close()
+    assert [len(b) for b in gate.batches] == [1, 31]
+    np.testing.assert_allclose(
+        np.concatenate([r.vectors for r in results]), reference.encode(texts, normalize=False), rtol=1e-5, atol=1e-5
+    )
+
+
+def test_a_full_queue_refuses_with_retry_after_and_loses_nothing(tiny_backend: Callable[..., Any], reference: Any) -> None:
+    gate = Gate(tiny_backend())
+    batcher = started(gate, max_queue=10)
+    texts = sentences(10, seed=3)
+
+    async def main() -> Any:
+        gate.hold()
+        held = asyncio.ensure_future(batcher.embed(texts))
+        await asyncio.to_thread(gate.entered.wait, 60)
+        with pytest.raises(QueueFull) as refused:
+            await batcher.embed(["one more"])
+        assert refused.value.status == 429 and refused.value.headers["Retry-After"] == "1"
+        gate.release()
+        first = await held
+        again = await batcher.embed(["one more"])  # room again
+        return first, again
+
+    try:
+        first, again = asyncio.run(main())
+    finally:
+        batcher.close()
+    np.testing.assert_allclose(first.vectors, reference.encode(texts, normalize=False), rtol=1e-5, atol=1e-5)
+    assert again.vectors.shape == (1, reference.dim)
+    assert batcher.queued == 0
+
+
+def test_a_failing_batch_fails_its_requests_only(tiny_backend: Callable[..., Any], reference: Any) -> None:
+    gate = Gate(tiny_backend())
+    batcher = started(gate)
+    marker = gate.tokenize(["piano"], None, truncate=True)[0][1]
+    gate.fail_when = lambda ids: any(marker in seq for seq in ids)
+
+    async def main() -> Any:
+        with pytest.raises(InternalError, match="broke on purpose"):
+            await batcher.embed(["the piano breaks the model"])
+        return await batcher.embed(["a dog runs", "two cats sit"])
+
+    try:
+        after = asyncio.run(main())
+    finally:
+        batcher.close()
+    np.testing.assert_allclose(after.vectors, reference.encode(["a dog runs", "two cats sit"], normalize=False), rtol=1e-5, atol=1e-5)
+    assert batcher.queued == 0
+
+
+class _BrittleTokenizer(Gate):
+    def tokenize(self, texts: Sequence[str], role: Any, *, truncate: bool) -> list[list[int]]:
+        if any("boom" in t for t in texts):
+            raise ValueError("cannot tokenize boom")
+        return super().tokenize(texts, role, truncate=truncate)
+
+
+def test_a_text_the_tokenizer_rejects_fails_its_request_only(tiny_backend: Callable[..., Any], reference: Any) -> None:
+    gate = _BrittleTokenizer(tiny_backend())
+    batcher = started(gate)
+    good = [["a man plays"], ["boom goes the text"], ["the old dog", "a red car"]]
+
+    async def main() -> list[Any]:
+        gate.hold()
+        first = asyncio.ensure_future(batcher.embed(["hold"]))
+        await asyncio.to_thread(gate.entered.wait, 60)
+        tasks = [asyncio.ensure_future(batcher.embed(texts)) for texts in good]  # tokenised together
+        await asyncio.to_thread(wait_for, lambda: batcher.queued == 1 + 4)
+        gate.release()
+        await first
+        return list(await asyncio.gather(*tasks, return_exceptions=True))
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        batcher.close()
+    assert isinstance(results[1], InvalidRequest) and "cannot tokenize boom" in str(results[1])
+    for i in (0, 2):
+        np.testing.assert_allclose(results[i].vectors, reference.encode(good[i], normalize=False), rtol=1e-5, atol=1e-5)
+
+
+def test_without_truncation_a_long_text_is_refused_with_its_token_count(tiny_backend: Callable[..., Any], reference: Any) -> None:
+    batcher = started(tiny_backend())
+    long_text = " ".join(["word"] * 300)
+    count = len(reference.tokenizer(long_text)["input_ids"])
+    assert count > reference.config.max_length
+
+    async def main() -> Any:
+        with pytest.raises(ContextLengthExceeded) as refused:
+            await batcher.embed(["short", long_text], truncate=False)
+        assert f"input[1] has {count} tokens" in refused.value.message
+        assert str(reference.config.max_length) in refused.value.message
+        return await batcher.embed(["short", long_text], truncate=True)
+
+    try:
+        truncated = asyncio.run(main())
+    finally:
+        batcher.close()
+    np.testing.assert_allclose(truncated.vectors, reference.encode(["short", long_text], normalize=False), rtol=1e-5, atol=1e-5)
+
+
+def test_close_finishes_every_accepted_request_then_refuses(tiny_backend: Callable[..., Any], reference: Any) -> None:
+    gate = Gate(tiny_backend())
+    batcher = started(gate, max_batch_size=2)
+    groups = [sentences(n, seed=50 + n) for n in (1, 2, 5, 8)]
+
+    async def main() -> list[Any]:
+        gate.hold()
+        tasks = [asyncio.ensure_future(batcher.embed(group)) for group in groups]
+        await asyncio.to_thread(wait_for, lambda: batcher.queued == sum(map(len, groups)))
+        closing = threading.Thread(target=batcher.close)
+        closing.start()
+        await asyncio.to_thread(wait_for, lambda: not batcher.accepting)
+        with pytest.raises(NotReady):
+            await batcher.embed(["too late"])
+        gate.release()
+        results = list(await asyncio.gather(*tasks))
+        await asyncio.to_thread(closing.join, 60)
+        assert not closing.is_alive()
+        return results
+
+    results = asyncio.run(main())
+    for group, result in zip(groups, results):
+        np.testing.assert_allclose(result.vectors, reference.encode(group, normalize=False), rtol=1e-5, atol=1e-5)
+
+
+def test_a_cancelled_request_is_not_embedded(tiny_backend: Callable[..., Any]) -> None:
+    gate = Gate(tiny_backend())
+    batcher = started(gate)
+
+    async def main() -> None:
+        gate.hold()
+        held = asyncio.ensure_future(batcher.embed(["held"]))
+        await asyncio.to_thread(gate.entered.wait, 60)
+        gone = asyncio.ensure_future(batcher.embed(sentences(5, seed=9)))
+        await asyncio.to_thread(wait_for, lambda: batcher.queued == 6)
+        gone.cancel()
+        await asyncio.sleep(0)
+        gate.release()
+        await held
+        await asyncio.to_thread(wait_for, lambda: batcher.queued == 0)
+
+    try:
+        asyncio.run(main())
+    finally:
+        batcher.close()
+    assert sum(map(len, gate.batches)) == 1
+
+
+def test_clients_just_answered_share_the_next_forward_pass(tiny_backend: Callable[..., Any], reference: Any) -> None:
+    gate = Gate(tiny_backend())
+    batcher = started(gate, return_wait=30.0)  # generous: the test's returning client is never too late
+    texts = sentences(3, seed=61)
+
+    async def main() -> list[Any]:
+        gate.hold()
+        first = asyncio.ensure_future(batcher.embed(texts[:1]))
+        await asyncio.to_thread(gate.entered.wait, 60)
+        waiting = asyncio.ensure_future(batcher.embed(texts[1:2]))  # arrives while the first runs
+        await asyncio.to_thread(wait_for, lambda: batcher.queued == 2)
+        await asyncio.sleep(1.0)  # a long first window: the worker may then wait up to a quarter of it
+        gate.release()
+        answer = await first
+        returning = await batcher.embed(texts[2:])  # the first client comes back: it joins `waiting`
+        return [answer, await waiting, returning]
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        batcher.close()
+    assert [len(b) for b in gate.batches] == [1, 2]
+    assert waited(batcher) == 1
+    np.testing.assert_allclose(np.concatenate([r.vectors for r in results]), reference.encode(texts, normalize=False), **TOL)
+
+
+def test_a_lone_client_is_never_held_back(tiny_backend: Callable[..., Any]) -> None:
+    batcher = started(tiny_backend(), return_wait=30.0)
+
+    async def main() -> None:
+        for i in range(4):  # one client: each request comes after the last answer
+            await batcher.embed(sentences(2, seed=70 + i))
+
+    try:
+        asyncio.run(main())
+    finally:
+        batcher.close()
+    assert waited(batcher) == 0, "it waited for clients that were not coming"
