@@ -81,9 +81,9 @@ def _process(argv: list[str], env: dict[str, str], what: str, health_url: str) -
 
 
 @contextmanager
-def server(peer: str, model_dir: Path, threads: int) -> Iterator[str]:
+def server(peer: str, model_dir: Path, threads: int, extra_env: dict[str, str] | None = None) -> Iterator[str]:
     """The peer's embeddings URL (``.../embeddings``), while it runs."""
-    env = infinity_peer.offline_env(threads)
+    env = {**infinity_peer.offline_env(threads), **(extra_env or {})}
     python = sys.executable
     if peer == "anglekit":
         port = infinity_peer.free_port()
@@ -101,7 +101,7 @@ def server(peer: str, model_dir: Path, threads: int) -> Iterator[str]:
             yield f"{url}/v1/embeddings"
     else:
         engine = {"infinity-torch": "torch", "infinity-onnx": "optimum"}[peer]
-        with infinity_peer.serve_with_infinity(model_dir, engine, served_model_name=MODEL_NAME, threads=threads) as url:
+        with infinity_peer.serve_with_infinity(model_dir, engine, served_model_name=MODEL_NAME, threads=threads, env=extra_env) as url:
             yield f"{url}/embeddings"
 
 
@@ -115,13 +115,26 @@ class Connection:
         self.writer: asyncio.StreamWriter | None = None
 
     async def post(self, body: bytes) -> tuple[int, bytes]:
-        if self.writer is None or self.writer.is_closing():
+        """One request. A kept-alive connection the server has closed meanwhile (its idle timeout,
+        e.g. while the other clients finished their warm-up) is reopened and the request sent
+        again once, as HTTP clients do."""
+        reused = self.writer is not None and not self.writer.is_closing()
+        if not reused:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         head = (f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n").encode()  # fmt: skip
-        self.writer.write(head + body)
-        assert self.reader is not None
-        status = int((await self.reader.readline()).split(b" ", 2)[1])
+        assert self.reader is not None and self.writer is not None
+        try:
+            self.writer.write(head + body)
+            line = await self.reader.readline()
+        except ConnectionError:
+            line = b""
+        if not line:
+            self.close()
+            if reused:
+                return await self.post(body)
+            raise ConnectionResetError("the server closed the connection without an answer")
+        status = int(line.split(b" ", 2)[1])
         length, chunked, close = None, False, False
         while True:
             line = await self.reader.readline()
@@ -195,7 +208,12 @@ async def run_cell(url: str, sentences: list[str], size: int, concurrency: int, 
                 k = next_request
                 next_request += 1
             started = time.perf_counter()
-            status, data = await connection.post(bodies[k % len(bodies)])
+            try:
+                status, data = await connection.post(bodies[k % len(bodies)])
+            except (OSError, asyncio.IncompleteReadError, ValueError) as exc:  # counted, the connection is reopened
+                connection.close()
+                failures.append(f"{type(exc).__name__}: {exc}")
+                continue
             elapsed = time.perf_counter() - started
             if status != 200:
                 failures.append(f"{status}: {data[:200]!r}")
@@ -254,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seconds", type=float, default=60.0, help="stop issuing requests in a cell after this long")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads of every server (0: the number of cores)")
     parser.add_argument("--encoding", choices=("base64", "float"), default="base64", help="encoding_format of the requests")
+    parser.add_argument("--peer-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set this in every server's environment (e.g. OMP_WAIT_POLICY=PASSIVE for all)")
     parser.add_argument("--out", default=str(HERE / "results" / "bench_serve.json"))
     args = parser.parse_args(argv)
 
@@ -261,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     from anglekit.model.offline import minilm_dir
 
     threads = args.threads or os.cpu_count() or 1
+    extra_env = dict(item.split("=", 1) for item in args.peer_env)
     model_dir = minilm_dir()
     s1, s2, _ = common.read_stsb("test")
     sentences = common.unique_sentences(s1, s2)
@@ -276,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     for peer in args.peers:
         print(f"== {peer}", file=sys.stderr, flush=True)
         try:
-            with server(peer, model_dir, threads) as url:
+            with server(peer, model_dir, threads, extra_env) as url:
                 max_diff[peer] = asyncio.run(check_vectors(url, probe, expected, args.encoding))
                 for size in args.sizes:
                     for concurrency in args.concurrency:
@@ -308,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                     "p99_ratio": ours["p99_ms"] / theirs["p99_ms"],
                 })  # fmt: skip
 
-    print(f"\nall-MiniLM-L6-v2, CPU, {threads} threads per server, {args.encoding} responses, STS-B test sentences")
+    print(f"\nall-MiniLM-L6-v2, CPU, {threads} threads per server, {args.encoding} responses, STS-B test sentences"
+          + (f", server environment {extra_env}" if extra_env else ""))
     header = f"{'sentences/request':>17} {'concurrency':>11}  " + "  ".join(f"{p:>30}" for p in args.peers if p not in skipped)
     print(header)
     print(f"{'':>17} {'':>11}  " + "  ".join(f"{'sent/s   p50 ms   p99 ms':>30}" for p in args.peers if p not in skipped))
@@ -337,7 +359,10 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {
         "model": MODEL_NAME, "threads": threads, "encoding": args.encoding, "sentences_per_cell": args.sentences,
-        "max_seconds": args.max_seconds, "concurrency": args.concurrency, "sizes": args.sizes, "rows": rows,
+        "max_seconds": args.max_seconds, "concurrency": args.concurrency, "sizes": args.sizes, "peer_env": extra_env,
+        "notes": ["anglekit serve sets OMP_WAIT_POLICY=PASSIVE unless the environment says how OpenMP threads wait; "
+                  "the other servers run with their defaults unless --peer-env sets it for all"],
+        "rows": rows,
         "ratios_vs_infinity_torch": ratios, "max_abs_diff_vs_encode": max_diff, "skipped": skipped,
         "versions": {**common.versions("anglekit", "torch", "transformers", "fastapi", "uvicorn"), "infinity-emb": _infinity_version()},
     }  # fmt: skip

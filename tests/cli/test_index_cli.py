@@ -111,6 +111,12 @@ def test_existing_index_needs_overwrite_and_bad_flags(tmp_path: Path, tiny_bert_
     code, out, err = _run([*argv, "--overwrite", "--quantize", "int8"], capsys)
     assert code == 0 and "quantize int8" in out, err
     assert json.loads((tmp_path / "ix" / "index.json").read_text())["settings"]["quantize"] == "int8"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    code, out, err = _run([*argv[:-2], str(mine), "--quiet"], capsys)
+    assert code == 2 and "holds files but no index.json" in err and out == ""
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
     for extra, message in ((["--backend", "faiss"], "--backend applies to --kind hnsw"), (["--connectivity", "8"], "apply to --kind hnsw"),
                            (["--quantize", "int4"], "invalid choice"), (["--rescore-multiplier", "0"], "positive integer")):  # fmt: skip
         code, _, err = _run([*argv, "--overwrite", *extra], capsys)

@@ -181,6 +181,7 @@ def test_save_and_load_round_trip(tmp_path: Path, model: Any, kind: str, quantiz
     assert after[0] == before[0]
     np.testing.assert_allclose(after[1], before[1], atol=1e-6)
     loaded.add_vectors(["new"], docs[7:8])  # a loaded (memory-mapped) index grows and saves again
+    (tmp_path / "ix" / ".vectors-000001.npy.x1y2.tmp").write_bytes(b"left by a killed save")
     loaded.save(tmp_path / "ix")
     again = VectorIndex.load(tmp_path / "ix")
     assert len(again) == 500 and again.search_vectors(docs[7:8], 1)[0] == [["new"]]
@@ -243,3 +244,25 @@ def test_backend_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         resolve_backend("auto")
     with pytest.raises(ConfigError, match="backend must be one of"):
         resolve_backend("annoy")
+
+
+def test_a_save_that_dies_before_index_json_leaves_the_old_index(tmp_path: Path, model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import anglekit.io.atomic as atomic
+
+    docs, queries = _clustered(300, 5, seed=6)
+    index = _index(model, docs, quantize="int8")
+    index.save(tmp_path / "ix")
+    before = VectorIndex.load(tmp_path / "ix").search_vectors(queries, 5)
+    index.delete([str(i) for i in range(100)])
+
+    def die(*args: Any, **kwargs: Any) -> None:
+        raise OSError("killed")
+
+    monkeypatch.setattr(atomic, "atomic_write_json", die)  # every data file of generation 2 is written, index.json is not
+    with pytest.raises(OSError, match="killed"):
+        index.save(tmp_path / "ix")
+    old = VectorIndex.load(tmp_path / "ix", verify=True)
+    assert len(old) == 300 and old.search_vectors(queries, 5)[0] == before[0]
+    monkeypatch.undo()
+    index.save(tmp_path / "ix")
+    assert len(VectorIndex.load(tmp_path / "ix", verify=True)) == 200

@@ -168,3 +168,19 @@ def test_a_model_that_cannot_load_exits_2_with_the_reason(tmp_path: Path) -> Non
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "anglekit serve: error:" in done.stderr and "no-such-model" in done.stderr
+
+
+def test_openmp_threads_wait_passively_unless_the_environment_says_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    from anglekit.cli.serve import OPENMP_WAIT_VARIABLES, passive_openmp
+
+    for name in OPENMP_WAIT_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    passive_openmp()  # torch is already loaded here: too late to matter, so nothing is set
+    assert "OMP_WAIT_POLICY" not in os.environ
+    monkeypatch.delitem(sys.modules, "torch")
+    passive_openmp()
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    monkeypatch.setenv("GOMP_SPINCOUNT", "100000")
+    passive_openmp()
+    assert "OMP_WAIT_POLICY" not in os.environ

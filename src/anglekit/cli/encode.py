@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from anglekit.cli.common import add_model_options, model_kwargs, number, positive_int
+from anglekit.cli.common import add_backend_option, add_model_options, model_kwargs, number, positive_int
 from anglekit.errors import AnglekitError, ConfigError
 
 NAME = "encode"
@@ -26,6 +26,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "that a rerun of the same command resumes (--output-dir).",
     )
     add_model_options(parser)
+    add_backend_option(parser)
     parser.add_argument("--input", required=True, help="texts: .txt (one per line) or a csv/tsv/jsonl/parquet column (--output-dir: no .json)")
     parser.add_argument("--column", default=None, help="column holding the texts in a tabular input")
     outputs = parser.add_mutually_exclusive_group(required=True)

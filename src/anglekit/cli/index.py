@@ -51,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output_dir)
     if (out / INDEX_FILE).exists() and not args.overwrite:
         raise ConfigError(f"{out} already holds an index; pass --overwrite to replace it")
+    if out.is_dir() and not (out / INDEX_FILE).exists() and any(out.iterdir()):
+        raise ConfigError(f"{out}: holds files but no {INDEX_FILE}; give a new or empty folder for the index")
     if args.backend is not None and args.kind != "hnsw":
         raise ConfigError("--backend applies to --kind hnsw")
     if args.kind != "hnsw":

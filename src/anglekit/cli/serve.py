@@ -39,6 +39,19 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     return parser
 
 
+OPENMP_WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+
+
+def passive_openmp() -> None:
+    """``OMP_WAIT_POLICY=PASSIVE`` unless the environment sets how OpenMP threads wait, before torch
+    loads its OpenMP runtime. By default idle OpenMP threads spin for milliseconds after each
+    operation; a server shares its cores with its event loop, its clients and other processes, and
+    spinning threads then take the time the thread they wait for needs (on a busy 2-core machine a
+    forward pass became several times slower)."""
+    if "torch" not in sys.modules and not any(name in os.environ for name in OPENMP_WAIT_VARIABLES):
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+
 def run(args: argparse.Namespace) -> int:
     values = overrides(args, args._settings)
     if "api_key" not in values and os.environ.get(API_KEY_ENV):
@@ -51,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"anglekit serve needs the 'serve' extra ({exc.name} is missing): pip install 'anglekit[serve]'") from None
     options = {k: v for k, v in model_kwargs(args).items() if v is not None}
     name = settings.served_model_name or args.model
+
+    passive_openmp()
 
     def load() -> Any:
         return load_backend(settings.backend, args.model, threads=settings.threads, **options)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anglekit.corpus.reader import DEFAULT_CHUNK_ROWS, corpus_signature, iter_corpus
+from anglekit.corpus.reader import DEFAULT_CHUNK_ROWS, corpus_format, corpus_signature, iter_corpus
 from anglekit.corpus.shards import (
     FORMAT,
     FORMAT_VERSION,
@@ -254,6 +254,7 @@ def encode_corpus(
     _check_arguments(shard_size, shard_format, batch_size, shard_id, num_shards, workers, role)
     source = Path(os.fspath(input)).expanduser()
     folder = Path(os.fspath(output_dir)).expanduser()
+    corpus_format(source)  # an unreadable format is refused before the model loads
     if not source.is_file():
         from anglekit.errors import DataError
 

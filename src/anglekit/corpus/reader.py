@@ -7,7 +7,8 @@ a blank or non-string text, undecodable bytes, malformed JSON or CSV, a missing 
 strict: the first bad record raises :class:`~anglekit.errors.DataError`.
 
 Ids: the ``id_column`` (default: ``id`` when the file has one) holding strings or integers (kept as
-strings); without one, the record number (1-based; the line number of a .txt file).
+strings); without one, the row as errors count it (1-based: the line number of a .txt or .jsonl
+file, the record number of a table).
 Texts: the ``text_column`` (default ``text``, then ``sentence``, then the only other column).
 """
 

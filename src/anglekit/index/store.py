@@ -445,9 +445,10 @@ class VectorIndex:
         self._generation = generation
         current = {name for name in files.values() if name}
         for path in folder.iterdir():
-            stem = path.name.split(".")[0]
+            name = path.name[1:] if path.name.startswith(".") and path.name.endswith(".tmp") else path.name  # a killed save's temporary file
+            stem = name.split(".")[0]
             if "-" in stem and stem.rsplit("-", 1)[1].isdigit() and path.name not in current and stem.split("-")[0] in files:
-                path.unlink(missing_ok=True)  # an older generation (or a killed save's leftovers)
+                path.unlink(missing_ok=True)  # an older generation, or what a killed save left
         return folder
 
     @classmethod

@@ -80,10 +80,40 @@ def load_torch(model: str, *, threads: int | None = None, **options: Any) -> Bac
 
     if threads is not None:
         torch.set_num_threads(threads)
-    return TorchBackend(Embedder.from_pretrained(model, **options))
+    embedder = Embedder.from_pretrained(model, **options)
+    if getattr(embedder, "backend", "torch") == "onnx":  # a folder of ONNX weights only: from_pretrained chose it
+        return OnnxBackend(embedder)
+    return TorchBackend(embedder)
 
 
-BACKENDS: dict[str, Callable[..., Backend]] = {"torch": load_torch}
+class OnnxBackend(TorchBackend):
+    """An :class:`~anglekit.model.onnx.OnnxEmbedder` (a folder from ``anglekit export --format onnx``):
+    the same tokenisation; the pooled vectors come from onnxruntime."""
+
+    def __init__(self, embedder: Any) -> None:  # noqa: D107 - no torch module to put in eval mode
+        self.embedder = embedder
+        self.dim = embedder.dim
+        self.max_length = embedder.config.max_length
+        self.normalize = embedder.config.normalize
+
+    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        return self.embedder.embed_padded(self.embedder.pad(token_ids), normalize=False)
+
+
+def load_onnx(model: str, *, threads: int | None = None, **options: Any) -> Backend:
+    """An exported ONNX folder as a backend; ``threads``: onnxruntime's intra-op threads
+    (default: torch's setting). Loading options other than device fixed the export: refused."""
+    from anglekit.errors import ConfigError
+    from anglekit.model.onnx import OnnxEmbedder
+
+    device = options.pop("device", None)
+    given = sorted(key for key, value in options.items() if value not in (None, False))
+    if given:
+        raise ConfigError(f"{', '.join(given)}: fixed when the ONNX model was exported; export again to change them")
+    return OnnxBackend(OnnxEmbedder.from_pretrained(model, threads=threads, device=device))
+
+
+BACKENDS: dict[str, Callable[..., Backend]] = {"torch": load_torch, "onnx": load_onnx}
 """Backend loaders by name: ``loader(model, threads=None, **Embedder.from_pretrained options) -> Backend``."""
 
 
@@ -96,4 +126,4 @@ def load_backend(name: str, model: str, *, threads: int | None = None, **options
     return BACKENDS[name](model, threads=threads, **options)
 
 
-__all__ = ["BACKENDS", "Backend", "Role", "TorchBackend", "load_backend", "load_torch"]
+__all__ = ["BACKENDS", "Backend", "OnnxBackend", "Role", "TorchBackend", "load_backend", "load_onnx", "load_torch"]
