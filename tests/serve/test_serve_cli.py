@@ -54,10 +54,10 @@ def test_help_lists_the_server_flags_and_imports_neither_fastapi_nor_torch() -> 
     ("argv", "words"),
     [
         (["--max-client-batch", "10", "--max-queue", "5"], "may not exceed max_queue"),
-        (["--port", "70000"], "port must be between 0 and 65535"),
-        (["--max-batch-tokens", "0"], "max_batch_tokens must be >= 1"),
-        (["--payload-limit", "-1"], "payload_limit must be >= 1"),
-        (["--threads", "0"], "threads must be >= 1"),
+        (["--port", "70000"], "--port: must be <= 65535, got 70000"),
+        (["--max-batch-tokens", "0"], "--max-batch-tokens: must be >= 1, got 0"),
+        (["--payload-limit", "-1"], "--payload-limit: must be >= 1, got -1"),
+        (["--threads", "0"], "--threads: must be >= 1, got 0"),
         (["--api-key", " "], "api_key may not be empty"),
     ],
 )
@@ -66,7 +66,7 @@ def test_bad_settings_are_errors(argv: list[str], words: str, capsys: pytest.Cap
     assert code == 2 and words in err, err
 
 
-@pytest.mark.parametrize("argv", [["--backend", "onnx"], ["--max-queue", "many"], ["--unknown"]])
+@pytest.mark.parametrize("argv", [["--backend", "tensorflow"], ["--max-queue", "many"], ["--unknown"]])
 def test_bad_flags_are_argparse_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = helpers.run_cli(["serve", "some-model", *argv], capsys)
     assert code == 2 and "usage:" in err

@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         from anglekit.serve.server import serve
     except ImportError as exc:
         raise ConfigError(f"anglekit serve needs the 'serve' extra ({exc.name} is missing): pip install 'anglekit[serve]'") from None
-    options = {k: v for k, v in model_kwargs(args).items() if v is not None}
+    # The backend is serve's own setting (--backend torch|onnx), not a loading option.
+    options = {k: v for k, v in model_kwargs(args).items() if v is not None and k != "backend"}
     name = settings.served_model_name or args.model
 
     passive_openmp()
