@@ -33,7 +33,7 @@ from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.model.config import EmbedderConfig, EmbedderSettings
 from anglekit.model.devices import default_device
 from anglekit.model.card import ModelCardData, portable_base, read_card, write_card
-from anglekit.model.encoding import encode_texts
+from anglekit.model.encoding import encode_texts, prepare_tokenizer, tokenize_texts
 from anglekit.model.loading import LoadOptions, load_model
 from anglekit.model.onnx import only_onnx_weights
 from anglekit.model.padding import pad_token_ids
@@ -82,13 +82,7 @@ class Embedder(nn.Module):
         if quantization is not None:
             # transformers.Trainer reads this to leave a bitsandbytes model where it was loaded.
             self.quantization_method = quantization
-        if config.padding_side is not None:
-            tokenizer.padding_side = config.padding_side
-        if tokenizer.pad_token_id is None:
-            # Decoder LLMs often have no pad token; padding is masked out, so any id will do.
-            if tokenizer.eos_token is None:
-                raise ConfigError(f"{source}: tokenizer has neither a pad nor an eos token to pad with")
-            tokenizer.pad_token = tokenizer.eos_token
+        prepare_tokenizer(tokenizer, config, source)
 
     def _set_backbone(self, backbone: nn.Module) -> None:
         self.backbone = backbone
@@ -302,16 +296,7 @@ class Embedder(nn.Module):
     # ----------------------------------------------------------------- tokens
     def tokenize_unpadded(self, texts: Sequence[str], role: Literal["query", "document"] | None = None) -> list[list[int]]:
         """Token ids of each text (the role's prompt applied, truncated to max_length), in one tokenizer call."""
-        formatted = [self.config.format(t, role) for t in texts]
-        encoded = self.tokenizer(
-            formatted,
-            truncation=True,
-            max_length=self.config.max_length,
-            padding=False,
-            return_attention_mask=False,
-            return_token_type_ids=False,
-        )
-        return encoded["input_ids"]
+        return tokenize_texts(self.tokenizer, self.config, texts, role)
 
     def pad(self, sequences: Sequence[Sequence[int]], device: torch.device | None = None) -> dict[str, Tensor]:
         """Pad token id lists into ``input_ids`` and ``attention_mask`` on the tokenizer's padding side."""

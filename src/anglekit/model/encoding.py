@@ -13,6 +13,32 @@ from typing import Any, Literal
 import numpy as np
 
 
+def prepare_tokenizer(tokenizer: Any, config: Any, source: str) -> None:
+    """Apply the config's padding side and give a tokenizer without a pad token its eos token
+    (decoder LLMs; padding is masked out, so any id will do)."""
+    from anglekit.errors import ConfigError
+
+    if config.padding_side is not None:
+        tokenizer.padding_side = config.padding_side
+    if tokenizer.pad_token_id is None:
+        if tokenizer.eos_token is None:
+            raise ConfigError(f"{source}: tokenizer has neither a pad nor an eos token to pad with")
+        tokenizer.pad_token = tokenizer.eos_token
+
+
+def tokenize_texts(tokenizer: Any, config: Any, texts: Sequence[str], role: Literal["query", "document"] | None) -> list[list[int]]:
+    """Token ids of each text (the role's prompt applied, truncated to max_length), in one tokenizer call."""
+    encoded = tokenizer(
+        [config.format(t, role) for t in texts],
+        truncation=True,
+        max_length=config.max_length,
+        padding=False,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )
+    return encoded["input_ids"]
+
+
 def check_texts(texts: Any) -> tuple[list[str], bool]:
     """(the texts as a list, whether one string was given); TypeError naming what is accepted."""
     single = isinstance(texts, str)
@@ -75,4 +101,4 @@ def encode_texts(
     return result
 
 
-__all__ = ["check_batch_size", "check_texts", "encode_texts"]
+__all__ = ["check_batch_size", "check_texts", "encode_texts", "prepare_tokenizer", "tokenize_texts"]

@@ -29,7 +29,7 @@ import numpy as np
 from anglekit.errors import ConfigError
 from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.model.config import CONFIG_NAME, EmbedderConfig
-from anglekit.model.encoding import encode_texts
+from anglekit.model.encoding import encode_texts, prepare_tokenizer, tokenize_texts
 
 ONNX_FILE = "model.onnx"
 ONNX_CONFIG = "onnx_config.json"
@@ -261,12 +261,7 @@ class OnnxEmbedder:
         self.config = config
         self.source = source
         self.info = info or {}
-        if config.padding_side is not None:
-            tokenizer.padding_side = config.padding_side
-        if tokenizer.pad_token_id is None:
-            if tokenizer.eos_token is None:
-                raise ConfigError(f"{source}: tokenizer has neither a pad nor an eos token to pad with")
-            tokenizer.pad_token = tokenizer.eos_token
+        prepare_tokenizer(tokenizer, config, source)
 
     @staticmethod
     def session_for(path: str | os.PathLike[str], *, threads: int | None = None, device: str | None = None) -> Any:
@@ -346,12 +341,7 @@ class OnnxEmbedder:
 
     def tokenize_unpadded(self, texts: Sequence[str], role: Literal["query", "document"] | None = None) -> list[list[int]]:
         """Token ids of each text (the role's prompt applied, truncated to max_length)."""
-        formatted = [self.config.format(t, role) for t in texts]
-        encoded = self.tokenizer(
-            formatted, truncation=True, max_length=self.config.max_length, padding=False,
-            return_attention_mask=False, return_token_type_ids=False,
-        )  # fmt: skip
-        return encoded["input_ids"]
+        return tokenize_texts(self.tokenizer, self.config, texts, role)
 
     def pad(self, sequences: Sequence[Sequence[int]], device: Any = None) -> dict[str, np.ndarray]:
         from anglekit.model.padding import pad_token_ids
