@@ -312,3 +312,92 @@ def test_ctrl_c_writes_what_is_done_and_exits_130(tmp_path: Path) -> None:
         assert subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120).returncode == 0
         asked = [(r.text, r.kind) for r in server.ok()]
     assert len(asked) == len(set(asked)) == 12 and len(_lines(out)) == 36
+
+
+def test_an_antonym_negating_its_input_is_kept_and_drops_are_counted_per_kind(tmp_path: Path) -> None:
+    source = "A man is spreading shredded cheese on a pizza."
+    negation = "A man is not spreading shredded cheese on a pizza."
+
+    def script(body: dict[str, Any], n: int) -> Reply:
+        if "opposite-meaning" in body["messages"][0]["content"]:
+            return Reply(content=numbered([negation, "A woman eats a salad.", "The man removes the cheese from the pizza."]))
+        return Reply(content=numbered(["A man spreads grated cheese over a pizza.", "A man is spreading shredded cheese on a pizza!",
+                                       "A man is spreading shredded cheese on the pizza."]))
+
+    with FakeOpenAIServer(script) as server:
+        result = generate_pairs([source], tmp_path / "p.jsonl", _config(server, tmp_path))
+    antonyms = [r["text2"] for r in result.records if r["kind"] == "antonym"]
+    assert antonyms == [negation, "A woman eats a salad.", "The man removes the cheese from the pizza."]
+    assert [r["text2"] for r in result.records if r["kind"] == "synonym"] == ["A man spreads grated cheese over a pizza."]
+    assert result.summary["drops_by_kind"] == {"synonym": {"copy of input": 1, "near-duplicate of input": 1}, "antonym": {}}
+    assert result.summary["drops"] == {"copy of input": 1, "near-duplicate of input": 1}
+
+
+@pytest.mark.parametrize("status", [520, 529, 599])
+def test_every_5xx_is_retried(tmp_path: Path, status: int) -> None:
+    def script(body: dict[str, Any], n: int) -> Reply | None:
+        return Reply(status=status) if n == 0 else None
+
+    with FakeOpenAIServer(script) as server:
+        result = generate_pairs(SENTENCES[:1], tmp_path / "p.jsonl", _config(server, tmp_path, kinds=("synonym",)))
+    assert [r.status for r in server.log] == [status, 200]
+    assert result.complete and result.summary["requests"]["retries_by_reason"] == {f"HTTP {status}": 1}
+
+
+MAX_TOKENS_ERROR = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+
+
+def test_a_repeated_400_stops_the_run_keeping_what_is_done(tmp_path: Path) -> None:
+    sentences = [f"Sentence number {i} talks about topic {chr(97 + i)}." for i in range(10)]
+    state = {"broken": True}
+
+    def script(body: dict[str, Any], n: int) -> Reply | None:
+        if state["broken"] and n >= 2:
+            return Reply(status=400, raw_body=json.dumps({"error": {"message": MAX_TOKENS_ERROR, "type": "invalid_request_error"}}))
+        return None
+
+    out = tmp_path / "p.jsonl"
+    with FakeOpenAIServer(script) as server:
+        config = _config(server, tmp_path, kinds=("synonym",), concurrency=1)
+        with pytest.raises(BackendError) as info:
+            generate_pairs(sentences, out, config)
+        message = str(info.value)
+        assert info.value.fatal and MAX_TOKENS_ERROR in message and "HTTP 400" in message and "3 times in a row" in message
+        assert len(server.log) == 2 + 3  # stopped early: the last 5 inputs were never sent, nothing was retried
+        summary = json.loads(summary_path(out).read_text())
+        assert not summary["complete"] and summary["requests"]["answered"] == 2 and summary["requests"]["failed"] == 3
+        assert summary["requests"]["not_run"] == 5
+        assert {r["text1"] for r in _lines(out)} == set(sentences[:2])  # the answers so far are written
+        state["broken"] = False  # fixed: a rerun asks only for what is missing
+        before = len(server.log)
+        again = generate_pairs(sentences, out, config)
+        assert sorted(r.text for r in server.log[before:]) == sorted(sentences[2:])
+    assert again.complete and again.summary["requests"]["cache_hits"] == 2 and len(_lines(out)) == 30
+
+
+def test_different_400s_fail_one_by_one_without_stopping(tmp_path: Path) -> None:
+    def script(body: dict[str, Any], n: int) -> Reply | None:
+        if n % 2 == 0:
+            return Reply(status=400, raw_body=json.dumps({"error": {"message": f"input {n} rejected by the content filter"}}))
+        return None
+
+    with FakeOpenAIServer(script) as server:
+        result = generate_pairs(SENTENCES, tmp_path / "p.jsonl", _config(server, tmp_path, kinds=("synonym",), concurrency=1))
+    assert result.summary["requests"]["failed"] == 2 and result.summary["requests"]["answered"] == 2
+    assert "content filter" in result.summary["errors"][0]
+
+
+def test_cli_repeated_400_exits_with_the_servers_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from anglekit.cli import main
+
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(SENTENCES) + "\n")
+
+    def script(body: dict[str, Any], n: int) -> Reply:
+        return Reply(status=400, raw_body=json.dumps({"error": {"message": MAX_TOKENS_ERROR}}))
+
+    with FakeOpenAIServer(script) as server:
+        rc = main(["generate", "--input", str(source), "--output", str(tmp_path / "p.jsonl"), "--llm", f"openai:fake@{server.url}",
+                   "--quiet", "--concurrency", "1", "--max-repeated-errors", "2"])
+        assert len(server.log) == 2
+    assert rc == 2 and MAX_TOKENS_ERROR in capsys.readouterr().err

@@ -71,7 +71,7 @@ def test_cleaning_counts_every_drop() -> None:
     kept, drops = clean_candidates(["The dog is barking loudly now.", "The dog is barking loudly now!!"], "cat", CleaningConfig())
     assert kept == ["The dog is barking loudly now."] and drops == {"duplicate": 1}
     kept, drops = clean_candidates(["The dog is barking loudly now.", "The dogs is barking loudly now."], "cat", CleaningConfig())
-    assert drops == {"near-duplicate": 1}
+    assert drops == {"near-duplicate of a candidate": 1}
     assert strip_candidate("3. Output: 'Hello there'") == "Hello there"
 
 
@@ -110,3 +110,16 @@ def test_cache_roundtrip_and_corrupt_entry(tmp_path: Path) -> None:
     assert cache.get(key) == {"answer": "1. a"}
     (tmp_path / key[:2] / f"{key}.json").write_text("{torn")
     assert cache.get(key) is None and cache.corrupt == 1
+
+
+def test_an_antonym_that_negates_its_input_is_kept() -> None:
+    source = "A man is spreading shredded cheese on a pizza."
+    negation = "A man is not spreading shredded cheese on a pizza."
+    kept, drops = clean_candidates([negation, "A woman is eating a salad."], source, CleaningConfig(), kind="antonym")
+    assert kept == [negation, "A woman is eating a salad."] and not drops
+    # as a synonym the same sentence is a near-copy of its input, dropped and counted
+    kept, drops = clean_candidates([negation], source, CleaningConfig(), kind="synonym")
+    assert kept == [] and drops == {"near-duplicate of input": 1}
+    # an exact copy is no antonym; near-copies of another antonym still go
+    kept, drops = clean_candidates([source, negation, negation.replace("pizza", "pizzas")], source, CleaningConfig(), kind="antonym")
+    assert kept == [negation] and drops == {"copy of input": 1, "near-duplicate of a candidate": 1}

@@ -69,10 +69,14 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     clean = parser.add_argument_group("cleaning")
     clean.add_argument("--min-chars", type=number(int, 0), default=3)
     clean.add_argument("--max-chars", type=positive_int, default=512)
-    clean.add_argument("--near-duplicate-ratio", type=number(float, 0, 1), default=0.95, help="difflib ratio for near-duplicates (1 disables)")
+    clean.add_argument("--near-duplicate-ratio", type=number(float, 0, 1), default=0.95,
+                       help="difflib ratio for near-duplicates: a synonym vs its input, a sentence vs the earlier ones of its "
+                       "answer; antonyms are never compared with their input (1 disables)")
     ops = parser.add_argument_group("operation")
     ops.add_argument("--concurrency", type=positive_int, default=4, help="requests in flight at most (hf: backends run one at a time)")
-    ops.add_argument("--max-retries", type=number(int, 0), default=5, help="retries on 429/5xx/timeouts/connection errors")
+    ops.add_argument("--max-retries", type=number(int, 0), default=5, help="retries on 408/409/425/429/5xx/timeouts/connection errors")
+    ops.add_argument("--max-repeated-errors", type=positive_int, default=3, metavar="N",
+                     help="stop the run when the server rejects requests with the same 4xx status and message N times in a row")
     ops.add_argument("--timeout", type=number(float, 0, exclusive_minimum=True), default=60.0, help="seconds per HTTP request")
     ops.add_argument("--backoff-base", type=number(float, 0), default=1.0, help="first backoff in seconds (doubles; Retry-After wins)")
     ops.add_argument("--backoff-max", type=number(float, 0), default=60.0)
@@ -90,7 +94,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         llms=list(args.llm), kinds=kinds, size=args.size, templates=templates,
         positive_label=args.positive_label, negative_label=args.negative_label,
         concurrency=args.concurrency, max_retries=args.max_retries, timeout=args.timeout,
-        backoff_base=args.backoff_base, backoff_max=args.backoff_max,
+        backoff_base=args.backoff_base, backoff_max=args.backoff_max, max_repeated_errors=args.max_repeated_errors,
         temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed,
         min_chars=args.min_chars, max_chars=args.max_chars, near_duplicate_ratio=args.near_duplicate_ratio,
         api_key_env=args.api_key_env, base_url=args.base_url, cache_dir=args.cache,
@@ -107,7 +111,8 @@ def _report(summary: dict[str, Any]) -> str:
         f"pairs: {pairs['total']} ({pairs['positive']} positive, {pairs['negative']} negative) -> {summary['out']}",
         f"requests: {req['answered']}/{req['total']} answered ({req['sent']} sent, {req['cache_hits']} from cache), "
         f"{req['retries']} retries, {req['failed']} failed",
-        "drops: " + (", ".join(f"{k} {v}" for k, v in sorted(summary["drops"].items())) or "none"),
+        *(f"drops ({kind}): " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none")
+          for kind, counts in summary["drops_by_kind"].items()),
         f"throughput: {summary['sentences_per_s']} sentences/s",
     ]
     if summary.get("usage"):

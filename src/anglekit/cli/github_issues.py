@@ -29,11 +29,21 @@ def _shares(text: str) -> list[float]:
     return values
 
 
+def _authors(text: str) -> tuple[str, ...]:
+    from anglekit.github_issues.duplicates import parse_authors
+
+    try:
+        return parse_authors(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Add ``github-issues`` with its ``collect`` and ``build`` subcommands to ``commands``."""
     from anglekit.github_issues.build import DEFAULT_MAX_CHARS, PAPER_NEGATIVE_RATIO, PAPER_SPLIT_SHARES
     from anglekit.github_issues.client import DEFAULT_BASE_URL, DEFAULT_TOKEN_ENV
-    from anglekit.github_issues.repos import DEFAULT_REPOSITORIES, PAPER_REPOSITORY_COUNT
+    from anglekit.github_issues.duplicates import PROJECT_ASSOCIATIONS
+    from anglekit.github_issues.repos import PAPER_REPOSITORY_COUNT
 
     parser = commands.add_parser(
         NAME,
@@ -49,8 +59,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "of each duplicate candidate, and the originals they point to. Rerun the same command to resume.",
     )
     collect.add_argument("--repos", default=None,
-                         help=f"comma-separated owner/name list (default: the {len(DEFAULT_REPOSITORIES)} of the paper's "
-                         f"{PAPER_REPOSITORY_COUNT} repositories shipped: {','.join(DEFAULT_REPOSITORIES)})")
+                         help=f"comma-separated owner/name items, or 'paper' for the paper's {PAPER_REPOSITORY_COUNT} "
+                         "repositories (the default)")
     collect.add_argument("--repos-file", type=Path, default=None, help="a file with one owner/name a line (# comments allowed)")
     add_output_dir(collect, required=True, old="--out", type=Path, help="collection folder (created; resumed when it exists)")
     collect.add_argument("--base-url", default=DEFAULT_BASE_URL, help="API root (default %(default)s)")
@@ -61,9 +71,14 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     collect.add_argument("--candidates", choices=("signals", "commented", "all"), default="signals",
                          help="which issues get their comments and timeline fetched (default %(default)s)")
     collect.add_argument("--no-originals", action="store_true", help="do not fetch originals outside the collected issues")
+    authors_help = (f"author associations whose duplicate comments count, comma-separated, or 'any' "
+                    f"(default: {','.join(PROJECT_ASSOCIATIONS)})")
+    collect.add_argument("--duplicate-authors", type=_authors, default=None, help=authors_help)
     collect.add_argument("--no-rate-limit", action="store_true",
                          help="do not wait pre-emptively when X-RateLimit-Remaining reaches 0 (403/429 are still honoured)")
     collect.add_argument("--max-retries", type=number(int, 0), default=5, help="retries of a failing request (default %(default)s)")
+    collect.add_argument("--max-rate-limit-waits", type=number(int, 0), default=10,
+                         help="waits a rate-limited request may make (Retry-After, reset) before it fails (default %(default)s)")
     add_quiet(collect, help="no progress lines")
 
     build = sub.add_parser(
@@ -82,6 +97,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     build.add_argument("--tokenizer", default=None,
                        help="tokenizer (path or cached name) for the token statistics (default: an approximate count)")
     build.add_argument("--long-threshold", type=positive_int, default=512, help="token count of a 'long' text (default %(default)s)")
+    build.add_argument("--duplicate-authors", type=_authors, default=None,
+                       help=authors_help.replace("(default: ", "(default: the collection's, else "))
     build.add_argument("--no-plot", action="store_true", help="skip the length-distribution PNG")
     add_quiet(build, help="print only the dataset folder, not the statistics (they are in github_issues.json)")
     return parser
@@ -108,12 +125,13 @@ def _collect(args: argparse.Namespace) -> int:
 
     repos = _read_repos(args)
     client = GitHubClient(args.base_url, token_env=args.token_env, per_page=args.per_page,
-                          rate_limit=not args.no_rate_limit, max_retries=args.max_retries)
+                          rate_limit=not args.no_rate_limit, max_retries=args.max_retries,
+                          max_rate_limit_waits=args.max_rate_limit_waits)
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr, flush=True))
     if not client.authenticated:
         say(f"note: ${args.token_env} is not set; anonymous requests are limited to 60 an hour on github.com")
     summary = collect(repos, args.output_dir, client=client, max_issues=args.max_issues, candidates=args.candidates,
-                      fetch_originals=not args.no_originals, progress=say)
+                      fetch_originals=not args.no_originals, duplicate_authors=args.duplicate_authors, progress=say)
     done = sum(1 for r in summary.repos if r.phase == "done")
     missing = sum(1 for r in summary.repos if r.phase == "missing")
     print(f"collected {done}/{len(summary.repos)} repositories ({missing} not found, {len(summary.failed)} failed) "
@@ -129,7 +147,8 @@ def _build(args: argparse.Namespace) -> int:
 
     result = build_dataset(args.collection, args.output_dir, seed=args.seed, negative_ratio=args.negative_ratio,
                            split_shares=args.split_shares, max_chars=args.max_chars, tokenizer=args.tokenizer,
-                           long_threshold=args.long_threshold, plot=not args.no_plot)
+                           long_threshold=args.long_threshold, plot=not args.no_plot,
+                           duplicate_authors=args.duplicate_authors)
     stats = result.stats
     if args.quiet:
         print(result.out)
@@ -138,7 +157,13 @@ def _build(args: argparse.Namespace) -> int:
         print(f"{split:5s}: {counts['total']} pairs ({counts['positive']} positive, {counts['negative']} negative)")
     over = stats["texts_over_threshold"]
     print(f"texts: {stats['texts']}, over {over['threshold']} tokens: {100 * over['share']:.1f}% ({over['counted_with']})")
-    print(f"signals: {stats['signals']}; skipped: {stats['skipped']}")
+    print("over " + str(over["threshold"]) + " tokens per split: "
+          + ", ".join(f"{s} {100 * v['share']:.1f}% of {v['texts']}" for s, v in over["per_split"].items()))
+    links = stats["links"]
+    print(f"links found by signal: {links['found_by_signal']}; kept: {links['kept_by_signal']}")
+    print(f"links rejected: {links['rejected'] or 'none'} (comments counted from {','.join(links['duplicate_authors'])})")
+    print(f"skipped: {stats['skipped']}; issues sharing a text: {stats['shared_texts']['issues']} "
+          f"({stats['shared_texts']['components_merged']} components merged so no text is in two splits)")
     print(f"-> {result.out}" + (f" (plot {result.plot.name})" if result.plot else ""))
     return 0
 

@@ -3,8 +3,11 @@ every drop by reason (nothing is dropped silently).
 
 Reasons (keys of the returned counter): ``empty``, ``too short``, ``too long``, ``copy of input``
 (same as the input once case, punctuation and spacing are ignored), ``duplicate`` (same normalised
-text as an earlier candidate), ``near-duplicate`` (``difflib`` similarity ratio of the normalised
-texts >= ``near_duplicate_ratio`` with the input or an earlier kept candidate).
+text as an earlier candidate), ``near-duplicate of input`` (``difflib`` similarity ratio of the
+normalised texts >= ``near_duplicate_ratio`` with the input; synonyms only: an antonym is *meant*
+to be close to its input -- "A man is not spreading cheese" for "A man is spreading cheese" -- so
+antonyms are never compared with it), ``near-duplicate of a candidate`` (the same ratio with an
+earlier kept candidate of the same answer).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from dataclasses import dataclass
 
 from anglekit.errors import ConfigError
 
-DROP_REASONS = ("empty", "too short", "too long", "copy of input", "duplicate", "near-duplicate")
+DROP_REASONS = ("empty", "too short", "too long", "copy of input", "duplicate", "near-duplicate of input",
+                "near-duplicate of a candidate")
 
 _MARKER = re.compile(r"^\s*(?:\(\d{1,3}\)|\[\d{1,3}\]|\d{1,3}\s*[.):\]]|[-*•·–—+>])\s*")
 _LABEL = re.compile(
@@ -65,8 +69,15 @@ def normalize(text: str) -> str:
     return _SPACE.sub(" ", _PUNCT.sub(" ", text)).strip()
 
 
-def clean_candidates(candidates: Iterable[str], source: str, config: CleaningConfig | None = None) -> tuple[list[str], Counter[str]]:
-    """Kept candidates (order preserved) and the drops counted by reason."""
+def _near(a: str, b: str, ratio: float) -> bool:
+    return ratio < 1.0 and difflib.SequenceMatcher(None, a, b).ratio() >= ratio
+
+
+def clean_candidates(
+    candidates: Iterable[str], source: str, config: CleaningConfig | None = None, *, kind: str = "synonym"
+) -> tuple[list[str], Counter[str]]:
+    """Kept candidates (order preserved) and the drops counted by reason. ``kind="antonym"``: no
+    near-duplicate check against ``source`` (an antonym may differ from its input by one word)."""
     config = config or CleaningConfig()
     drops: Counter[str] = Counter()
     kept: list[str] = []
@@ -86,10 +97,10 @@ def clean_candidates(candidates: Iterable[str], source: str, config: CleaningCon
             drops["copy of input"] += 1
         elif norm in seen:
             drops["duplicate"] += 1
-        elif config.near_duplicate_ratio < 1.0 and any(
-            difflib.SequenceMatcher(None, norm, other).ratio() >= config.near_duplicate_ratio for other in (source_norm, *kept_norm)
-        ):
-            drops["near-duplicate"] += 1
+        elif kind != "antonym" and _near(norm, source_norm, config.near_duplicate_ratio):
+            drops["near-duplicate of input"] += 1
+        elif any(_near(norm, other, config.near_duplicate_ratio) for other in kept_norm):
+            drops["near-duplicate of a candidate"] += 1
         else:
             kept.append(text)
             kept_norm.append(norm)

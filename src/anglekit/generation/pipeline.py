@@ -54,6 +54,8 @@ class GenerationConfig:
     timeout: float = 60.0
     backoff_base: float = 1.0
     backoff_max: float = 60.0
+    max_repeated_errors: int = 3
+    """openai backends: the same non-retryable 4xx (status and message) this many times in a row stops the run."""
     temperature: float = 0.7
     top_p: float = 1.0
     max_tokens: int = 256
@@ -120,6 +122,10 @@ class _Task:
     kind: str
 
 
+class _Skipped(Exception):
+    """A request not sent because the run is stopping (a fatal error came back)."""
+
+
 class _Stats:
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -151,7 +157,8 @@ def build_backends(config: GenerationConfig, stats: _Stats | None = None) -> lis
     ids = [s.llm_id for s in specs]
     if len(set(ids)) != len(ids):
         raise ConfigError(f"the same LLM is given twice: {ids}")
-    retry = RetryPolicy(config.max_retries, config.timeout, config.backoff_base, config.backoff_max)
+    retry = RetryPolicy(config.max_retries, config.timeout, config.backoff_base, config.backoff_max,
+                        max_repeated_errors=config.max_repeated_errors)
     backends: list[Backend] = []
     for spec in specs:
         if spec.kind == "openai":
@@ -213,6 +220,7 @@ def generate_pairs(
     errors: list[str] = []
     interrupted = False
     fatal: BackendError | None = None
+    stopping = threading.Event()
 
     def run(task: _Task) -> tuple[dict[str, Any], bool]:
         backend = backends[task.llm]
@@ -222,7 +230,14 @@ def generate_pairs(
         entry = cache.get(key)
         if entry is not None:
             return entry, True
-        completion = backend.complete(prompt, params)
+        if stopping.is_set():
+            raise _Skipped
+        try:
+            completion = backend.complete(prompt, params)
+        except BackendError as exc:
+            if exc.fatal:  # set here, in the worker, so that no request starts after it
+                stopping.set()
+            raise
         entry = {
             "llm": backend.llm_id,
             "prompt_id": template.prompt_id,
@@ -258,13 +273,18 @@ def generate_pairs(
                 task = pending.pop(future)
                 try:
                     entry, hit = future.result()
+                except _Skipped:
+                    pass
                 except BackendError as exc:
                     counters["failed"] += 1
                     if len(errors) < 10:
                         errors.append(str(exc))
                     logger.warning("request failed: %s", exc)
-                    if getattr(exc, "fatal", False):
+                    if getattr(exc, "fatal", False) and fatal is None:
                         fatal = exc
+                        stopping.set()  # every other request would fail alike: send no more (they count as not run)
+                        for queued in [f for f in pending if f.cancel()]:
+                            del pending[queued]
                 else:
                     answers[task] = entry
                     counters["cache_hits" if hit else "sent"] += 1
@@ -307,6 +327,7 @@ def _finish(
 ) -> GenerationResult:
     cleaning = config.cleaning()
     drops: Counter[str] = Counter()
+    drops_by_kind: dict[str, Counter[str]] = {kind: Counter() for kind in config.kinds}
     formats: Counter[str] = Counter()
     labels = {"synonym": config.positive_label, "antonym": config.negative_label}
     candidates_total = 0
@@ -321,10 +342,12 @@ def _finish(
         parsed = parse_answer(answer)
         formats[parsed.format] += 1
         candidates_total += len(parsed.items)
-        kept, dropped = clean_candidates(parsed.items, task.text, cleaning)
+        kept, dropped = clean_candidates(parsed.items, task.text, cleaning, kind=task.kind)
         drops.update(dropped)
+        drops_by_kind[task.kind].update(dropped)
         if len(kept) > config.size:
             drops["beyond size"] += len(kept) - config.size
+            drops_by_kind[task.kind]["beyond size"] += len(kept) - config.size
             kept = kept[: config.size]
         llm_id = backends[task.llm].llm_id
         digest = _sha256(answer)
@@ -332,6 +355,7 @@ def _finish(
             key = (task.index, task.kind, normalize(text2))
             if key in owner:
                 drops["duplicate across llms"] += 1
+                drops_by_kind[task.kind]["duplicate across llms"] += 1
                 continue
             owner[key] = len(records)
             records.append(
@@ -350,6 +374,8 @@ def _finish(
     conflicts = {owner[(idx, kind, norm)] for idx, norm in both for kind in ("synonym", "antonym")}
     if conflicts:
         drops["synonym and antonym at once"] += len(conflicts)
+        for i in conflicts:
+            drops_by_kind[records[i]["kind"]]["synonym and antonym at once"] += 1
         records = [r for i, r in enumerate(records) if i not in conflicts]
     for record in records:
         per_llm[record["llm"]][record["kind"]] += 1
@@ -389,6 +415,7 @@ def _finish(
         "answer_formats": dict(formats),
         "candidates": candidates_total,
         "drops": dict(drops),
+        "drops_by_kind": {kind: dict(counter) for kind, counter in drops_by_kind.items()},
         "pairs": {
             "total": len(records),
             "positive": sum(r["kind"] == "synonym" for r in records),

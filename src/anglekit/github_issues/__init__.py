@@ -2,11 +2,11 @@
 
 Modules, one concept each:
 
-* :mod:`~anglekit.github_issues.repos` -- the default repositories (those of the paper we can vouch for);
+* :mod:`~anglekit.github_issues.repos` -- the paper's 55 repositories (shipped, the default) and repository lists;
 * :mod:`~anglekit.github_issues.client` -- a small GitHub REST client (token from the environment,
   ``Link`` pagination, primary and secondary rate limits handled by waiting);
 * :mod:`~anglekit.github_issues.collect` -- resumable collection into a folder (JSONL + state files);
-* :mod:`~anglekit.github_issues.duplicates` -- duplicate detection from every signal GitHub gives;
+* :mod:`~anglekit.github_issues.duplicates` -- duplicate links marked by the project, rejections counted by reason;
 * :mod:`~anglekit.github_issues.build` -- pairs, leakage-free splits, statistics and the length plot;
 * :mod:`~anglekit.github_issues.dataset` -- loader of the published format (hub or local files);
 * :mod:`~anglekit.github_issues.fake_server` -- a fixture-driven fake GitHub API on 127.0.0.1 (tests, benchmark).

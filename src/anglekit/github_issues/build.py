@@ -4,13 +4,20 @@
   ``max_chars`` characters (default 20,000; the cap is counted in the statistics).
 * **Positive pairs** (label 1): ``(duplicate, original)`` from :mod:`.duplicates`; an unordered
   pair is kept once; originals that are pull requests, missing or empty are skipped (counted).
-* **Splits** by connected components of the duplicate graph (an issue and everything linked to it
-  by duplicate edges go to one split), so no issue appears in two splits. Issues without
-  duplicates are spread over the splits in the same proportions. Components are shuffled with
-  the seed and each goes to the split furthest below its target share of positive pairs.
+* **Splits** by connected components of the graph whose edges are duplicate links *and* equal
+  texts (after whitespace normalisation): an issue, everything linked to it and every issue with
+  the same text go to one split, so no issue and no text appears in two splits (both checked
+  after writing; a leak raises :class:`DataError`). Issues without duplicates are spread over the
+  splits in the same proportions. Components are shuffled with the seed and each goes to the
+  split furthest below its target share of positive pairs.
 * **Negative pairs** (label 0): each drawn inside one split and one repository -- a duplicate
   issue of that split paired with a random other issue of the same repository and split that is
-  not in its duplicate component. ``negative_ratio`` negatives per positive.
+  not in its duplicate component. ``negative_ratio`` negatives per positive. (Drawing negatives
+  inside one repository and split is anglekit's choice; the paper only says the pairs come from
+  the collected issues.)
+* **Statistics**: links found per signal, links rejected per reason, skips, and per split the
+  share of texts longer than ``long_threshold`` tokens (the paper's Table 1 column), counted with
+  ``tokenizer`` when given, else approximately (see :func:`token_counter`).
 * **Defaults from the published dataset** (``WhereIsAI/github-issue-similarity`` card, read
   before going offline, not re-checked): 18565 / 1547 / 1548 pairs of which 9457 / 774 / 807 are
   positive, hence 10622 negatives for 11038 positives: ``negative_ratio = 10622 / 11038 ~= 0.962``
@@ -37,8 +44,8 @@ from typing import Any
 
 from anglekit.io.atomic import atomic_write, atomic_write_json
 from anglekit.errors import ConfigError, DataError
-from anglekit.github_issues.collect import read_collection
-from anglekit.github_issues.duplicates import IssueRef, find_duplicate_pairs
+from anglekit.github_issues.collect import read_collection, read_manifest
+from anglekit.github_issues.duplicates import IssueRef, find_duplicate_pairs, parse_authors
 
 __all__ = [
     "MANIFEST",
@@ -48,7 +55,9 @@ __all__ = [
     "BuildResult",
     "build_dataset",
     "issue_text",
+    "normalize_text",
     "plot_length_distribution",
+    "text_leaks",
     "token_counter",
 ]
 
@@ -68,6 +77,21 @@ def issue_text(issue: Mapping[str, Any], max_chars: int = DEFAULT_MAX_CHARS) -> 
     body = str(issue.get("body") or "").strip()
     text = f"{title}\n\n{body}" if body else title
     return text[:max_chars]
+
+
+def normalize_text(text: str) -> str:
+    """``text`` with every run of whitespace made one space and the ends stripped (the leak check's key)."""
+    return " ".join(text.split())
+
+
+def text_leaks(splits: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """Normalised texts that occur in more than one split (sorted; ``[]`` when none)."""
+    seen: dict[str, set[str]] = defaultdict(set)
+    for split, rows in splits.items():
+        for row in rows:
+            for column in ("text1", "text2"):
+                seen[normalize_text(str(row[column]))].add(split)
+    return sorted(text for text, where in seen.items() if len(where) > 1)
 
 
 def token_counter(tokenizer: str | os.PathLike[str] | Any | None = None) -> tuple[Callable[[Sequence[str]], list[int]], str]:
@@ -147,8 +171,13 @@ def build_dataset(
     tokenizer: Any = None,
     long_threshold: int = 512,
     plot: bool = True,
+    duplicate_authors: str | Sequence[str] | None = None,
 ) -> BuildResult:
-    """Build the dataset of ``collection`` into ``out`` (deterministic for a given ``seed``)."""
+    """Build the dataset of ``collection`` into ``out`` (deterministic for a given ``seed``).
+
+    ``duplicate_authors``: ``author_association`` values whose comments count as duplicate links
+    (default: what the collection was made with, else owners, members and collaborators).
+    """
     if not (math.isfinite(negative_ratio) and negative_ratio >= 0):
         raise ConfigError(f"negative_ratio must be a non-negative number, got {negative_ratio}")
     if max_chars < 1:
@@ -159,6 +188,8 @@ def build_dataset(
     issues: dict[str, _Issue] = {}
     by_repo: dict[str, list[str]] = defaultdict(list)
     signal_counts: Counter[str] = Counter()
+    found_counts: Counter[str] = Counter()
+    rejected: Counter[str] = Counter()
     positives: dict[frozenset[str], dict[str, Any]] = {}
 
     def add_issue(obj: Mapping[str, Any]) -> str | None:
@@ -182,6 +213,9 @@ def build_dataset(
     repos = read_collection(collection)
     if not repos:
         raise DataError("the collection has no repositories with data", source=os.fspath(collection))
+    if duplicate_authors is None:
+        duplicate_authors = read_manifest(collection).get("duplicate_authors")
+    authors = parse_authors(duplicate_authors)
     for data in repos:
         for number in sorted(data.issues):
             key = add_issue(data.issues[number])
@@ -193,7 +227,10 @@ def build_dataset(
             if issue is None:
                 continue
             detail = data.details[number]
-            for pair in find_duplicate_pairs(issue, detail.get("comments", ()), detail.get("timeline", ()), repo=data.repo):
+            pairs = find_duplicate_pairs(issue, detail.get("comments", ()), detail.get("timeline", ()), repo=data.repo,
+                                         authors=authors, rejected=rejected)
+            for pair in pairs:
+                found_counts.update(pair.signals)
                 dup_key = pair.duplicate.key()
                 orig_key = pair.original.key()
                 if orig_key not in issues:
@@ -216,12 +253,22 @@ def build_dataset(
                 for signal in pair.signals:
                     signal_counts[signal] += 1
 
-    # --- components of the duplicate graph, assigned whole to splits
+    # --- components of the duplicate graph plus equal texts, assigned whole to splits
     uf = _UnionFind()
     for key in issues:
         uf.find(key)
     for meta in positives.values():
         uf.union(meta["issue1"], meta["issue2"])
+    by_text: dict[str, list[str]] = defaultdict(list)
+    for key in sorted(issues):
+        by_text[normalize_text(issues[key].text)].append(key)
+    shared = [keys for keys in by_text.values() if len(keys) > 1]
+    merged = 0
+    for keys in shared:
+        for other in keys[1:]:
+            if uf.find(keys[0]) != uf.find(other):
+                merged += 1
+                uf.union(keys[0], other)
     comp_pairs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for unordered in sorted(positives, key=lambda u: sorted(u)):
         meta = positives[unordered]
@@ -299,12 +346,18 @@ def build_dataset(
     count, how = token_counter(tokenizer)
     used_keys = sorted({k for split in SPLITS for m in metas[split] for k in (m["issue1"], m["issue2"])})
     lengths = dict(zip(used_keys, count([issues[k].text for k in used_keys])))
+    per_split_long: dict[str, dict[str, Any]] = {}
+    for split in SPLITS:
+        keys = _split_texts(metas[split])
+        over = sum(1 for k in keys if lengths[k] > long_threshold)
+        per_split_long[split] = {"texts": len(keys), "over": over, "share": over / len(keys) if keys else 0.0}
     seen_in: dict[str, set[str]] = defaultdict(set)
     for split in SPLITS:
         for m in metas[split]:
             seen_in[m["issue1"]].add(split)
             seen_in[m["issue2"]].add(split)
     leaked = sorted(k for k, s in seen_in.items() if len(s) > 1)
+    text_leaked = text_leaks(splits)
     long_share = (sum(1 for k in used_keys if lengths[k] > long_threshold) / len(used_keys)) if used_keys else 0.0
     stats: dict[str, Any] = {
         "pairs": {s: {"total": len(splits[s]), "positive": len(pos_by_split[s]), "negative": len(neg_by_split[s])} for s in SPLITS},
@@ -313,18 +366,29 @@ def build_dataset(
         "repositories": sorted(d.repo for d in repos),
         "per_repository_positive": dict(sorted(Counter(m["repo"] for m in positives.values()).items())),
         "signals": dict(sorted(signal_counts.items())),
+        "links": {
+            "found_by_signal": dict(sorted(found_counts.items())),
+            "kept_by_signal": dict(sorted(signal_counts.items())),
+            "rejected": dict(sorted(rejected.items())),
+            "duplicate_authors": list(authors),
+        },
         "skipped": dict(sorted(skipped.items())),
         "negative_shortfall": shortfall,
-        "texts_over_threshold": {"threshold": long_threshold, "share": long_share, "counted_with": how},
+        "texts_over_threshold": {"threshold": long_threshold, "share": long_share, "counted_with": how,
+                                 "per_split": per_split_long},
         "texts_capped_at_max_chars": sum(1 for k in used_keys if issues[k].capped),
         "token_length": _summary([lengths[k] for k in used_keys]),
         "issues_in_two_splits": len(leaked),
+        "shared_texts": {"groups": len(shared), "issues": sum(len(k) for k in shared), "components_merged": merged},
+        "texts_in_two_splits": len(text_leaked),
         "options": {"seed": seed, "negative_ratio": negative_ratio, "split_shares": list(shares), "max_chars": max_chars,
-                    "collection": os.fspath(collection)},
+                    "collection": os.fspath(collection), "duplicate_authors": list(authors)},
         "paper": {"pairs": PAPER_SPLIT_SIZES, "positive": PAPER_POSITIVES},
     }
     if leaked:  # cannot happen by construction; refuse to write a leaking dataset's manifest
         raise DataError(f"{len(leaked)} issues appear in two splits (e.g. {leaked[0]})", source=os.fspath(out))
+    if text_leaked:  # likewise: equal texts are one component
+        raise DataError(f"{len(text_leaked)} texts appear in two splits (e.g. {text_leaked[0][:80]!r})", source=os.fspath(out))
     plot_path = None
     if plot and used_keys:
         plot_path = plot_length_distribution({s: [lengths[k] for k in _split_texts(metas[s])] for s in SPLITS},

@@ -10,6 +10,9 @@ Only the standard library is used (``urllib``). Behaviour:
   and retries;
 * secondary rate limit: a ``403``/``429`` with ``Retry-After`` waits that many seconds and
   retries; without it (a "secondary rate limit" message) waits a minute, doubling each time;
+* the waits a response demands (``Retry-After``, a 403/429 with remaining 0) are bounded per
+  request: after ``max_rate_limit_waits`` of them, or once they add up to ``max_total_wait_s``,
+  :class:`RateLimited` is raised (each single wait is capped at ``max_wait_s``);
 * ``5xx``, connection errors and malformed JSON bodies are retried with exponential backoff, up
   to ``max_retries`` times, then raise :class:`GitHubError`; a ``404`` raises :class:`NotFound`.
 
@@ -39,6 +42,7 @@ __all__ = [
     "GitHubClient",
     "GitHubError",
     "NotFound",
+    "RateLimited",
     "Response",
     "parse_link_header",
 ]
@@ -59,6 +63,10 @@ class GitHubError(AnglekitError):
 
 class NotFound(GitHubError):
     """404 (or 410): the repository or issue does not exist, or is not visible with this token."""
+
+
+class RateLimited(GitHubError):
+    """Still rate limited after the bounded number of waits (or total waiting time) of one request."""
 
 
 def parse_link_header(value: str | None) -> dict[str, str]:
@@ -113,6 +121,8 @@ class GitHubClient:
         backoff_s: float = 1.0,
         secondary_wait_s: float = 60.0,
         max_wait_s: float = 3900.0,
+        max_rate_limit_waits: int = 10,
+        max_total_wait_s: float = 4 * 3900.0,
         timeout_s: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
@@ -129,6 +139,8 @@ class GitHubClient:
         self.backoff_s = backoff_s
         self.secondary_wait_s = secondary_wait_s
         self.max_wait_s = max_wait_s
+        self.max_rate_limit_waits = max_rate_limit_waits
+        self.max_total_wait_s = max_total_wait_s
         self.timeout_s = timeout_s
         self.sleep = sleep
         self.clock = clock
@@ -150,12 +162,13 @@ class GitHubClient:
         return url
 
     # ------------------------------------------------------------------ waiting
-    def _wait(self, seconds: float, why: str) -> None:
+    def _wait(self, seconds: float, why: str) -> float:
         seconds = max(0.0, min(float(seconds), self.max_wait_s))
         self.stats.waits += 1
         self.stats.waited_s += seconds
         if seconds > 0:
             self.sleep(seconds)
+        return seconds
 
     def _until_reset(self, headers: dict[str, str]) -> float | None:
         reset = headers.get("x-ratelimit-reset")
@@ -189,6 +202,8 @@ class GitHubClient:
             raise GitHubError("only http(s) URLs are fetched", url=url)
         failures = 0
         secondary = 0
+        demanded = 0  # waits a response demanded (Retry-After, primary limit) and their total
+        demanded_s = 0.0
         while True:
             if self._resume_at is not None:
                 remaining = self._resume_at - self.clock()
@@ -211,18 +226,24 @@ class GitHubClient:
             if status in (403, 429):
                 retry_after = headers.get("retry-after")
                 message = body[:300].decode("utf-8", "replace").lower()
+                if retry_after is not None or headers.get("x-ratelimit-remaining") == "0":
+                    demanded += 1
+                    if demanded > self.max_rate_limit_waits or demanded_s >= self.max_total_wait_s:
+                        raise RateLimited(f"HTTP {status}: still rate limited after {demanded - 1} waits "
+                                          f"({demanded_s:.0f} s); rerun later to resume", url=url, status=status)
                 if retry_after is not None:
                     try:
                         seconds = float(retry_after)
                     except ValueError:
                         seconds = self.secondary_wait_s
                     self.stats.retries += 1
-                    self._wait(seconds, "retry-after")
+                    demanded_s += self._wait(min(seconds, max(self.max_total_wait_s - demanded_s, 0.0)), "retry-after")
                     continue
                 if headers.get("x-ratelimit-remaining") == "0":
                     until = self._until_reset(headers)
                     self.stats.retries += 1
-                    self._wait(until if until is not None else self.secondary_wait_s, "primary rate limit")
+                    wanted = until if until is not None else self.secondary_wait_s
+                    demanded_s += self._wait(min(wanted, max(self.max_total_wait_s - demanded_s, 0.0)), "primary rate limit")
                     continue
                 if status == 429 or "rate limit" in message:
                     secondary += 1

@@ -5,7 +5,7 @@ Layout of a collection folder (``OUT``)::
     OUT/collection.json                 what was asked (repositories, base URL, options)
     OUT/<owner>__<name>/state.json      phase, next page URL, committed byte counts (atomic writes)
     OUT/<owner>__<name>/issues.jsonl    closed issues (pull requests excluded), one per line
-    OUT/<owner>__<name>/details.jsonl   comments + timeline of each duplicate candidate
+    OUT/<owner>__<name>/details.jsonl   comments (with ``author_association``) + timeline of each candidate
     OUT/<owner>__<name>/originals.jsonl originals referenced as duplicate targets but not collected
                                         (open issues, other repositories), fetched one by one
 
@@ -30,10 +30,10 @@ from typing import Any
 from anglekit.io.atomic import atomic_write_json
 from anglekit.errors import DataError
 from anglekit.github_issues.client import GitHubClient, GitHubError, NotFound
-from anglekit.github_issues.duplicates import IssueRef, find_duplicate_pairs, is_candidate
+from anglekit.github_issues.duplicates import IssueRef, find_duplicate_pairs, is_candidate, parse_authors
 from anglekit.github_issues.repos import parse_repos, repo_dirname
 
-__all__ = ["CollectSummary", "RepoData", "collect", "read_collection", "read_repo"]
+__all__ = ["CollectSummary", "RepoData", "collect", "read_collection", "read_manifest", "read_repo"]
 
 STATE_VERSION = 1
 _ISSUE_FIELDS = ("number", "title", "body", "state", "state_reason", "created_at", "closed_at", "html_url", "comments")
@@ -77,6 +77,7 @@ def _slim_comment(comment: dict[str, Any]) -> dict[str, Any]:
         "body": comment.get("body"),
         "created_at": comment.get("created_at"),
         "user": user.get("login") if isinstance(user, dict) else None,
+        "author_association": comment.get("author_association"),
     }
 
 
@@ -174,6 +175,7 @@ class _RepoCollector:
         max_issues: int | None,
         candidates: str,
         fetch_originals: bool,
+        authors: Sequence[str],
         say: Callable[[str], None],
     ) -> None:
         self.client = client
@@ -183,6 +185,7 @@ class _RepoCollector:
         self.max_issues = max_issues
         self.candidate_mode = candidates
         self.fetch_originals = fetch_originals
+        self.authors = tuple(authors)
         self.say = say
         self.state = _load_state(self.folder, repo)
 
@@ -286,7 +289,7 @@ class _RepoCollector:
             issue = issues.get(int(d["number"]))
             if issue is None:
                 continue
-            for pair in find_duplicate_pairs(issue, d["comments"], d["timeline"], repo=self.repo):
+            for pair in find_duplicate_pairs(issue, d["comments"], d["timeline"], repo=self.repo, authors=self.authors):
                 ref = pair.original
                 if ref.repo != self.repo or ref.number not in issues:
                     targets.setdefault(ref.key(), None)
@@ -319,14 +322,19 @@ def collect(
     max_issues: int | None = None,
     candidates: str = "signals",
     fetch_originals: bool = True,
+    duplicate_authors: str | Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> CollectSummary:
     """Collect ``repos`` into ``out``, resuming from whatever an earlier run left there.
 
-    A repository that 404s is recorded as ``missing`` and skipped; any other failure (after the
-    client's retries) is reported in the summary and leaves the repository resumable.
+    ``duplicate_authors``: the ``author_association`` values whose duplicate comments name the
+    originals to fetch (default: owners, members, collaborators); recorded in ``collection.json``
+    as the default of ``build``. A repository that 404s is recorded as ``missing`` and skipped;
+    any other failure (after the client's retries) is reported in the summary and leaves the
+    repository resumable.
     """
     names = parse_repos(repos)
+    authors = parse_authors(duplicate_authors)
     if max_issues is not None and max_issues < 1:
         raise ValueError(f"max_issues must be positive, got {max_issues}")
     is_candidate({}, candidates)  # validate the mode before any request
@@ -337,13 +345,14 @@ def collect(
     manifest = root / "collection.json"
     previous = json.loads(manifest.read_text(encoding="utf-8")) if manifest.exists() else {}
     known = list(dict.fromkeys([*previous.get("repos", []), *names]))
-    atomic_write_json(manifest, {"repos": known, "base_url": client.base_url, "max_issues": max_issues, "candidates": candidates})
+    atomic_write_json(manifest, {"repos": known, "base_url": client.base_url, "max_issues": max_issues, "candidates": candidates,
+                                 "duplicate_authors": list(authors)})
     start, requests0 = time.perf_counter(), client.stats.requests
     summary = CollectSummary()
     for i, repo in enumerate(names, start=1):
         collector = _RepoCollector(
             client, root, repo, max_issues=max_issues, candidates=candidates, fetch_originals=fetch_originals,
-            say=lambda message, i=i: say(f"[{i}/{len(names)}] {message}"),
+            authors=authors, say=lambda message, i=i: say(f"[{i}/{len(names)}] {message}"),
         )
         try:
             result = collector.run()
@@ -384,6 +393,15 @@ def read_repo(out: str | os.PathLike[str], repo: str) -> RepoData:
         for o in _read_jsonl(folder / "originals.jsonl", state["originals_bytes"])
     }
     return RepoData(repo, state["phase"], issues, details, originals)
+
+
+def read_manifest(out: str | os.PathLike[str]) -> dict[str, Any]:
+    """The options a collection was made with (``collection.json``; ``{}`` when absent or unreadable)."""
+    try:
+        data = json.loads((Path(out) / "collection.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def read_collection(out: str | os.PathLike[str]) -> list[RepoData]:

@@ -188,11 +188,23 @@ def _issue_object(repo: str, spec: Mapping[str, Any], base: str = "https://api.g
     return issue
 
 
+def _comment_object(comment_id: int, comment: str | Mapping[str, Any]) -> dict[str, Any]:
+    spec: Mapping[str, Any] = {"body": comment} if isinstance(comment, str) else comment
+    return {
+        "id": comment_id,
+        "body": spec.get("body", ""),
+        "user": {"login": spec.get("user", "maintainer")},
+        "author_association": spec.get("author_association", "MEMBER"),
+        "created_at": spec.get("created_at", "2023-01-02T00:00:00Z"),
+    }
+
+
 def make_fixture(repos: Mapping[str, Sequence[Mapping[str, Any]]], *, missing: Sequence[str] = ()) -> dict[str, Any]:
     """Routes of whole repositories from compact issue specs.
 
     Each spec: ``number`` (required), ``title``, ``body``, ``state_reason``, ``labels`` (names),
-    ``comments`` (bodies), ``timeline`` (event objects), ``pull_request`` (bool), ``open`` (bool:
+    ``comments`` (bodies, written by a ``MEMBER``, or objects with ``body``, ``author_association``
+    and ``user``), ``timeline`` (event objects, served at ``/issues/N/timeline``), ``pull_request`` (bool), ``open`` (bool:
     left out of the closed-issue list but served at ``/issues/N``). ``missing`` repositories 404.
     """
     routes: dict[str, Any] = {}
@@ -205,10 +217,7 @@ def make_fixture(repos: Mapping[str, Sequence[Mapping[str, Any]]], *, missing: S
                 closed.append(obj)
             routes[f"/repos/{repo}/issues/{number}"] = {"json": obj}
             routes[f"/repos/{repo}/issues/{number}/comments"] = {
-                "items": [
-                    {"id": number * 1000 + k, "body": body, "user": {"login": "maintainer"}, "created_at": "2023-01-02T00:00:00Z"}
-                    for k, body in enumerate(spec.get("comments", ()))
-                ]
+                "items": [_comment_object(number * 1000 + k, comment) for k, comment in enumerate(spec.get("comments", ()))]
             }
             routes[f"/repos/{repo}/issues/{number}/timeline"] = {"items": list(spec.get("timeline", ()))}
         routes[f"/repos/{repo}/issues"] = {"items": closed}

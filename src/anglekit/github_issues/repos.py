@@ -1,35 +1,50 @@
 """The repositories the AnglE paper built its GitHub Issues Similarity dataset from.
 
 The paper (Li & Li, "AnglE-optimized Text Embeddings", arXiv:2309.12871, appendix) lists 55
-popular repositories. Only the ones we can vouch for offline are shipped here: the four that the
-paper's own text (as quoted in anglekit's issue 7) names -- ``tensorflow/tensorflow``,
-``pytorch/pytorch``, ``huggingface/transformers`` and ``golang/go``. The remaining 51 are **not**
-guessed: pass them with ``--repos`` / ``--repos-file`` (one ``owner/name`` a line) once copied
-from the paper's appendix. :data:`PAPER_REPOSITORY_COUNT` records the paper's total so that code
-and reports can say how incomplete the default list is.
+popular repositories; the list ships with the package (``paper_repositories.txt``, one
+``owner/name`` a line, in the appendix's order) and is the default of ``github-issues collect``.
+
+Repository lists (:func:`parse_repos`) are comma-separated ``owner/name`` items (or an iterable of
+them); an item may also be a keyword naming a shipped list: ``paper`` (the 55).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from importlib import resources
 
 from anglekit.errors import ConfigError
 
-__all__ = ["DEFAULT_REPOSITORIES", "PAPER_REPOSITORY_COUNT", "parse_repo", "parse_repos", "repo_dirname"]
+__all__ = [
+    "DEFAULT_REPOSITORIES",
+    "PAPER_REPOSITORIES",
+    "PAPER_REPOSITORY_COUNT",
+    "REPO_KEYWORDS",
+    "parse_repo",
+    "parse_repos",
+    "repo_dirname",
+]
+
+_REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+
+
+def _shipped(name: str) -> tuple[str, ...]:
+    text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    return tuple(line.split("#", 1)[0].strip() for line in text.splitlines() if line.split("#", 1)[0].strip())
+
+
+PAPER_REPOSITORIES: tuple[str, ...] = _shipped("paper_repositories.txt")
+"""The paper's appendix list (55 repositories, its order)."""
 
 PAPER_REPOSITORY_COUNT = 55
 """How many repositories the paper's appendix lists."""
 
-DEFAULT_REPOSITORIES: tuple[str, ...] = (
-    "tensorflow/tensorflow",
-    "pytorch/pytorch",
-    "huggingface/transformers",
-    "golang/go",
-)
-"""The paper's repositories we can vouch for offline (4 of 55; see the module docstring)."""
+DEFAULT_REPOSITORIES: tuple[str, ...] = PAPER_REPOSITORIES
+"""What ``collect`` uses when no repository is given: the paper's 55."""
 
-_REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+REPO_KEYWORDS: dict[str, tuple[str, ...]] = {"paper": PAPER_REPOSITORIES}
+"""Keywords accepted in a repository list, and the repositories each stands for."""
 
 
 def parse_repo(text: str) -> str:
@@ -47,13 +62,21 @@ def parse_repo(text: str) -> str:
 
 
 def parse_repos(items: str | Iterable[str]) -> list[str]:
-    """Comma-separated text or an iterable of names -> validated, de-duplicated ``owner/name`` list (order kept)."""
+    """Comma-separated text or an iterable of names and keywords -> validated, de-duplicated
+    ``owner/name`` list (order kept). An item without ``/`` must be a keyword of :data:`REPO_KEYWORDS`."""
     parts = items.split(",") if isinstance(items, str) else list(items)
     seen: dict[str, None] = {}
     for part in parts:
-        if not str(part).strip() or str(part).strip().startswith("#"):
+        item = str(part).strip()
+        if not item or item.startswith("#"):
             continue
-        seen.setdefault(parse_repo(part), None)
+        if "/" not in item:
+            if item.lower() not in REPO_KEYWORDS:
+                raise ConfigError(f"unknown repository list {item!r}: give owner/name items or one of {', '.join(REPO_KEYWORDS)}")
+            for repo in REPO_KEYWORDS[item.lower()]:
+                seen.setdefault(repo, None)
+            continue
+        seen.setdefault(parse_repo(item), None)
     if not seen:
         raise ConfigError("no repositories given")
     return list(seen)

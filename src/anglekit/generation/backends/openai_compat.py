@@ -1,10 +1,16 @@
 """OpenAI-compatible chat/completions over HTTP with the standard library (urllib), with retries.
 
-Retried: HTTP 408, 409, 425, 429 and 5xx, timeouts, connection errors, and response bodies that are
-not the expected JSON. The wait before the next attempt is the server's ``Retry-After`` (seconds or
-an HTTP date) when given, capped at ``RetryPolicy.max_retry_after``; otherwise exponential backoff
-``backoff_base * 2**attempt`` (capped at ``backoff_max``) with up to 25% jitter. Other 4xx (bad
-key, unknown model) fail at once with a :class:`BackendError` naming the status and the body.
+Retried: HTTP 408, 409, 425, 429 and every 5xx (500-599, Cloudflare's 520-529 included), timeouts,
+connection errors, and response bodies that are not the expected JSON. The wait before the next
+attempt is the server's ``Retry-After`` (seconds or an HTTP date) when given, capped at
+``RetryPolicy.max_retry_after``; otherwise exponential backoff ``backoff_base * 2**attempt``
+(capped at ``backoff_max``) with up to 25% jitter.
+
+Other 4xx fail that request with a :class:`BackendError` quoting the server's message; 401, 403 and
+404 (bad key, unknown model) are ``fatal`` at once, and any other 4xx becomes ``fatal`` when the
+same status and message come back ``RetryPolicy.max_repeated_errors`` times in a row (default 3;
+an answer in between resets the count): a request the server rejects every time (an unsupported
+``max_tokens``, say) stops the run instead of failing each request one by one.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import json
 import os
 import random
 import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -26,7 +33,8 @@ from typing import Any
 from anglekit.errors import ConfigError
 from anglekit.generation.backends import BackendError, Completion, GenerationParams
 
-RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+RETRY_STATUSES = frozenset({408, 409, 425, 429, *range(500, 600)})
+FATAL_STATUSES = frozenset({401, 403, 404})
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -39,10 +47,14 @@ class RetryPolicy:
     backoff_base: float = 1.0
     backoff_max: float = 60.0
     max_retry_after: float = 300.0
+    max_repeated_errors: int = 3
+    """The same non-retryable 4xx (status and message) this many times in a row stops the run."""
 
     def __post_init__(self) -> None:
         if self.max_retries < 0 or self.timeout <= 0 or self.backoff_base < 0 or self.backoff_max < 0:
             raise ConfigError("max_retries and backoff must be >= 0 and timeout > 0")
+        if self.max_repeated_errors < 1:
+            raise ConfigError(f"max_repeated_errors must be >= 1, got {self.max_repeated_errors}")
 
     def backoff(self, attempt: int) -> float:
         delay = min(self.backoff_max, self.backoff_base * (2**attempt))
@@ -65,6 +77,24 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     if when is None:
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def server_message(body: bytes) -> str:
+    """The error message in an error response body (``{"error": {"message": ...}}``, ``{"error": ...}``,
+    ``{"message": ...}``, ``{"detail": ...}``), else the body's text; at most 300 characters."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        payload = json.loads(text)
+    except (json.JSONDecodeError, ValueError):
+        return text[:300]
+    for candidate in (payload.get("error") if isinstance(payload, dict) else None, payload):
+        if isinstance(candidate, dict):
+            for key in ("message", "detail", "error"):
+                if isinstance(candidate.get(key), str) and candidate[key].strip():
+                    return candidate[key].strip()[:300]
+        elif isinstance(candidate, str) and candidate.strip():
+            return candidate.strip()[:300]
+    return text[:300]
 
 
 class _Retry(Exception):
@@ -99,6 +129,9 @@ class OpenAICompatBackend:
         self.retry = retry or RetryPolicy()
         self.on_retry = on_retry
         self.extra_body = dict(extra_body or {})
+        self._errors_lock = threading.Lock()
+        self._last_error: tuple[int, str] | None = None
+        self._repeats = 0
         host = urllib.parse.urlsplit(self.base_url).hostname or ""
         handlers = [urllib.request.ProxyHandler({})] if host in _LOOPBACK else []
         self._opener = urllib.request.build_opener(*handlers)
@@ -129,10 +162,10 @@ class OpenAICompatBackend:
             with self._opener.open(request, timeout=self.retry.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
-            detail = exc.read()[:300].decode("utf-8", "replace") if exc.fp is not None else ""
             if exc.code in RETRY_STATUSES:
                 raise _Retry(f"HTTP {exc.code}", parse_retry_after(exc.headers.get("Retry-After"))) from None
-            raise BackendError(f"{self.url}: HTTP {exc.code} {exc.reason}: {detail}", fatal=exc.code in (401, 403, 404)) from None
+            detail = server_message(exc.read(4096)) if exc.fp is not None else ""
+            raise self._client_error(exc.code, str(exc.reason), detail) from None
         except (TimeoutError, socket.timeout):
             raise _Retry("timeout") from None
         except urllib.error.URLError as exc:
@@ -149,7 +182,28 @@ class OpenAICompatBackend:
             raise _Retry("malformed response") from None
         usage = payload.get("usage") or {}
         counts = {k: int(usage[k]) for k in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(k), (int, float))}
+        with self._errors_lock:
+            self._last_error, self._repeats = None, 0
         return Completion(text if isinstance(text, str) else "", counts)
+
+    def _client_error(self, status: int, reason: str, detail: str) -> BackendError:
+        """The error of a non-retryable answer; ``fatal`` for 401/403/404 or a repeated status+message."""
+        with self._errors_lock:
+            if self._last_error == (status, detail):
+                self._repeats += 1
+            else:
+                self._last_error, self._repeats = (status, detail), 1
+            repeats = self._repeats
+        message = f"{self.url}: HTTP {status} {reason}: {detail!r}"
+        if status in FATAL_STATUSES:
+            return BackendError(message, fatal=True)
+        if repeats >= self.retry.max_repeated_errors:
+            return BackendError(
+                f"{message} -- the same error {repeats} times in a row: every request would fail, so the run stops "
+                "(answers so far are kept; fix the request, e.g. --max-tokens or the model, and rerun)",
+                fatal=True,
+            )
+        return BackendError(message)
 
     def complete(self, prompt: str, params: GenerationParams) -> Completion:
         body = self._body(prompt, params)
@@ -168,4 +222,4 @@ class OpenAICompatBackend:
         raise BackendError(f"{self.url}: giving up after {self.retry.max_retries + 1} attempts (last: {last})")
 
 
-__all__ = ["RETRY_STATUSES", "OpenAICompatBackend", "RetryPolicy", "parse_retry_after"]
+__all__ = ["FATAL_STATUSES", "RETRY_STATUSES", "OpenAICompatBackend", "RetryPolicy", "parse_retry_after", "server_message"]
