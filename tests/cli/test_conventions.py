@@ -312,7 +312,12 @@ def test_model_options_become_from_pretrained_kwargs(monkeypatch: pytest.MonkeyP
     assert seen == {
         "name": "org/model", "device": "cuda:1", "dtype": "bf16", "revision": "v2", "trust_remote_code": True,
         "gguf_file": "m.gguf", "max_length": 8, "pooling": None, "prompt": None,
+        "long_text": None, "long_text_window": None, "long_text_stride": None, "long_text_max_chunks": None,
     }  # fmt: skip
+    seen.clear()
+    long_text = ["--long-text", "chunk-max", "--long-text-window", "64", "--long-text-stride", "16", "--long-text-max-chunks", "4"]
+    assert main(["encode", "org/model", "--input", str(texts_file), "--output", str(tmp_path / "v.npy"), *long_text]) == 2
+    assert (seen["long_text"], seen["long_text_window"], seen["long_text_stride"], seen["long_text_max_chunks"]) == ("chunk-max", 64, 16, 4)
     seen.clear()
     assert main(["merge-lora", "org/adapters", "--output-dir", str(tmp_path / "m"), "--revision", "v3"]) == 2
     assert seen["device"] == "cpu" and seen["revision"] == "v3" and seen["trust_remote_code"] is False

@@ -145,7 +145,7 @@ def test_push_cannot_run_offline(tiny_bert_dir: Path) -> None:
 def test_export_help_lists_the_formats(capsys: pytest.CaptureFixture[str]) -> None:
     code, stdout, _ = _run(["export", "--help"], capsys)
     assert code == 0
-    assert "--format {onnx,sentence-transformers}" in stdout and "--push-to-hub REPO" in stdout and "--output-dir DIR" in stdout
+    assert "--format {onnx,openvino,sentence-transformers}" in stdout and "--push-to-hub REPO" in stdout and "--output-dir DIR" in stdout
     code, stdout, _ = _run(["--help"], capsys)
     assert "export" in stdout
 

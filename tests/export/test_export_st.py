@@ -227,7 +227,7 @@ def test_output_folder_rules(tiny_bert_dir: Path, tmp_path: Path) -> None:
         export(42, output_dir=tmp_path / "x")
     with pytest.raises(ExportError, match="loading options"):
         export(embedder, output_dir=tmp_path / "x", dtype="bf16")
-    assert list(FORMATS) == ["sentence-transformers", "onnx"]
+    assert list(FORMATS) == ["sentence-transformers", "onnx", "openvino"]
 
 
 def test_the_card_of_an_export(tiny_bert_dir: Path, tmp_path: Path) -> None:
@@ -275,3 +275,39 @@ def test_other_sentence_transformers_versions_load_the_exports(tiny_bert_dir: Pa
         assert done.returncode == 0, done.stderr[-2000:]
         version, worst = done.stdout.split()[-2:]
         assert float(worst) < 1e-5, f"sentence-transformers {version}: {worst}"
+
+
+# ------------------------------------------------------------------ nested dimensions
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_truncate_dim_is_written_and_sentence_transformers_truncates(tiny_bert_dir: Path, tmp_path: Path, normalize: bool) -> None:
+    embedder = Embedder.from_pretrained(tiny_bert_dir, pooling="last_avg", normalize=normalize, truncate_dim=12, device="cpu")
+    result = export(embedder, output_dir=tmp_path / "exported")
+    assert result.max_difference is not None and result.max_difference < 1e-5
+    folder = result.folder
+    assert json.loads((folder / "config_sentence_transformers.json").read_text())["truncate_dim"] == 12
+    model = _st_model(folder, trust=False)
+    theirs = model.encode(TEXTS, batch_size=2, convert_to_numpy=True)
+    assert theirs.shape == (len(TEXTS), 12)
+    ours = embedder.encode(TEXTS, batch_size=2)
+    assert ours.shape == (len(TEXTS), 12)
+    # The same direction; sentence-transformers cuts after its Normalize module (unit norm on request).
+    np.testing.assert_allclose(_unit(theirs), _unit(ours), atol=1e-5, rtol=0)
+    unit = model.encode(TEXTS, batch_size=2, convert_to_numpy=True, normalize_embeddings=True)
+    np.testing.assert_allclose(unit, _unit(ours), atol=1e-5, rtol=0)
+    again = Embedder.from_pretrained(folder, device="cpu")
+    assert again.config.truncate_dim == 12
+
+
+def test_without_truncate_dim_no_key_is_written(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    embedder = Embedder.from_pretrained(tiny_bert_dir, pooling="cls", device="cpu")
+    folder = export(embedder, output_dir=tmp_path / "exported").folder
+    assert "truncate_dim" not in json.loads((folder / "config_sentence_transformers.json").read_text())
+
+
+def test_a_layer_truncated_model_is_refused(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    embedder = Embedder.from_pretrained(tiny_bert_dir, pooling="cls", layer=1, device="cpu")
+    with pytest.raises(ExportError, match="layer 1"):
+        export(embedder, output_dir=tmp_path / "exported")
+    assert not (tmp_path / "exported").exists() or not any((tmp_path / "exported").iterdir())

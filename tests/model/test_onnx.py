@@ -140,3 +140,37 @@ def _pairs(tmp_path: Path) -> Path:
     rows = [{"text1": a, "text2": b, "label": float(i % 5)} for i, (a, b) in enumerate(zip(TEXTS, TEXTS[1:] + TEXTS[:1]))]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def test_the_torchscript_exporter_is_tried_first_and_the_attention_setting_restored(exported: dict[str, Any]) -> None:
+    model, folder = exported["cls"]
+    assert json.loads((folder / "onnx_config.json").read_text())["exporter"] == "torch.onnx (torchscript)"
+    assert model.backbone.config._attn_implementation == "sdpa"  # traced with eager attention, then put back
+
+
+def test_the_dynamo_exporter_takes_over_when_torchscript_fails(tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    real = torch.onnx.export
+    calls = []
+
+    def torchscript_broken(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs.get("dynamo"))
+        if kwargs.get("dynamo") is False:
+            raise RuntimeError("unsupported operator aten::made_up")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.onnx, "export", torchscript_broken)
+    model = Embedder.from_pretrained(tiny_bert_dir, device="cpu")
+    folder = export_onnx(model, tmp_path / "dyn")
+    assert calls == [False, True]
+    assert json.loads((folder / "onnx_config.json").read_text())["exporter"] == "torch.onnx (dynamo)"
+    np.testing.assert_allclose(OnnxEmbedder.from_pretrained(folder).encode(TEXTS), model.encode(TEXTS), atol=FP32_TOLERANCE)
+
+    def both_broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"cannot trace (dynamo={kwargs.get('dynamo')})")
+
+    monkeypatch.setattr(torch.onnx, "export", both_broken)
+    with pytest.raises(ConfigError, match=r"cannot be exported.*torchscript: RuntimeError.*dynamo: RuntimeError"):
+        export_onnx(model, tmp_path / "none")
+    assert not (tmp_path / "none").exists()

@@ -106,6 +106,23 @@ def add_embedding_options(parser: argparse.ArgumentParser | Any) -> None:
         "--prompt", default=None,
         help="prompt template with {text}, or a preset: paper, paper-b, retrieval-query, none (default: the model's)",
     )
+    add_long_text_options(parser)
+
+
+def add_long_text_options(parser: argparse.ArgumentParser | Any) -> None:
+    """``--long-text truncate|chunk-mean|chunk-max`` and its window, stride and chunk cap."""
+    from anglekit.model.encoding import LONG_TEXT_MODES
+
+    parser.add_argument(
+        "--long-text", choices=LONG_TEXT_MODES, default=None,
+        help="texts longer than the window: truncate, or embed overlapping windows and pool their vectors "
+        "(chunk-mean, chunk-max; anglekit's substitute for AnglE-RAN) (default: the model's, else truncate)",
+    )
+    parser.add_argument("--long-text-window", type=positive_int, default=None, metavar="N", help="tokens per chunk (default: --max-length)")
+    parser.add_argument(
+        "--long-text-stride", type=positive_int, default=None, metavar="N", help="content tokens between chunk starts (default: half a window)"
+    )
+    parser.add_argument("--long-text-max-chunks", type=positive_int, default=None, metavar="N", help="at most this many chunks per text")
 
 
 def add_quiet(parser: argparse.ArgumentParser | Any, help: str = "no progress bar") -> None:
@@ -120,19 +137,22 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     add_quiet(parser)
 
 
-_LOAD_KEYS = ("pooling", "max_length", "prompt", "device", "dtype", "revision", "trust_remote_code", "gguf_file")
+_LOAD_KEYS = (
+    "pooling", "max_length", "prompt", "device", "dtype", "revision", "trust_remote_code", "gguf_file",
+    "long_text", "long_text_window", "long_text_stride", "long_text_max_chunks",
+)  # fmt: skip
 
 
-_BACKENDS = {"auto": None, "anglekit": "torch", "torch": "torch", "onnx": "onnx"}
+_BACKENDS = {"auto": None, "anglekit": "torch", "torch": "torch", "onnx": "onnx", "openvino": "openvino"}
 """``--backend`` values -> Embedder.from_pretrained's ``backend`` (auto: chosen from the folder)."""
 
 
 def add_backend_option(parser: argparse.ArgumentParser | Any) -> None:
-    """``--backend auto|torch|onnx``: the inference backend of the model."""
+    """``--backend auto|torch|onnx|openvino``: the inference backend of the model."""
     parser.add_argument(
-        "--backend", choices=("auto", "torch", "onnx"), default="auto",
-        help="run the model with PyTorch or onnxruntime (onnx: a folder from 'anglekit export --format onnx'; "
-        "auto: onnx when the folder holds ONNX weights only, else torch)",
+        "--backend", choices=("auto", "torch", "onnx", "openvino"), default="auto",
+        help="run the model with PyTorch, onnxruntime or OpenVINO (onnx: a folder from 'anglekit export --format onnx'; "
+        "openvino: one from '--format openvino' or an ONNX folder; auto: the only weights the folder holds, else torch)",
     )
 
 
@@ -203,6 +223,7 @@ __all__ = [
     "RenamedFlag",
     "add_backend_option",
     "add_embedding_options",
+    "add_long_text_options",
     "add_loading_options",
     "add_model_argument",
     "add_model_options",

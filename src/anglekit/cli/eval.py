@@ -12,7 +12,7 @@ from anglekit.cli.common import add_model_options, add_output, add_output_dir, m
 from anglekit.errors import AnglekitError, ConfigError, UnsupportedModelError
 
 NAME = "eval"
-BACKENDS = ("auto", "anglekit", "torch", "onnx", "sentence-transformers")
+BACKENDS = ("auto", "anglekit", "torch", "onnx", "openvino", "sentence-transformers")
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -53,8 +53,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend", choices=BACKENDS, default="auto",
         help="load MODEL with anglekit's torch backend (anglekit, torch), its ONNX backend (onnx: a folder from "
-        "'anglekit export --format onnx'), or sentence-transformers (auto: anglekit, ONNX for a folder of ONNX "
-        "weights only, else sentence-transformers for models with modules anglekit does not apply)",
+        "'anglekit export --format onnx'), its OpenVINO backend (openvino: a folder from '--format openvino' or an "
+        "ONNX folder), or sentence-transformers (auto: anglekit, with the backend of the only weights a folder "
+        "holds, else sentence-transformers for models with modules anglekit does not apply)",
     )
 
 

@@ -26,9 +26,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--format", required=True, choices=sorted(FORMATS),
         help="sentence-transformers: the folder sentence-transformers 5.x/6.x, TEI and infinity read; "
-        "onnx: the graph onnxruntime runs (anglekit's --backend onnx)",
+        "onnx: the graph onnxruntime runs (anglekit's --backend onnx); openvino: OpenVINO IR for the CPU (--backend openvino)",
     )
-    parser.add_argument("--quantize", choices=("int8",), default=None, help="onnx: dynamic int8 weights (onnxruntime's quantize_dynamic)")
+    parser.add_argument("--quantize", choices=("int8",), default=None, help="onnx: dynamic int8 weights (onnxruntime's quantize_dynamic); openvino: int8 weights (NNCF compress_weights)")
     parser.add_argument(
         "--optimize", choices=("O1", "O2", "O3"), default=None,
         help="onnx: onnxruntime's graph optimisations, O1 basic, O2 extended, O3 all (for this CPU)",
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         verify=args.verify,
         push_to_hub=args.push_to_hub,
         private=args.private,
-        options={"quantize": args.quantize, "optimize": args.optimize},
+        options={"quantize": args.quantize, "optimize": args.optimize},  # the export refuses an option its format lacks
         **load,
     )
     if not args.quiet:

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from anglekit.cli.common import add_loading_options, add_model_argument, model_kwargs, positive_int
+from anglekit.cli.common import add_loading_options, add_long_text_options, add_model_argument, model_kwargs, positive_int
 from anglekit.cli.fields import add_settings, overrides
 from anglekit.errors import ConfigError
 from anglekit.serve.settings import API_KEY_ENV, ServeSettings
@@ -34,6 +34,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     model.add_argument(
         "--prompt", help="prompt template with {text}, or a preset: paper, paper-b, retrieval-query, none (default: the model's)"
     )
+    add_long_text_options(model)
     settings = add_settings(parser.add_argument_group("server"), ServeSettings)
     parser.set_defaults(_settings=settings)
     return parser
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         from anglekit.serve.server import serve
     except ImportError as exc:
         raise ConfigError(f"anglekit serve needs the 'serve' extra ({exc.name} is missing): pip install 'anglekit[serve]'") from None
-    # The backend is serve's own setting (--backend torch|onnx), not a loading option.
+    # The backend is serve's own setting (--backend torch|onnx|openvino), not a loading option.
     options = {k: v for k, v in model_kwargs(args).items() if v is not None and k != "backend"}
     name = settings.served_model_name or args.model
 

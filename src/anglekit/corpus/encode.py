@@ -283,7 +283,7 @@ def encode_corpus(
         "role": role,
         "template": embedder.config.template(role),  # type: ignore[arg-type]
         "normalize": normalize,
-        "dim": embedder.dim,
+        "dim": int(getattr(embedder, "output_dim", embedder.dim)),
         "dtype": "float32",
         "shard_size": shard_size,
         "shard_format": shard_format,

@@ -26,7 +26,11 @@ from typing import Any
 
 from anglekit.errors import ExportError
 
-FORMATS: dict[str, str] = {"sentence-transformers": "anglekit.export.sentence_transformers", "onnx": "anglekit.export.onnx"}
+FORMATS: dict[str, str] = {
+    "sentence-transformers": "anglekit.export.sentence_transformers",
+    "onnx": "anglekit.export.onnx",
+    "openvino": "anglekit.export.openvino",
+}
 """Export format name -> the module that writes it."""
 
 
@@ -133,7 +137,7 @@ def export(
     - ``overwrite``: replace a non-empty ``output_dir`` (default: refuse).
     - ``card``: a :class:`~anglekit.model.card.ModelCardData` for the README.md (default: the model's).
     - ``push_to_hub="owner/name"``: then upload the folder (``private``, ``token``).
-    - ``options``: the format's own options (its ``OPTIONS``: for ``onnx``, ``quantize`` and ``optimize``).
+    - ``options``: the format's own options (its ``OPTIONS``: for ``onnx``, ``quantize`` and ``optimize``; for ``openvino``, ``quantize``).
     - ``load_kwargs``: :meth:`Embedder.from_pretrained` options when ``model`` is a name (device
       defaults to cpu).
     """

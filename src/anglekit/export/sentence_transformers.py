@@ -10,7 +10,11 @@ What is written (the long-standing layout every runtime reads, not the 5.4+ modu
   ``include_prompt``): TEI parses only those, and current sentence-transformers converts them;
 - ``sentence_bert_config.json`` with ``max_seq_length`` (TEI's max input length);
 - ``config_sentence_transformers.json``: prompts (``query``, ``document``, and ``default`` named
-  by ``default_prompt_name`` for the general prompt), ``similarity_fn_name`` cosine;
+  by ``default_prompt_name`` for the general prompt), ``similarity_fn_name`` cosine, and
+  ``truncate_dim`` when the model has one (sentence-transformers 6 reads it, 5.x needs
+  ``SentenceTransformer(..., truncate_dim=k)``, as the card says; it cuts
+  *after* its Normalize module, so such vectors point the same way as anglekit's but are
+  re-normalised only with ``normalize_embeddings=True``);
 - ``anglekit_config.json`` (anglekit loads the folder as the same model) and a README.md card.
 
 What sentence-transformers' own modules cannot express goes into ``anglekit_modules.py``, a small
@@ -68,6 +72,7 @@ class Layout:
     default_prompt_name: str | None = None
     normalize: bool = False
     max_length: int = 512
+    truncate_dim: int | None = None
 
     @property
     def custom(self) -> bool:
@@ -87,6 +92,11 @@ def _prefix(template: str | None) -> str | None:
 def plan(config: Any) -> Layout:
     """The modules an :class:`~anglekit.model.config.EmbedderConfig` needs, or an ExportError that
     names the setting sentence-transformers cannot reproduce."""
+    if getattr(config, "layer", None) is not None:
+        raise ExportError(
+            f"layer {config.layer} (embedding from an earlier transformer layer, ESE) cannot be expressed in the "
+            "sentence-transformers format; sentence-transformers would embed from the last layer"
+        )
     if config.bidirectional:
         raise ExportError(
             "bidirectional attention (a decoder without its causal mask) cannot be expressed in the "
@@ -125,6 +135,7 @@ def plan(config: Any) -> Layout:
         default_prompt_name=default_name,
         normalize=bool(config.normalize),
         max_length=int(config.max_length),
+        truncate_dim=getattr(config, "truncate_dim", None),
     )
 
 
@@ -200,6 +211,7 @@ def write(model: Any, folder: Path, *, card: ModelCardData | None = None) -> Lay
             "prompts": layout.prompts,
             "default_prompt_name": layout.default_prompt_name,
             "similarity_fn_name": "cosine",
+            **({"truncate_dim": layout.truncate_dim} if layout.truncate_dim is not None else {}),
         },
     )
     if layout.custom:
@@ -223,6 +235,18 @@ def _usage(layout: Layout) -> str:
 
 
 def _notes(layout: Layout) -> list[str]:
+    notes = _format_notes(layout)
+    if layout.truncate_dim is not None:
+        notes.append(
+            f"The model embeds into the first {layout.truncate_dim} coordinates (`truncate_dim` in "
+            "config_sentence_transformers.json): sentence-transformers 6 reads it; with 5.x pass "
+            f"`SentenceTransformer(..., truncate_dim={layout.truncate_dim})`. The cut follows the Normalize module: "
+            "use `normalize_embeddings=True` for unit vectors."
+        )
+    return notes
+
+
+def _format_notes(layout: Layout) -> list[str]:
     if layout.custom:
         what = f"pooling `{layout.pooling}`" if layout.st_mode is None else ""
         if layout.template is not None:

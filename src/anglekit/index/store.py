@@ -95,7 +95,7 @@ def model_record(model: Any, name: str | None = None, load: dict[str, Any] | Non
         "fingerprint": model.fingerprint(),
         "embedder_config": model.config.to_dict(),
         "load": {k: v for k, v in (load or {}).items() if k in ("dtype", "revision", "trust_remote_code", "gguf_file") and v},
-        "dim": int(model.dim),
+        "dim": int(getattr(model, "output_dim", model.dim)),
     }
 
 

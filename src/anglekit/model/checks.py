@@ -93,7 +93,7 @@ def check_max_length(max_length: int, facts: ModelFacts, source: str) -> None:
     if facts.max_positions is not None and max_length > facts.max_positions:
         raise ConfigError(
             f"{source}: max_length {max_length} is above the model's {facts.max_positions} position embeddings; "
-            f"use --max-length {facts.max_positions} or less (long texts: anglekit.model.long_text)"
+            f"use --max-length {facts.max_positions} or less (long texts: --long-text chunk-mean)"
         )
 
 

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from anglekit.errors import ConfigError
 from anglekit.llm.prompts import apply_prompt, quotes_text, resolve_prompt
+from anglekit.model.encoding import LONG_TEXT_MODES
 from anglekit.model.pooling import check_strategy
 
 CONFIG_NAME = "anglekit_config.json"
@@ -49,6 +50,23 @@ class EmbedderConfig:
     file) the adapters are loaded onto."""
     base_gguf_file: str | None = None
     """With ``base_model`` a hub repository or folder: the GGUF file in it to load."""
+    truncate_dim: int | None = None
+    """Default for ``encode(truncate_dim=None)``: keep the first this many coordinates of each
+    vector (then normalise, when normalising); for models trained with nested dimensions
+    (Matryoshka, ESE). None keeps every coordinate."""
+    layer: int | None = None
+    """Embed from this transformer layer (1 = the first) instead of the last, as if the model
+    stopped there (ESE layer truncation); pooling applies to that layer. None: the last layer."""
+    long_text: str = "truncate"
+    """Texts longer than the window: ``truncate`` (cut at ``max_length``), ``chunk-mean`` or
+    ``chunk-max`` (embed overlapping windows and pool their vectors: anglekit's substitute for
+    the paper's recurrent attention network, AnglE-RAN; :mod:`anglekit.model.long_text`)."""
+    long_text_window: int | None = None
+    """Tokens per chunk, special tokens included (None: ``max_length``)."""
+    long_text_stride: int | None = None
+    """Content tokens between chunk starts (None: half a window's content, i.e. 50% overlap)."""
+    long_text_max_chunks: int | None = None
+    """At most this many chunks per text, spread over it (None: as many as the text needs)."""
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -72,6 +90,12 @@ class EmbedderConfig:
                 raise ConfigError(f"{name} must be a non-empty string or null, got {value!r}")
         if self.base_gguf_file is not None and self.base_model is None:
             raise ConfigError("base_gguf_file needs base_model (the repository or folder holding it)")
+        if self.long_text not in LONG_TEXT_MODES:
+            raise ConfigError(f"long_text must be one of {', '.join(LONG_TEXT_MODES)}, got {self.long_text!r}")
+        for name in ("truncate_dim", "layer", "long_text_window", "long_text_stride", "long_text_max_chunks"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigError(f"{name} must be an integer >= 1 or null, got {value!r}")
 
     def template(self, role: Literal["query", "document"] | None = None) -> str | None:
         """The template for ``role`` (its own when set, else the general ``prompt``)."""
@@ -147,6 +171,12 @@ class EmbedderSettings:
     bidirectional: bool | None = None
     base_model: str | None = None
     base_gguf_file: str | None = None
+    truncate_dim: int | None = None
+    layer: int | None = None
+    long_text: str | None = None
+    long_text_window: int | None = None
+    long_text_stride: int | None = None
+    long_text_max_chunks: int | None = None
 
     @classmethod
     def of(cls, config: EmbedderConfig) -> EmbedderSettings:

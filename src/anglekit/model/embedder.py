@@ -36,11 +36,12 @@ from anglekit.model.card import ModelCardData, portable_base, read_card, write_c
 from anglekit.model.encoding import encode_texts, prepare_tokenizer, tokenize_texts
 from anglekit.model.loading import LoadOptions, load_model
 from anglekit.model.onnx import only_onnx_weights
+from anglekit.model.openvino import only_openvino_weights
 from anglekit.model.padding import pad_token_ids
 from anglekit.model.pooling import needs_all_hidden_states, pool
 
 
-BACKENDS = (None, "torch", "onnx")
+BACKENDS = (None, "torch", "onnx", "openvino")
 """Inference backends of :meth:`Embedder.from_pretrained` (None: chosen from the folder)."""
 
 
@@ -83,6 +84,18 @@ class Embedder(nn.Module):
             # transformers.Trainer reads this to leave a bitsandbytes model where it was loaded.
             self.quantization_method = quantization
         prepare_tokenizer(tokenizer, config, source)
+        self._check_nested(config)
+
+    def _check_nested(self, config: EmbedderConfig) -> None:
+        """A ConfigError unless ``truncate_dim`` and ``layer`` fit this backbone."""
+        if config.truncate_dim is not None and config.truncate_dim > self.dim:
+            raise ConfigError(f"{self.source}: truncate_dim {config.truncate_dim} is larger than the model's dimension {self.dim}")
+        if config.layer is not None:
+            layers = self.num_layers
+            if layers is None:
+                raise ConfigError(f"{self.source}: layer {config.layer} is set but the backbone's config has no num_hidden_layers")
+            if config.layer > layers:
+                raise ConfigError(f"{self.source}: layer {config.layer} does not exist; the model has {layers} layers")
 
     def _set_backbone(self, backbone: nn.Module) -> None:
         self.backbone = backbone
@@ -113,6 +126,12 @@ class Embedder(nn.Module):
         revision: str | None = None,
         trust_remote_code: bool = False,
         backend: str | None = None,
+        truncate_dim: int | None = None,
+        layer: int | None = None,
+        long_text: str | None = None,
+        long_text_window: int | None = None,
+        long_text_stride: int | None = None,
+        long_text_max_chunks: int | None = None,
     ) -> Embedder:
         """Load a Hugging Face encoder or decoder LLM (hub name, local folder, GGUF file, or a folder of
         LoRA adapters) as an embedder.
@@ -135,26 +154,57 @@ class Embedder(nn.Module):
         ``last_token`` for decoders), a sentence-transformers directory's modules, a saved
         ``anglekit_config.json`` (an adapter folder's over its base's), and the keyword arguments.
 
-        ``backend``: ``torch`` (this class) or ``onnx`` (an :class:`~anglekit.model.onnx.OnnxEmbedder`
-        with the same encode API, for a folder written by ``anglekit export --format onnx``); by
-        default ``onnx`` exactly when the folder holds ONNX weights and no PyTorch ones.
+        ``backend``: ``torch`` (this class), ``onnx`` (an :class:`~anglekit.model.onnx.OnnxEmbedder`
+        with the same encode API, for a folder written by ``anglekit export --format onnx``) or
+        ``openvino`` (an :class:`~anglekit.model.openvino.OpenVinoEmbedder`, for a folder from
+        ``--format openvino`` or an ONNX folder); by default the backend of the only weights a
+        folder holds (ONNX or OpenVINO ones and no PyTorch ones), else torch.
+
+        ``truncate_dim`` (vectors cut to their first k coordinates) and ``layer`` (embed from an
+        earlier transformer layer) suit models trained with nested dimensions (Matryoshka, ESE);
+        both are saved with the model.
+
+        ``long_text``: ``truncate`` (default), ``chunk-mean`` or ``chunk-max``: texts longer than
+        the window (``long_text_window``, default ``max_length``) are embedded as overlapping
+        windows (``long_text_stride`` content tokens apart, at most ``long_text_max_chunks``) whose
+        vectors are pooled (:mod:`anglekit.model.long_text`, anglekit's stand-in for AnglE-RAN);
+        saved with the model, applied by every backend.
         """
+        long_text_settings = {
+            key: value
+            for key, value in (("long_text", long_text), ("long_text_window", long_text_window),
+                               ("long_text_stride", long_text_stride), ("long_text_max_chunks", long_text_max_chunks))
+            if value is not None
+        }  # fmt: skip
         if backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(b for b in BACKENDS if b)}, got {backend!r}")
-        if backend == "onnx" or (backend is None and only_onnx_weights(name_or_path)):
+        if backend is None and only_openvino_weights(name_or_path):
+            backend = "openvino"
+        if backend in ("onnx", "openvino") or (backend is None and only_onnx_weights(name_or_path)):
             given = {
+                "layer": layer,
                 "pooling": pooling, "prompt_preprocess": prompt_preprocess, "padding_side": padding_side, "bidirectional": bidirectional,
                 "dtype": dtype, "load_in_kbit": load_in_kbit, "gguf_file": gguf_file, "base_model": base_model, "revision": revision,
             }  # fmt: skip
             baked = sorted(key for key, value in given.items() if value is not None) + (["trust_remote_code"] if trust_remote_code else [])
             if baked:
-                raise ConfigError(f"{', '.join(baked)}: fixed when the ONNX model was exported; export again to change them")
+                raise ConfigError(f"{', '.join(baked)}: fixed when the model was exported; export again to change them")
             from anglekit.model.onnx import OnnxEmbedder
+            from anglekit.model.openvino import OpenVinoEmbedder
 
-            return OnnxEmbedder.from_pretrained(  # type: ignore[return-value]
+            runtime = OpenVinoEmbedder if backend == "openvino" else OnnxEmbedder
+            onnx = runtime.from_pretrained(
                 name_or_path, prompt=prompt, query_prompt=query_prompt, document_prompt=document_prompt,
                 normalize=normalize, max_length=max_length, device=None if device is None else str(device),
             )  # fmt: skip
+            if truncate_dim is not None:
+                from anglekit.model.encoding import check_truncate_dim
+
+                check_truncate_dim(truncate_dim, onnx.dim)
+                onnx.config = replace(onnx.config, truncate_dim=truncate_dim)
+            if long_text_settings:
+                onnx.config = EmbedderConfig.from_dict({**onnx.config.to_dict(), **long_text_settings}, source=str(name_or_path))
+            return onnx  # type: ignore[return-value]
         overrides = EmbedderSettings(
             pooling=pooling,
             prompt=prompt,
@@ -165,6 +215,9 @@ class Embedder(nn.Module):
             max_length=max_length,
             padding_side=padding_side,
             bidirectional=bidirectional,
+            truncate_dim=truncate_dim,
+            layer=layer,
+            **long_text_settings,
         )
         options = LoadOptions(
             dtype=dtype, load_in_kbit=load_in_kbit, revision=revision, trust_remote_code=trust_remote_code, device=device
@@ -274,9 +327,27 @@ class Embedder(nn.Module):
             raise AttributeError("backbone config has no hidden_size")
         return int(hidden)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, **backbone_inputs: Tensor) -> Tensor:
-        """Pooled (not normalised) vectors of a padded batch, shape [batch, hidden]."""
-        want_all = needs_all_hidden_states(self.config.pooling)
+    @property
+    def output_dim(self) -> int:
+        """The width of :meth:`encode`'s vectors by default: ``config.truncate_dim`` or :attr:`dim`."""
+        return self.config.truncate_dim or self.dim
+
+    @property
+    def num_layers(self) -> int | None:
+        """The backbone's number of transformer layers (None when its config does not say)."""
+        layers = getattr(unwrap(self.backbone).config, "num_hidden_layers", None)
+        return None if layers is None else int(layers)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, *, layers: bool = False, **backbone_inputs: Tensor) -> Tensor:
+        """Pooled (not normalised) vectors of a padded batch, shape [batch, hidden].
+
+        From the layer ``config.layer`` when set (pooled as if the model stopped there). With
+        ``layers=True``: a stack ``[n, batch, hidden]`` of every transformer layer 1..n (n = that
+        layer or the last), each pooled as if the model stopped there; row n-1 is the usual output
+        (ESE training).
+        """
+        top = self.config.layer
+        want_all = layers or top is not None or needs_all_hidden_states(self.config.pooling)
         if self._takes_position_ids and "position_ids" not in backbone_inputs and bool((attention_mask[:, 0] == 0).any()):
             # Left padding: count positions from each row's first real token, so that a text's
             # vector does not depend on how much padding its batch needed.
@@ -291,6 +362,10 @@ class Embedder(nn.Module):
             **backbone_inputs,
         )
         states = outputs.hidden_states if want_all else (outputs.last_hidden_state,)
+        if top is not None:
+            states = states[: top + 1]  # hidden_states[0] is the embedding layer's output
+        if layers:
+            return torch.stack([pool(self.config.pooling, states[: i + 1], attention_mask) for i in range(1, len(states))])
         return pool(self.config.pooling, states, attention_mask)
 
     # ----------------------------------------------------------------- tokens
@@ -329,16 +404,24 @@ class Embedder(nn.Module):
         show_progress: bool = False,
         convert_to: Literal["numpy", "torch"] = "numpy",
         role: Literal["query", "document"] | None = None,
+        truncate_dim: int | None = None,
+        long_text: str | None = None,
     ) -> np.ndarray | Tensor:
         """Embed ``texts`` (one string gives one vector, a list gives a matrix in input order).
 
         ``role`` picks the config's ``query_prompt`` or ``document_prompt`` (retrieval; each falls
-        back to ``prompt`` when unset). Batches are formed in order of token length (longest first,
+        back to ``prompt`` when unset). ``truncate_dim`` (default: the config's) keeps the first k
+        coordinates, normalised after the cut when normalising; an integer outside [1, dim] is a
+        ConfigError. ``long_text`` (default: the config's) is ``truncate``, ``chunk-mean`` or
+        ``chunk-max`` (see :meth:`from_pretrained`). Batches are formed in order of token length (longest first,
         so memory problems show at once) and the output is put back in input order
         (:func:`anglekit.model.encoding.encode_texts`, shared with the ONNX backend). No gradients are kept.
         """
         with self._inference():
-            return encode_texts(self, texts, batch_size, normalize=normalize, show_progress=show_progress, convert_to=convert_to, role=role)
+            return encode_texts(
+                self, texts, batch_size, normalize=normalize, show_progress=show_progress, convert_to=convert_to, role=role,
+                truncate_dim=truncate_dim, long_text=long_text,
+            )  # fmt: skip
 
     def embed_padded(self, batch: dict[str, Tensor], normalize: bool) -> np.ndarray:
         """Vectors (float32, on the CPU) of one padded batch; call inside inference mode."""

@@ -2,7 +2,8 @@
 embed, put the vectors back in input order, normalise, convert.
 
 A backend provides ``config`` (an EmbedderConfig), ``dim``, ``tokenize_unpadded(texts, role)``,
-``pad(sequences)`` and ``embed_padded(batch, normalize) -> array``.
+``pad(sequences)`` and ``embed_padded(batch, normalize) -> array``. Truncation to a leading slice
+of the coordinates (``truncate_dim``, nested-dimension models) happens here, for every backend.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
+
+LONG_TEXT_MODES = ("truncate", "chunk-mean", "chunk-max")
+"""How texts longer than the window are embedded (see :mod:`anglekit.model.long_text`)."""
 
 
 def prepare_tokenizer(tokenizer: Any, config: Any, source: str) -> None:
@@ -57,6 +61,50 @@ def check_batch_size(batch_size: Any) -> int:
     return batch_size
 
 
+def check_truncate_dim(truncate_dim: Any, dim: int) -> int | None:
+    """``truncate_dim`` checked against the model's dimension ``dim``: None, or an integer in
+    [1, dim] (ConfigError otherwise). ``dim`` itself means no truncation and gives None."""
+    from anglekit.errors import ConfigError
+
+    if truncate_dim is None:
+        return None
+    if isinstance(truncate_dim, bool) or not isinstance(truncate_dim, (int, np.integer)):
+        raise ConfigError(f"truncate_dim must be an integer, got {type(truncate_dim).__name__} {truncate_dim!r}")
+    truncate_dim = int(truncate_dim)
+    if truncate_dim < 1 or truncate_dim > dim:
+        raise ConfigError(f"truncate_dim must be between 1 and the model's dimension {dim}, got {truncate_dim}")
+    return None if truncate_dim == dim else truncate_dim
+
+
+def truncate_rows(vectors: np.ndarray, truncate_dim: int, normalize: bool) -> np.ndarray:
+    """The first ``truncate_dim`` coordinates of each row, L2-normalised when ``normalize``
+    (a zero row stays zero)."""
+    cut = np.ascontiguousarray(vectors[:, :truncate_dim], dtype=np.float32)
+    if normalize:
+        norms = np.linalg.norm(cut, axis=1, keepdims=True)
+        cut /= np.maximum(norms, 1e-12)
+    return cut
+
+
+def _embed_rows(model: Any, ids: list[list[int]], batch_size: int, normalize: bool, show_progress: bool) -> Any:
+    """(row indices, their vectors) of each batch of ``ids``, longest first."""
+    order = np.argsort([-len(seq) for seq in ids], kind="stable")
+    progress = None
+    if show_progress:
+        from tqdm.auto import tqdm
+
+        progress = tqdm(total=len(ids), desc="encode", unit="text")
+    try:
+        for start in range(0, len(ids), batch_size):
+            rows = order[start : start + batch_size]
+            yield rows, model.embed_padded(model.pad([ids[i] for i in rows]), normalize)
+            if progress is not None:
+                progress.update(len(rows))
+    finally:
+        if progress is not None:
+            progress.close()
+
+
 def encode_texts(
     model: Any,
     texts: str | Sequence[str],
@@ -66,32 +114,46 @@ def encode_texts(
     show_progress: bool = False,
     convert_to: Literal["numpy", "torch"] = "numpy",
     role: Literal["query", "document"] | None = None,
+    truncate_dim: int | None = None,
+    long_text: str | None = None,
 ) -> Any:
     """Embed ``texts`` with ``model`` (see the module doc): one string gives one vector, a list a
-    matrix in input order. Batches are formed longest first, so memory problems show at once."""
+    matrix in input order. Batches are formed longest first, so memory problems show at once.
+
+    ``truncate_dim`` (default: the config's ``truncate_dim``) keeps the first k coordinates; the
+    vectors are normalised after the cut, so truncated normalised vectors have unit norm.
+    ``long_text`` (default: the config's): ``truncate``, or ``chunk-mean``/``chunk-max`` to embed
+    overlapping windows of each text and pool them (:mod:`anglekit.model.long_text`)."""
     items, single = check_texts(texts)
     batch_size = check_batch_size(batch_size)
     if convert_to not in ("numpy", "torch"):
         raise ValueError(f"convert_to must be 'numpy' or 'torch', got {convert_to!r}")
     normalize = model.config.normalize if normalize is None else normalize
-    if not items:
-        result = np.zeros((0, model.dim), dtype=np.float32)
-    else:
-        ids = model.tokenize_unpadded(items, role)
-        order = np.argsort([-len(seq) for seq in ids], kind="stable")
-        result = np.empty((len(items), model.dim), dtype=np.float32)
-        progress = None
-        if show_progress:
-            from tqdm.auto import tqdm
+    if truncate_dim is None:
+        truncate_dim = getattr(model.config, "truncate_dim", None)
+    truncate = check_truncate_dim(truncate_dim, model.dim)
+    width = model.dim if truncate is None else truncate
+    mode = long_text or getattr(model.config, "long_text", "truncate")
+    if mode not in LONG_TEXT_MODES:
+        from anglekit.errors import ConfigError
 
-            progress = tqdm(total=len(items), desc="encode", unit="text")
-        for start in range(0, len(items), batch_size):
-            rows = order[start : start + batch_size]
-            result[rows] = model.embed_padded(model.pad([ids[i] for i in rows]), normalize)
-            if progress is not None:
-                progress.update(len(rows))
-        if progress is not None:
-            progress.close()
+        raise ConfigError(f"long_text must be one of {', '.join(LONG_TEXT_MODES)}, got {mode!r}")
+    if not items:
+        result = np.zeros((0, width), dtype=np.float32)
+    elif mode == "truncate":
+        ids = model.tokenize_unpadded(items, role)
+        result = np.empty((len(items), width), dtype=np.float32)
+        for rows, vectors in _embed_rows(model, ids, batch_size, normalize and truncate is None, show_progress):
+            result[rows] = vectors if truncate is None else truncate_rows(vectors, truncate, normalize)
+    else:
+        from anglekit.model.long_text import combine_chunks, plan_chunks
+
+        plan = plan_chunks(model, items, role)
+        chunks = np.empty((len(plan.ids), model.dim), dtype=np.float32)
+        for rows, vectors in _embed_rows(model, plan.ids, batch_size, False, show_progress):
+            chunks[rows] = vectors
+        pooled = combine_chunks(chunks, plan, "mean" if mode == "chunk-mean" else "max")
+        result = truncate_rows(pooled, truncate or model.dim, normalize)
     if single:
         result = result[0]
     if convert_to == "torch":
@@ -101,4 +163,4 @@ def encode_texts(
     return result
 
 
-__all__ = ["check_batch_size", "check_texts", "encode_texts", "prepare_tokenizer", "tokenize_texts"]
+__all__ = ["check_batch_size", "check_texts", "check_truncate_dim", "encode_texts", "prepare_tokenizer", "tokenize_texts", "truncate_rows"]

@@ -1,5 +1,14 @@
 """Embedding texts longer than the model's window: pooling over overlapping token chunks.
 
+This is anglekit's substitute for the paper's AnglE-RAN (a recurrent attention network over
+segments of a long text): each window is embedded by the model itself and the window vectors
+are pooled. It is a setting of the model (``long_text`` = ``truncate`` | ``chunk-mean`` |
+``chunk-max``, with ``long_text_window``/``_stride``/``_max_chunks`` in
+:class:`~anglekit.model.config.EmbedderConfig`, ``--long-text`` on the command line), applied by
+every encode (torch, ONNX and OpenVINO backends, ``anglekit encode``/``eval``/``index``) and by
+the server. The other route is a long-context encoder (``--max-length 8192`` on a model whose
+positions allow it).
+
 :func:`embed_long` tokenizes each text completely (no truncation), cuts the content tokens into
 windows of ``window`` tokens *including* the model's special tokens (``[CLS] ... [SEP]`` for BERT,
 ``<s>`` for Llama: each chunk gets them exactly as a whole text would), consecutive windows
@@ -23,14 +32,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-import torch
 
 from anglekit.errors import ConfigError
 
-__all__ = ["chunk_token_ids", "embed_long", "model_max_length"]
+__all__ = ["ChunkPlan", "chunk_token_ids", "combine_chunks", "embed_long", "model_max_length", "plan_chunks", "plan_token_chunks"]
 
 _HUGE = 1_000_000
 
@@ -40,7 +49,8 @@ def model_max_length(embedder: Any) -> int | None:
     from anglekit.llm.lora import unwrap  # local import: keeps this module light to import
 
     limits = []
-    config = getattr(unwrap(embedder.backbone), "config", None)
+    backbone = getattr(embedder, "backbone", None)  # exported models (ONNX, OpenVINO) have none
+    config = getattr(unwrap(backbone), "config", None) if backbone is not None else None
     positions = getattr(config, "max_position_embeddings", None)
     if isinstance(positions, int) and positions > 0:
         # RoBERTa-style models reserve padding_idx + 1 positions.
@@ -104,6 +114,100 @@ def chunk_token_ids(
     return [[*prefix, *content[s : s + room], *suffix] for s in starts]
 
 
+@dataclass
+class ChunkPlan:
+    """The chunks of a list of texts: token ids per chunk, the text each belongs to, and its weight
+    (content tokens) for ``chunk-mean``."""
+
+    ids: list[list[int]]
+    owner: np.ndarray
+    weight: np.ndarray
+    texts: int
+
+
+def plan_chunks(
+    model: Any,
+    texts: Sequence[str],
+    role: Literal["query", "document"] | None,
+    *,
+    window: int | None = None,
+    stride: int | None = None,
+    max_chunks: int | None = None,
+) -> ChunkPlan:
+    """Cut ``texts`` (prompt applied, no truncation) into windows for ``model`` (any backend with
+    ``tokenizer`` and ``config``): ``window`` tokens (default ``config.long_text_window`` or
+    ``max_length``; at most :func:`model_max_length`), starts ``stride`` content tokens apart
+    (default: config, else half the content room), at most ``max_chunks`` per text."""
+    config = model.config
+    tokenizer = model.tokenizer
+    window = int(window or getattr(config, "long_text_window", None) or config.max_length)
+    limit = model_max_length(model)
+    if limit is not None and window > limit:
+        raise ConfigError(f"long-text window {window} exceeds the model's limit of {limit} tokens")
+    wrap = _special_wrap(tokenizer)
+    room = window - len(wrap[0]) - len(wrap[1])
+    stride = int(stride or getattr(config, "long_text_stride", None) or max(1, room // 2))
+    max_chunks = max_chunks or getattr(config, "long_text_max_chunks", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # verbose=False: sequences longer than model_max_length are expected here (no warning).
+        encoded = tokenizer([config.format(t, role) for t in texts], add_special_tokens=False, truncation=False, padding=False,
+                            verbose=False, return_attention_mask=False, return_token_type_ids=False)  # fmt: skip
+    ids: list[list[int]] = []
+    owner: list[int] = []
+    weight: list[float] = []
+    specials = len(wrap[0]) + len(wrap[1])
+    for i, content in enumerate(encoded["input_ids"]):
+        for chunk in chunk_token_ids(content, tokenizer, window, stride, max_chunks=max_chunks, wrap=wrap):
+            ids.append(chunk)
+            owner.append(i)
+            weight.append(float(max(len(chunk) - specials, 1)))
+    return ChunkPlan(ids, np.asarray(owner, dtype=np.int64), np.asarray(weight, dtype=np.float32), len(texts))
+
+
+def plan_token_chunks(model: Any, token_ids: Sequence[Sequence[int]]) -> ChunkPlan:
+    """:func:`plan_chunks` for texts already tokenized whole (special tokens included, no
+    truncation), as the server's batcher holds them: each sequence's content is cut into the
+    config's windows; a sequence that fits one window is its own single chunk."""
+    config = model.config
+    window = int(getattr(config, "long_text_window", None) or config.max_length)
+    wrap = _special_wrap(model.tokenizer)
+    prefix, suffix = wrap
+    room = window - len(prefix) - len(suffix)
+    stride = int(getattr(config, "long_text_stride", None) or max(1, room // 2))
+    max_chunks = getattr(config, "long_text_max_chunks", None)
+    ids: list[list[int]] = []
+    owner: list[int] = []
+    weight: list[float] = []
+    for i, seq in enumerate(token_ids):
+        seq = list(seq)
+        if len(seq) <= window:
+            chunks = [seq]
+        else:
+            start = len(prefix) if seq[: len(prefix)] == prefix else 0
+            end = len(seq) - len(suffix) if suffix and seq[len(seq) - len(suffix) :] == suffix else len(seq)
+            chunks = chunk_token_ids(seq[start:end], model.tokenizer, window, stride, max_chunks=max_chunks, wrap=wrap)
+        for chunk in chunks:
+            ids.append(chunk)
+            owner.append(i)
+            weight.append(float(max(len(chunk) - len(prefix) - len(suffix), 1)))
+    return ChunkPlan(ids, np.asarray(owner, dtype=np.int64), np.asarray(weight, dtype=np.float32), len(token_ids))
+
+
+def combine_chunks(vectors: np.ndarray, plan: ChunkPlan, pooling: Literal["mean", "max"]) -> np.ndarray:
+    """One vector per text from its chunks' (un-normalised) vectors: the mean weighted by content
+    tokens, or the element-wise maximum. A text with one chunk gets that chunk's vector."""
+    out = np.zeros((plan.texts, vectors.shape[1]), dtype=np.float32)
+    if pooling == "mean":
+        np.add.at(out, plan.owner, vectors * plan.weight[:, None])
+        totals = np.zeros(plan.texts, dtype=np.float32)
+        np.add.at(totals, plan.owner, plan.weight)
+        return out / totals[:, None]
+    out.fill(-np.inf)
+    np.maximum.at(out, plan.owner, vectors)
+    return out
+
+
 def embed_long(
     embedder: Any,
     texts: Sequence[str] | str,
@@ -118,74 +222,27 @@ def embed_long(
 ) -> np.ndarray:
     """Embed ``texts`` of any length by pooling over overlapping chunks; ``[len(texts), dim]`` float32 (order kept).
 
+    ``embedder.encode`` with ``long_text="chunk-<pooling>"`` and these window settings for this call
+    (the embedder's config is swapped for the call: do not share the embedder with other threads meanwhile).
+
     ``window`` defaults to the embedder's ``config.max_length`` and may not exceed
     :func:`model_max_length`; ``stride`` (content tokens between chunk starts) defaults to half
     the content room of a window (50% overlap). ``max_chunks`` caps the windows per text (spread
     evenly over the text), e.g. 4 windows of 128 tokens cost what truncation at 512 costs.
     """
-    single = isinstance(texts, str)
-    items = [texts] if single else list(texts)
-    for i, text in enumerate(items):
-        if not isinstance(text, str):
-            raise TypeError(f"embed_long: item {i} is {type(text).__name__}, expected str")
+    from dataclasses import replace
+
     if pooling not in ("mean", "max"):
         raise ConfigError(f"pooling must be 'mean' or 'max', got {pooling!r}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if max_chunks is not None and max_chunks < 1:
         raise ConfigError(f"max_chunks must be positive, got {max_chunks}")
-    tokenizer = embedder.tokenizer
     window = int(window if window is not None else embedder.config.max_length)
     limit = model_max_length(embedder)
     if limit is not None and window > limit:
         raise ConfigError(f"window {window} exceeds the model's limit of {limit} tokens")
-    wrap = _special_wrap(tokenizer)
-    room = window - len(wrap[0]) - len(wrap[1])
-    stride = int(stride if stride is not None else max(1, room // 2))
-    normalize = embedder.config.normalize if normalize is None else normalize
-    if not items:
-        return np.zeros((0, embedder.dim), dtype=np.float32)
-
-    formatted = [embedder.config.format(t, role) for t in items]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        # verbose=False: sequences longer than model_max_length are expected here (no warning).
-        encoded = tokenizer(formatted, add_special_tokens=False, truncation=False, padding=False, verbose=False,
-                            return_attention_mask=False, return_token_type_ids=False)
-    chunks: list[list[int]] = []
-    owner: list[int] = []
-    weight: list[float] = []
-    specials = len(wrap[0]) + len(wrap[1])
-    for i, content in enumerate(encoded["input_ids"]):
-        for ids in chunk_token_ids(content, tokenizer, window, stride, max_chunks=max_chunks, wrap=wrap):
-            chunks.append(ids)
-            owner.append(i)
-            weight.append(float(max(len(ids) - specials, 1)))
-
-    order = np.argsort([-len(c) for c in chunks], kind="stable")
-    vectors = torch.empty((len(chunks), embedder.dim), dtype=torch.float32)
-    was_training = embedder.training
-    embedder.eval()
+    saved = embedder.config
+    embedder.config = replace(saved, long_text=f"chunk-{pooling}", long_text_window=window, long_text_stride=stride, long_text_max_chunks=max_chunks)
     try:
-        with torch.inference_mode():
-            for start in range(0, len(chunks), batch_size):
-                index = order[start : start + batch_size]
-                batch = embedder.pad([chunks[j] for j in index], device=embedder.device)
-                vectors[torch.from_numpy(np.ascontiguousarray(index))] = embedder(**batch).float().cpu()
+        return embedder.encode(texts, batch_size, normalize=normalize, role=role)
     finally:
-        embedder.train(was_training)
-
-    owners = torch.tensor(owner)
-    out = torch.zeros((len(items), vectors.shape[1]), dtype=torch.float32)
-    if pooling == "mean":
-        w = torch.tensor(weight, dtype=torch.float32)
-        out.index_add_(0, owners, vectors * w[:, None])
-        totals = torch.zeros(len(items), dtype=torch.float32).index_add_(0, owners, w)
-        out /= totals[:, None]
-    else:
-        for i in range(len(items)):
-            out[i] = vectors[owners == i].max(dim=0).values
-    if normalize:
-        out = torch.nn.functional.normalize(out, p=2, dim=1)
-    result = out.numpy()
-    return result[0] if single else result
+        embedder.config = saved

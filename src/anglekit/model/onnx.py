@@ -40,7 +40,7 @@ FP32_TOLERANCE = 1e-4
 """Largest absolute difference from the torch model an fp32 export may show on the check batch."""
 INT8_MIN_COSINE = 0.97
 """Smallest cosine between an int8 export's vectors and the torch model's on the check batch."""
-_CHECK_TEXTS = (
+CHECK_TEXTS = (
     "A man is playing a guitar.",
     "hi",
     "The old woman walks her small white dog in the park every morning before breakfast, whatever the weather.",
@@ -119,6 +119,58 @@ def _check_exportable(embedder: Any) -> None:
         raise ConfigError("a k-bit (bitsandbytes) model cannot be exported to ONNX; load it in fp32 or bf16")
 
 
+@contextlib.contextmanager
+def _eager_attention(embedder: Any) -> Iterator[None]:
+    """Trace the backbone with its eager attention (plain MatMul/Softmax, the pattern onnxruntime's
+    kernels and fusions know) rather than SDPA; the model's own setting is restored afterwards."""
+    backbone = getattr(embedder, "backbone", None)
+    config = getattr(backbone, "config", None)
+    before = getattr(config, "_attn_implementation", None)
+    switch = before not in (None, "eager") and hasattr(backbone, "set_attn_implementation")
+    if switch:
+        try:
+            backbone.set_attn_implementation("eager")
+        except Exception:  # noqa: BLE001 - a model without an eager path keeps its own
+            switch = False
+    try:
+        yield
+    finally:
+        if switch:
+            backbone.set_attn_implementation(before)
+
+
+def _export_graph(graph: Any, example: dict[str, Any], path: Path, opset: int) -> str:
+    """Export ``graph`` to ``path``; returns the exporter used.
+
+    torch.onnx's TorchScript exporter first: on BERT-like encoders its graph runs ~1.3x faster in
+    onnxruntime than the dynamo exporter's (measured on all-MiniLM-L6-v2, 2 threads) and matches
+    onnxruntime's fusion patterns. The dynamo exporter is the fallback (and the only one once torch
+    drops TorchScript); ConfigError with both reasons when neither can export the model.
+    """
+    import torch
+
+    inputs = (example["input_ids"], example["attention_mask"])
+    names = {"input_names": ["input_ids", "attention_mask"], "output_names": list(OUTPUTS)}
+    failures = []
+    with torch.no_grad(), _quiet(), _eager_attention(graph.embedder):
+        try:
+            axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
+            torch.onnx.export(graph, inputs, str(path), dynamic_axes=axes, opset_version=min(opset, 17), dynamo=False, **names)
+            return "torch.onnx (torchscript)"
+        except Exception as exc:  # noqa: BLE001 - try the other exporter, keep the reason
+            failures.append(f"torchscript: {type(exc).__name__}: {str(exc)[:300]}")
+            for leftover in (path, path.with_name(path.name + ".data")):
+                leftover.unlink(missing_ok=True)
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("sequence")
+    with torch.no_grad(), _quiet():
+        try:
+            torch.onnx.export(graph, inputs, str(path), dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}), opset_version=opset, dynamo=True, verbose=False, **names)
+            return "torch.onnx (dynamo)"
+        except Exception as exc:  # noqa: BLE001 - any exporter failure is "cannot be exported", with its reason
+            failures.append(f"dynamo: {type(exc).__name__}: {str(exc)[:300]}")
+    raise ConfigError("this model cannot be exported to ONNX: " + "; ".join(failures))
+
+
 def export_onnx(
     embedder: Any,
     output_dir: str | os.PathLike[str],
@@ -151,17 +203,8 @@ def export_onnx(
     try:
         graph = _Graph(embedder).to("cpu")
         example = embedder.pad(embedder.tokenize_unpadded(["a b", "a longer example sentence to export"]), device=torch.device("cpu"))
-        batch, seq = torch.export.Dim("batch"), torch.export.Dim("sequence")
         raw = staging / "raw.onnx"
-        try:
-            with torch.no_grad(), _quiet():
-                torch.onnx.export(
-                    graph, (example["input_ids"], example["attention_mask"]), str(raw),
-                    input_names=["input_ids", "attention_mask"], output_names=list(OUTPUTS),
-                    dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}), opset_version=opset, dynamo=True, verbose=False,
-                )  # fmt: skip
-        except Exception as exc:  # noqa: BLE001 - any exporter failure is "cannot be exported", with its reason
-            raise ConfigError(f"this model cannot be exported to ONNX: {type(exc).__name__}: {str(exc)[:500]}") from exc
+        exporter = _export_graph(graph, example, raw, opset)
         current = raw
         if optimize is not None:
             levels = {
@@ -180,7 +223,10 @@ def export_onnx(
             # Per-channel weight scales (as optimum's avx512_vnni / arm64 dynamic configs): per-tensor
             # scales lose too much (cosine to the fp32 vectors ~0.93 on MiniLM, ~0.99 per channel).
             with _quiet():
-                quantize_dynamic(str(current), str(staging / "quantized.onnx"), weight_type=QuantType.QInt8, per_channel=True)
+                quantize_dynamic(
+                    str(current), str(staging / "quantized.onnx"), weight_type=QuantType.QInt8, per_channel=True,
+                    extra_options={"DefaultTensorType": 1},  # FLOAT, for tensors shape inference leaves untyped
+                )  # fmt: skip
             current = staging / "quantized.onnx"
         final = staging / ONNX_FILE
         _copy_onnx(current, final)
@@ -196,7 +242,7 @@ def export_onnx(
             "opset": opset,
             "quantize": quantize,
             "optimize": optimize,
-            "exporter": "torch.onnx (dynamo)",
+            "exporter": exporter,
             "torch": torch.__version__,
             "onnxruntime": ort.__version__,
             "hidden_size": int(embedder.dim),
@@ -224,21 +270,21 @@ def _copy_onnx(source: Path, destination: Path) -> None:
 
 def _check_against_torch(embedder: Any, path: Path, quantize: str | None) -> dict[str, float]:
     """Compare the exported model with the torch one on a check batch; ConfigError when it differs."""
-    reference = embedder.encode(list(_CHECK_TEXTS), normalize=False)
+    reference = embedder.encode(list(CHECK_TEXTS), normalize=False, long_text="truncate", truncate_dim=embedder.dim)  # the graph: one window, every coordinate
     session = OnnxEmbedder.session_for(path, threads=None)
-    exported = _run(session, embedder.pad(embedder.tokenize_unpadded(list(_CHECK_TEXTS))))[0]  # one batch, input order
+    exported = _run(session, embedder.pad(embedder.tokenize_unpadded(list(CHECK_TEXTS))))[0]  # one batch, input order
     if quantize is None:
         difference = float(np.abs(exported - reference).max())
         if difference > FP32_TOLERANCE:
             raise ConfigError(f"the ONNX export differs from the model by {difference:.2e} (> {FP32_TOLERANCE}); not written")
         return {"max_abs_difference": difference}
-    cosine = _rowwise_cosine(exported, reference)
+    cosine = rowwise_cosine(exported, reference)
     if float(cosine.min()) < INT8_MIN_COSINE:
         raise ConfigError(f"the int8 export's vectors are too far from the model's (cosine {cosine.min():.4f} < {INT8_MIN_COSINE}); not written")
     return {"min_cosine": float(cosine.min())}
 
 
-def _rowwise_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def rowwise_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     num = (a * b).sum(axis=1)
     den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
     return num / np.maximum(den, 1e-12)
@@ -248,6 +294,28 @@ def _run(session: Any, batch: dict[str, Any]) -> list[np.ndarray]:
     feeds = {name: np.ascontiguousarray(batch[name].numpy() if hasattr(batch[name], "numpy") else batch[name], dtype=np.int64)
              for name in ("input_ids", "attention_mask")}  # fmt: skip
     return session.run(list(OUTPUTS), feeds)
+
+
+def load_exported_parts(path: Path, info_file: str, **overrides: Any) -> tuple[EmbedderConfig, Any, dict[str, Any]]:
+    """(config with ``overrides`` applied, tokenizer, the export's info file) of an exported folder;
+    ConfigError naming the file that is broken."""
+    from transformers import AutoTokenizer
+
+    from anglekit.model.config import EmbedderSettings
+
+    saved = EmbedderConfig.load(path)
+    config = EmbedderSettings(**overrides).over(EmbedderSettings.of(saved)).resolve(source=str(path))
+    info: dict[str, Any] = {}
+    if (path / info_file).is_file():
+        try:
+            info = json.loads((path / info_file).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path / info_file}: not valid JSON ({exc})") from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot load the tokenizer ({exc})") from None
+    return config, tokenizer, info
 
 
 class OnnxEmbedder:
@@ -304,27 +372,13 @@ class OnnxEmbedder:
     ) -> OnnxEmbedder:
         """Load a folder written by :func:`export_onnx`. Prompts, normalisation and max length may be
         overridden; the pooling is part of the graph."""
-        from transformers import AutoTokenizer
-
-        from anglekit.model.config import EmbedderSettings
-
         path = Path(folder)
         if not is_onnx_folder(path):
             raise ConfigError(f"{path}: not an ONNX model folder (no {ONNX_FILE} with {CONFIG_NAME} beside it)")
-        saved = EmbedderConfig.load(path)
-        overrides = EmbedderSettings(prompt=prompt, query_prompt=query_prompt, document_prompt=document_prompt, normalize=normalize, max_length=max_length)
-        config = overrides.over(EmbedderSettings.of(saved)).resolve(source=str(path))
-        info: dict[str, Any] = {}
-        if (path / ONNX_CONFIG).is_file():
-            try:
-                info = json.loads((path / ONNX_CONFIG).read_text(encoding="utf-8"))
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path / ONNX_CONFIG}: not valid JSON ({exc})") from None
+        config, tokenizer, info = load_exported_parts(
+            path, ONNX_CONFIG, prompt=prompt, query_prompt=query_prompt, document_prompt=document_prompt, normalize=normalize, max_length=max_length
+        )
         session = cls.session_for(path / ONNX_FILE, threads=threads, device=device)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(path))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{path}: cannot load the tokenizer ({exc})") from None
         return cls(session, tokenizer, config, source=str(path), info=info)
 
     # ------------------------------------------------------------------ the Embedder's API
@@ -334,6 +388,11 @@ class OnnxEmbedder:
         if isinstance(shape[-1], int):
             return int(shape[-1])
         return int(self.info["hidden_size"])
+
+    @property
+    def output_dim(self) -> int:
+        """The width of :meth:`encode`'s vectors by default: ``config.truncate_dim`` or :attr:`dim`."""
+        return self.config.truncate_dim or self.dim
 
     @property
     def has_lora(self) -> bool:
@@ -363,9 +422,14 @@ class OnnxEmbedder:
         show_progress: bool = False,
         convert_to: Literal["numpy", "torch"] = "numpy",
         role: Literal["query", "document"] | None = None,
+        truncate_dim: int | None = None,
+        long_text: str | None = None,
     ) -> Any:
         """Embed ``texts`` exactly as :meth:`anglekit.model.embedder.Embedder.encode` does."""
-        return encode_texts(self, texts, batch_size, normalize=normalize, show_progress=show_progress, convert_to=convert_to, role=role)
+        return encode_texts(
+            self, texts, batch_size, normalize=normalize, show_progress=show_progress, convert_to=convert_to, role=role,
+            truncate_dim=truncate_dim, long_text=long_text,
+        )  # fmt: skip
 
     def encode_query(self, texts: str | Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> Any:
         return self.encode(texts, batch_size, role="query", **kwargs)

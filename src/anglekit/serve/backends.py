@@ -26,7 +26,10 @@ class Backend(Protocol):
     dim: int
     """Length of the vectors."""
     max_length: int
-    """Tokens per text at most (prompt and special tokens included)."""
+    """Tokens per text at most (prompt and special tokens included), unless ``chunks_long_texts``."""
+    chunks_long_texts: bool
+    """The model's ``long_text`` setting chunks long texts: ``tokenize`` keeps every token and
+    ``embed`` pools the windows of a longer text, so no text is too long."""
     normalize: bool
     """The model's own setting: whether its vectors are L2-normalised by default."""
 
@@ -46,12 +49,18 @@ class TorchBackend:
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder.eval()
+        self._describe(embedder)
+
+    def _describe(self, embedder: Any) -> None:
         self.dim = embedder.dim
         self.max_length = embedder.config.max_length
         self.normalize = embedder.config.normalize
+        self.long_text = getattr(embedder.config, "long_text", "truncate")
+        self.chunks_long_texts = self.long_text != "truncate"
+        self.window = getattr(embedder.config, "long_text_window", None) or self.max_length
 
     def tokenize(self, texts: Sequence[str], role: Role | None, *, truncate: bool) -> list[list[int]]:
-        if truncate:
+        if truncate and not self.chunks_long_texts:
             return self.embedder.tokenize_unpadded(texts, role)
         config = self.embedder.config
         encoded = self.embedder.tokenizer(
@@ -65,6 +74,18 @@ class TorchBackend:
         return encoded["input_ids"]
 
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        if self.chunks_long_texts and any(len(seq) > self.window for seq in token_ids):
+            from anglekit.model.long_text import combine_chunks, plan_token_chunks
+
+            plan = plan_token_chunks(self.embedder, token_ids)
+            step = max(len(token_ids), 1)
+            vectors = [self._embed(plan.ids[i : i + step]) for i in range(0, len(plan.ids), step)]
+            import numpy as np
+
+            return combine_chunks(np.concatenate(vectors), plan, "mean" if self.long_text == "chunk-mean" else "max")
+        return self._embed(token_ids)
+
+    def _embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         import torch
 
         with torch.inference_mode():
@@ -81,22 +102,20 @@ def load_torch(model: str, *, threads: int | None = None, **options: Any) -> Bac
     if threads is not None:
         torch.set_num_threads(threads)
     embedder = Embedder.from_pretrained(model, **options)
-    if getattr(embedder, "backend", "torch") == "onnx":  # a folder of ONNX weights only: from_pretrained chose it
+    if getattr(embedder, "backend", "torch") in ("onnx", "openvino"):  # a folder of exported weights only: from_pretrained chose it
         return OnnxBackend(embedder)
     return TorchBackend(embedder)
 
 
 class OnnxBackend(TorchBackend):
-    """An :class:`~anglekit.model.onnx.OnnxEmbedder` (a folder from ``anglekit export --format onnx``):
-    the same tokenisation; the pooled vectors come from onnxruntime."""
+    """An :class:`~anglekit.model.onnx.OnnxEmbedder` (a folder from ``anglekit export --format onnx``)
+    or its OpenVINO subclass: the same tokenisation; the pooled vectors come from the exported graph."""
 
     def __init__(self, embedder: Any) -> None:  # noqa: D107 - no torch module to put in eval mode
         self.embedder = embedder
-        self.dim = embedder.dim
-        self.max_length = embedder.config.max_length
-        self.normalize = embedder.config.normalize
+        self._describe(embedder)
 
-    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+    def _embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         return self.embedder.embed_padded(self.embedder.pad(token_ids), normalize=False)
 
 
@@ -107,13 +126,45 @@ def load_onnx(model: str, *, threads: int | None = None, **options: Any) -> Back
     from anglekit.model.onnx import OnnxEmbedder
 
     device = options.pop("device", None)
+    long_text = _long_text_options(options)
     given = sorted(key for key, value in options.items() if value not in (None, False))
     if given:
         raise ConfigError(f"{', '.join(given)}: fixed when the ONNX model was exported; export again to change them")
-    return OnnxBackend(OnnxEmbedder.from_pretrained(model, threads=threads, device=device))
+    return OnnxBackend(_with_long_text(OnnxEmbedder.from_pretrained(model, threads=threads, device=device), long_text, model))
 
 
-BACKENDS: dict[str, Callable[..., Backend]] = {"torch": load_torch, "onnx": load_onnx}
+def load_openvino(model: str, *, threads: int | None = None, **options: Any) -> Backend:
+    """An exported OpenVINO (or ONNX) folder compiled by OpenVINO for the CPU; ``threads``: its
+    inference threads (default: torch's setting). Loading options other than device: refused."""
+    from anglekit.errors import ConfigError
+    from anglekit.model.openvino import OpenVinoEmbedder
+
+    device = options.pop("device", None)
+    long_text = _long_text_options(options)
+    given = sorted(key for key, value in options.items() if value not in (None, False))
+    if given:
+        raise ConfigError(f"{', '.join(given)}: fixed when the model was exported; export again to change them")
+    return OnnxBackend(_with_long_text(OpenVinoEmbedder.from_pretrained(model, threads=threads, device=device), long_text, model))
+
+
+_LONG_TEXT_KEYS = ("long_text", "long_text_window", "long_text_stride", "long_text_max_chunks")
+
+
+def _long_text_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The long-text settings among the loading ``options`` (removed from them): inference
+    settings, allowed with exported models too."""
+    return {key: options.pop(key) for key in _LONG_TEXT_KEYS if options.get(key) is not None}
+
+
+def _with_long_text(embedder: Any, settings: dict[str, Any], source: str) -> Any:
+    if settings:
+        from anglekit.model.config import EmbedderConfig
+
+        embedder.config = EmbedderConfig.from_dict({**embedder.config.to_dict(), **settings}, source=source)
+    return embedder
+
+
+BACKENDS: dict[str, Callable[..., Backend]] = {"torch": load_torch, "onnx": load_onnx, "openvino": load_openvino}
 """Backend loaders by name: ``loader(model, threads=None, **Embedder.from_pretrained options) -> Backend``."""
 
 
@@ -126,4 +177,4 @@ def load_backend(name: str, model: str, *, threads: int | None = None, **options
     return BACKENDS[name](model, threads=threads, **options)
 
 
-__all__ = ["BACKENDS", "Backend", "OnnxBackend", "Role", "TorchBackend", "load_backend", "load_onnx", "load_torch"]
+__all__ = ["BACKENDS", "Backend", "OnnxBackend", "Role", "TorchBackend", "load_backend", "load_onnx", "load_openvino", "load_torch"]

@@ -283,10 +283,11 @@ class Batcher:
 
     def _check_lengths(self, job: _Job) -> ServeError | None:
         limit = self.backend.max_length
+        chunks = getattr(self.backend, "chunks_long_texts", False)  # long texts are pooled over windows: none is too long
         for i, seq in enumerate(job.ids):
             if not seq:
                 return InvalidRequest(f"input[{i}] has no tokens", param="input")
-            if len(seq) > limit:
+            if len(seq) > limit and not chunks:
                 return ContextLengthExceeded(
                     f"input[{i}] has {len(seq)} tokens, more than the model's maximum of {limit} "
                     "(the server runs with --no-auto-truncate)",

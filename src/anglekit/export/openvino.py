@@ -1,0 +1,61 @@
+"""Export format ``openvino``: the ONNX graph (backbone + pooling + normalisation) converted to
+OpenVINO's IR, fp32 or with int8 weights (NNCF ``compress_weights``), with the tokenizer and the
+anglekit config beside it (see :mod:`anglekit.model.openvino`). The folder loads with
+``Embedder.from_pretrained(folder)`` (or ``backend="openvino"``) and ``--backend openvino``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from anglekit.model.card import ModelCardData, card_of, describe, render
+
+NAME = "openvino"
+DESCRIPTION = "OpenVINO IR for the CPU (fp32, or int8 weights with --quantize int8)"
+OPTIONS = ("quantize",)
+"""Keyword options this format takes (``anglekit export --quantize``)."""
+
+
+@dataclass
+class Layout:
+    quantize: str | None
+    custom: bool = False
+
+
+def write(model: Any, folder: Path, *, card: ModelCardData | None = None, quantize: str | None = None) -> Layout:
+    """Export ``model`` into ``folder``; :func:`anglekit.model.openvino.export_openvino` already compares
+    the compiled model with the torch one (fp32: 1e-4; int8: cosine 0.97) and refuses one that differs."""
+    from anglekit.model.openvino import export_openvino
+
+    export_openvino(model, folder, quantize=quantize)
+    weights = "int8 weights (NNCF)" if quantize else "fp32 weights"
+    usage = (
+        "```python\nfrom anglekit import Embedder\n\nmodel = Embedder.from_pretrained(\"PATH\")  # the OpenVINO backend\n"
+        "vectors = model.encode([\"a sentence\"])\n```\n\nOr `anglekit encode PATH --input texts.txt --output vectors.npy`."
+    )
+    notes = [f"OpenVINO IR ({weights}) for the CPU; the pooling is part of the graph."]
+    text = render(card_of(model, card), describe(model.config, model.dim), library_name="anglekit", usage=usage, notes=notes, extra_tags=("openvino",))
+    (folder / "README.md").write_text(text, encoding="utf-8")
+    return Layout(quantize=quantize)
+
+
+def verify(model: Any, folder: Path, layout: Layout) -> tuple[float | None, str]:
+    """The export was compared with the model when it was written; read the figure back."""
+    import json
+
+    from anglekit.model.openvino import OPENVINO_CONFIG
+
+    check = json.loads((folder / OPENVINO_CONFIG).read_text(encoding="utf-8"))["check"]
+    if "max_abs_difference" in check:
+        return float(check["max_abs_difference"]), "checked with OpenVINO (fp32)"
+    return None, f"checked with OpenVINO: int8 weights, min cosine to the model {check['min_cosine']:.4f}"
+
+
+def tolerance(model: Any) -> float:
+    from anglekit.model.onnx import FP32_TOLERANCE
+
+    return FP32_TOLERANCE
+
+
+__all__ = ["DESCRIPTION", "Layout", "NAME", "OPTIONS", "tolerance", "verify", "write"]

@@ -1,0 +1,155 @@
+"""The OpenVINO backend: exported IR (fp32 and int8 weights) and ONNX folders compiled by OpenVINO
+embed like the torch model; folders are chosen automatically; bad folders and options fail clearly."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("openvino")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+
+from anglekit.errors import ConfigError, ExportError  # noqa: E402
+from anglekit.model.embedder import Embedder  # noqa: E402
+from anglekit.model.onnx import FP32_TOLERANCE, INT8_MIN_COSINE, OnnxEmbedder, export_onnx  # noqa: E402
+from anglekit.model.openvino import OPENVINO_CONFIG, OPENVINO_FILE, OpenVinoEmbedder, export_openvino, is_openvino_folder  # noqa: E402
+
+TEXTS = [
+    "a man is playing the guitar .",
+    "dog",
+    "the old woman walks her small white dog in the park every morning .",
+    "two kids ride bikes " * 20,
+    "i can not eat bread today !",
+]
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+@pytest.fixture(scope="module")
+def bert(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Embedder, Path]:
+    model = Embedder.from_pretrained(tiny_bert_dir, pooling="cls_avg", max_length=32, device="cpu")
+    return model, export_openvino(model, tmp_path_factory.mktemp("ov") / "fp32")
+
+
+def test_fp32_openvino_equals_torch_and_the_folder_loads_on_its_own(bert: tuple[Embedder, Path]) -> None:
+    model, folder = bert
+    assert is_openvino_folder(folder) and (folder / "openvino_model.bin").is_file()
+    assert not any(folder.glob("*.safetensors")) and not (folder / "model.onnx").exists()
+    info = json.loads((folder / OPENVINO_CONFIG).read_text())
+    assert info["quantize"] is None and info["check"]["max_abs_difference"] <= FP32_TOLERANCE
+    loaded = Embedder.from_pretrained(folder)  # only OpenVINO weights there: the OpenVINO backend
+    assert isinstance(loaded, OpenVinoEmbedder) and loaded.backend == "openvino" and loaded.dim == model.dim
+    for normalize in (False, True):
+        np.testing.assert_allclose(loaded.encode(TEXTS, 2, normalize=normalize), model.encode(TEXTS, 2, normalize=normalize), atol=FP32_TOLERANCE)
+    assert loaded.encode("dog").shape == (model.dim,) and loaded.encode([]).shape == (0, model.dim)
+    assert loaded.fingerprint() == OpenVinoEmbedder.from_pretrained(folder).fingerprint()
+
+
+def test_an_onnx_folder_runs_under_openvino_with_the_same_vectors(bert: tuple[Embedder, Path], tmp_path: Path) -> None:
+    model, _ = bert
+    onnx_folder = export_onnx(model, tmp_path / "onnx")
+    under_ov = Embedder.from_pretrained(onnx_folder, backend="openvino", normalize=True)
+    assert isinstance(under_ov, OpenVinoEmbedder)
+    np.testing.assert_allclose(under_ov.encode(TEXTS), OnnxEmbedder.from_pretrained(onnx_folder, normalize=True).encode(TEXTS), atol=FP32_TOLERANCE)
+    assert isinstance(Embedder.from_pretrained(onnx_folder), OnnxEmbedder) and not isinstance(Embedder.from_pretrained(onnx_folder), OpenVinoEmbedder)
+
+
+def test_int8_weights_stay_within_the_stated_cosine(bert: tuple[Embedder, Path], tmp_path: Path) -> None:
+    model, _ = bert
+    folder = export_openvino(model, tmp_path / "int8", quantize="int8")
+    info = json.loads((folder / OPENVINO_CONFIG).read_text())
+    assert info["quantize"] == "int8" and info["check"]["min_cosine"] >= INT8_MIN_COSINE
+    assert (folder / "openvino_model.bin").stat().st_size < (bert[1] / "openvino_model.bin").stat().st_size
+    assert _cosine(OpenVinoEmbedder.from_pretrained(folder).encode(TEXTS), model.encode(TEXTS)).min() >= INT8_MIN_COSINE
+
+
+def test_decoder_last_token_pooling_with_left_padding(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    model = Embedder.from_pretrained(tiny_llama_dir, padding_side="left", device="cpu")
+    loaded = OpenVinoEmbedder.from_pretrained(export_openvino(model, tmp_path / "llama"))
+    np.testing.assert_allclose(loaded.encode(TEXTS, 2), model.encode(TEXTS, 2), atol=FP32_TOLERANCE)
+
+
+def test_prompts_roles_and_overrides_travel(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    model = Embedder.from_pretrained(tiny_bert_dir, query_prompt="query: {text}", document_prompt="passage: {text}", device="cpu")
+    folder = export_openvino(model, tmp_path / "m")
+    loaded = OpenVinoEmbedder.from_pretrained(folder)
+    for role in ("query", "document", None):
+        np.testing.assert_allclose(loaded.encode(TEXTS, role=role), model.encode(TEXTS, role=role), atol=FP32_TOLERANCE)
+    short = Embedder.from_pretrained(folder, max_length=4)
+    np.testing.assert_allclose(short.encode(TEXTS), Embedder.from_pretrained(tiny_bert_dir, max_length=4, device="cpu").encode(TEXTS), atol=FP32_TOLERANCE)
+    with pytest.raises(ConfigError, match="fixed when the model was exported"):
+        Embedder.from_pretrained(folder, pooling="cls")
+
+
+def test_concurrent_callers_get_their_own_vectors(bert: tuple[Embedder, Path]) -> None:
+    model, folder = bert
+    loaded = OpenVinoEmbedder.from_pretrained(folder)
+    expected = {i: model.encode(TEXTS[i:] + TEXTS[:i]) for i in range(len(TEXTS))}
+    failures: list[str] = []
+
+    def work(i: int) -> None:
+        for _ in range(5):
+            got = loaded.encode(TEXTS[i:] + TEXTS[:i], 2)
+            if not np.allclose(got, expected[i], atol=FP32_TOLERANCE):
+                failures.append(f"caller {i}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(TEXTS))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+
+
+def test_bad_folders_and_options_are_clear_errors(bert: tuple[Embedder, Path], tiny_bert_dir: Path, tmp_path: Path) -> None:
+    model, folder = bert
+    broken = tmp_path / "broken"
+    shutil.copytree(folder, broken)
+    (broken / OPENVINO_FILE).write_text("<net><layers><layer", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not a valid OpenVINO/ONNX model"):
+        OpenVinoEmbedder.from_pretrained(broken)
+    (broken / OPENVINO_FILE).unlink()
+    with pytest.raises(ConfigError, match="not an OpenVINO or ONNX model folder"):
+        OpenVinoEmbedder.from_pretrained(broken)
+    with pytest.raises(ConfigError, match="not an OpenVINO or ONNX model folder"):
+        Embedder.from_pretrained(tiny_bert_dir, backend="openvino")
+    with pytest.raises(ConfigError, match="runs on the CPU"):
+        OpenVinoEmbedder.from_pretrained(folder, device="cuda")
+    with pytest.raises(ConfigError, match="quantize must be"):
+        export_openvino(model, tmp_path / "q", quantize="int4")
+    assert not (tmp_path / "q").exists()
+
+
+def test_export_encode_and_serve_from_the_command_line(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import helpers
+
+    from anglekit.serve.backends import load_backend
+
+    out = tmp_path / "ov"
+    code, stdout, err = helpers.run_cli(["export", str(tiny_bert_dir), "--format", "openvino", "--quantize", "int8", "--output-dir", str(out)], capsys)
+    assert code == 0, err
+    assert "OpenVINO" in stdout and "openvino" in (out / "README.md").read_text()
+    code, _, err = helpers.run_cli(["export", str(tiny_bert_dir), "--format", "openvino", "--optimize", "O2", "--output-dir", str(tmp_path / "x")], capsys)
+    assert code != 0 and "optimize: not an option of the openvino format" in err and not (tmp_path / "x").exists()
+    texts = tmp_path / "t.txt"
+    texts.write_text("\n".join(TEXTS) + "\n")
+    reference = OpenVinoEmbedder.from_pretrained(out).encode(TEXTS)
+    for backend in ("auto", "openvino"):
+        vectors = tmp_path / f"{backend}.npy"
+        code, _, err = helpers.run_cli(["encode", str(out), "--backend", backend, "--input", str(texts), "--output", str(vectors), "--quiet"], capsys)
+        assert code == 0, err
+        np.testing.assert_allclose(np.load(vectors), reference, atol=1e-6)
+    backend: Any = load_backend("openvino", str(out), device="cpu")  # what `anglekit serve --backend openvino` runs
+    pooled = backend.embed(backend.tokenize(TEXTS, role=None, truncate=True))
+    np.testing.assert_allclose(pooled, OpenVinoEmbedder.from_pretrained(out).encode(TEXTS, normalize=False), atol=1e-6)
+    with pytest.raises(ConfigError, match="fixed when the model was exported"):
+        load_backend("openvino", str(out), pooling="cls")
