@@ -40,13 +40,16 @@ def add_setting(container: Any, s: Setting) -> None:
     if s.base is bool:
         kwargs: dict[str, Any] = {"action": argparse.BooleanOptionalAction}
     else:
-        kwargs = {"type": s.base}
+        kind = s.item if s.item is not None else s.base
+        kwargs = {"type": kind}
         if s.bounds is not None:  # the range is checked as the flag is parsed
-            kwargs["type"] = ranged(s.base, s.bounds)
+            kwargs["type"] = ranged(kind, s.bounds)
         if s.choices is not None:
             kwargs["choices"] = s.choices
         else:
-            kwargs["metavar"] = s.base.__name__.upper()
+            kwargs["metavar"] = kind.__name__.upper()
+        if s.item is not None:  # a list setting: --flag 1 2 3
+            kwargs["nargs"] = "+"
     container.add_argument(flag, dest=s.key, help=_help(s), **kwargs)
     for alias in aliases:
         container.add_argument(alias, dest=s.key, help=argparse.SUPPRESS, **kwargs)

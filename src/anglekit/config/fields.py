@@ -86,6 +86,8 @@ class Setting:
     aliases: tuple[str, ...]
     choices: tuple[Any, ...] | None
     bounds: Bounds | None = None
+    item: type | None = None
+    """For a list setting (``tuple[int, ...]``): the type of its items (choices and bounds apply to each)."""
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -100,12 +102,27 @@ class Setting:
 
 
 def base_type(annotation: Any) -> tuple[type, bool]:
-    """(base type, optional?) of an annotation such as ``int | None``."""
+    """(base type, optional?) of an annotation such as ``int | None``; ``tuple[int, ...]`` gives ``tuple``."""
     args = typing.get_args(annotation)
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         base = [a for a in args if a is not type(None)]
-        return base[0], type(None) in args
+        return base_type(base[0])[0], type(None) in args
+    if typing.get_origin(annotation) is tuple:
+        return tuple, False
     return annotation, False
+
+
+def item_type(annotation: Any) -> type | None:
+    """The item type of a ``tuple[X, ...]`` setting (optional or not), None for a scalar one."""
+    args = typing.get_args(annotation)
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        annotation = [a for a in args if a is not type(None)][0]
+    if typing.get_origin(annotation) is tuple:
+        inner = typing.get_args(annotation)
+        if len(inner) != 2 or inner[1] is not Ellipsis:
+            raise TypeError(f"a list setting is declared as tuple[X, ...], got {annotation!r}")
+        return inner[0]
+    return None
 
 
 def _is_section(annotation: Any) -> bool:
@@ -124,7 +141,7 @@ def _settings_of_flat(cls: type, section: str | None) -> list[Setting]:
             Setting(
                 section=section, name=f.name, key=f.metadata["key"] or f.name, base=base, optional=optional,
                 default=default, help=f.metadata["help"], aliases=f.metadata["aliases"], choices=f.metadata["choices"],
-                bounds=f.metadata.get("bounds"),
+                bounds=f.metadata.get("bounds"), item=item_type(hints[f.name]),
             )
         )
     return out
@@ -159,6 +176,15 @@ def check_value(
     if value is None:
         if not optional:
             raise ConfigError(f"{name} may not be empty")
+        return
+    item = item_type(annotation)
+    if item is not None:
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name} must be a list of {item.__name__} values, got {type(value).__name__} {value!r}")
+        if not value:
+            raise ConfigError(f"{name} must not be an empty list")
+        for position, element in enumerate(value):
+            check_value(f"{name}[{position}]", element, item, choices, bounds)
         return
     if base is int and isinstance(value, bool):
         raise ConfigError(f"{name} must be an integer, got {value!r}")

@@ -2,7 +2,9 @@
 
 Ranking core (eq. 1/7) with pluggable pair scores (cosine; angle, eq. 3-6, two variants),
 in-batch negatives (eq. 2) and the combined objective (eq. 8); contrastive objectives (SimCSE's
-InfoNCE, SimACE's angle similarity with a margin). :func:`get_objective` builds any preset.
+InfoNCE, SimACE's angle similarity with a margin). :func:`get_objective` builds any preset;
+:class:`MatryoshkaObjective` (nested dimensions) and :class:`ESEObjective` (Espresso: layers and a
+compressed prefix) wrap any of them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from anglekit.losses.contrastive import (
     info_nce_loss,
 )
 from anglekit.losses.cosine import CosineLoss
+from anglekit.losses.ese import ESEConfig, ESEObjective, compression_loss, pca_targets
 from anglekit.losses.ibn import InBatchNegativeLoss, in_batch_negative_loss
+from anglekit.losses.matryoshka import MatryoshkaConfig, MatryoshkaObjective, check_nested_dims
 from anglekit.losses.ranking import ranking_loss
 from anglekit.losses.registry import all_presets, get_objective, objective_config, preset_batch_kind
 from anglekit.losses.scores import (
@@ -43,8 +47,12 @@ __all__ = [
     "ContrastiveConfig",
     "ContrastiveObjective",
     "CosineLoss",
+    "ESEConfig",
+    "ESEObjective",
     "InBatchNegativeLoss",
     "InfoNCELoss",
+    "MatryoshkaConfig",
+    "MatryoshkaObjective",
     "ObjectiveConfig",
     "ObjectiveOutput",
     "ScoreFn",
@@ -53,6 +61,8 @@ __all__ = [
     "angle_score_for",
     "angle_score_phase",
     "angle_score_reference",
+    "check_nested_dims",
+    "compression_loss",
     "cosine_score",
     "duplicate_negative_mask",
     "get_objective",
@@ -60,6 +70,7 @@ __all__ = [
     "in_batch_negative_loss",
     "info_nce_loss",
     "objective_config",
+    "pca_targets",
     "preset_batch_kind",
     "ranking_loss",
     "similarity_matrix",

@@ -181,16 +181,70 @@ class ObjectiveSection:
         None, minimum=1,
         help="Log training-dynamics probes (angles to positive and negatives, alignment, uniformity) every N steps (default: logging_steps).",
     )
+    matryoshka_dims: tuple[int, ...] | None = setting(
+        None, minimum=1,
+        help="Matryoshka: also apply the objective to these leading slices of the embeddings, largest first "
+        "(e.g. 384 256 128 64 32), summed with matryoshka_weights; encode with --truncate-dim then.",
+    )
+    matryoshka_weights: tuple[float, ...] | None = setting(
+        None, minimum=0, help="Matryoshka: one weight per dimension of matryoshka_dims (default: 1 each)."
+    )
+    ese: bool = setting(
+        False,
+        help="ESE / Espresso (AnglE pair objectives): train the shallow layers to embed (layer truncation) and the first "
+        "ese_compression_size coordinates to carry the most (angle-emb's --apply_ese); docs/nested.md.",
+    )
+    ese_compression_size: int | None = setting(None, minimum=1, help="ESE: the compressed size k (default: 128).")
+    ese_kl_temperature: float | None = setting(
+        None, minimum=0, exclusive_minimum=True, help="ESE: temperature T of the compression term's KL (default: 1.0)."
+    )
 
     def __post_init__(self) -> None:
+        for name in ("matryoshka_dims", "matryoshka_weights"):
+            value = getattr(self, name)
+            if isinstance(value, list):
+                setattr(self, name, tuple(value))
         check_fields(self)
         from anglekit.losses.registry import preset_batch_kind
 
-        preset_batch_kind(self.name)  # an unknown preset lists the known ones
+        kind = preset_batch_kind(self.name)  # an unknown preset lists the known ones
+        if self.matryoshka_dims is not None:
+            from anglekit.losses.matryoshka import check_nested_dims
+
+            check_nested_dims(self.matryoshka_dims, self.matryoshka_weights)
+        elif self.matryoshka_weights is not None:
+            raise ConfigError("matryoshka_weights needs matryoshka_dims (the dimensions they weigh)")
+        given = [f"ese_{name}" for name in ("compression_size", "kl_temperature") if getattr(self, f"ese_{name}") is not None]
+        if given and not self.ese:
+            raise ConfigError(f"{', '.join(given)} only apply with ese: true (--ese)")
+        if self.ese:
+            if kind != "pairs":
+                raise ConfigError(f"ese applies to the AnglE pair objectives (paper, cosine, ibn, ...), not to {self.name!r} ({kind})")
+            if self.matryoshka_dims is not None:
+                raise ConfigError("ese and matryoshka_dims are alternatives (ESE has its own compressed size); give one")
+            if self.mlp_head:
+                raise ConfigError("ese trains the pooled output of every layer; it does not combine with mlp_head")
 
     def given(self, names: Any) -> dict[str, Any]:
         """The overrides among ``names`` that were set (not None)."""
         return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+
+    def ese_config(self) -> Any:
+        """The :class:`~anglekit.losses.ese.ESEConfig` (defaults where unset), or None without ``ese``."""
+        if not self.ese:
+            return None
+        from anglekit.losses.ese import ESEConfig
+
+        values = {"compression_size": self.ese_compression_size, "kl_temperature": self.ese_kl_temperature}
+        return ESEConfig(**{k: v for k, v in values.items() if v is not None})
+
+    def matryoshka_config(self) -> Any:
+        """The :class:`~anglekit.losses.matryoshka.MatryoshkaConfig`, or None without ``matryoshka_dims``."""
+        if self.matryoshka_dims is None:
+            return None
+        from anglekit.losses.matryoshka import MatryoshkaConfig
+
+        return MatryoshkaConfig(self.matryoshka_dims, self.matryoshka_weights)
 
 
 @dataclass
@@ -280,6 +334,11 @@ class TrainerSection:
         help="auto (bf16 on GPUs that support it, else fp16 on GPU, fp32 on CPU), fp32, fp16, bf16.",
     )
     gradient_checkpointing: bool = setting(False, help="Recompute activations in the backward pass (less memory, slower).")
+    gradcache_chunk_size: int | None = setting(
+        None, minimum=1,
+        help="GradCache: embed each batch in chunks of this many texts, first without gradients, then again with them, "
+        "so a large batch (many in-batch negatives) gets its exact gradient with the activation memory of one chunk.",
+    )
     group_by_length: bool = setting(True, help="Batch rows of similar token length together (less padding).")
     seed: int = setting(42, minimum=0, aliases=("seed",), help="Seed of initialisation, data order and dropout.")
     eval_steps: int | None = setting(
@@ -357,6 +416,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.model.load_in_kbit is not None and not self.lora.active:
             raise ConfigError("a k-bit model cannot be trained directly; add --lora (QLoRA) or --init-adapters")
+        if self.trainer.gradcache_chunk_size is not None and self.objective.ese:
+            raise ConfigError(
+                "gradcache_chunk_size does not combine with ese: ESE's loss reads every layer's output, and GradCache caches "
+                "only the final embeddings; drop one of them"
+            )
 
     def require_inputs(self) -> None:
         """Check that the settings a run cannot do without are present."""

@@ -231,6 +231,11 @@ def load_embedder(config: TrainConfig, device: str | None) -> Any:
             raise ConfigError(f"init_adapters {lora.init_adapters}: no LoRA adapters there (no adapter_config.json)")
     else:
         embedder = Embedder.from_pretrained(config.model.name, **load)
+    if embedder.config.long_text != "truncate":
+        logger.warning(
+            "the model embeds long texts with long_text=%s at inference; training batches are truncated at max_length %d",
+            embedder.config.long_text, embedder.config.max_length,
+        )  # fmt: skip
     base = unwrap(embedder.backbone)
     if config.model.load_in_kbit is not None:
         from anglekit.llm.quantization import prepare_for_kbit_training
@@ -250,6 +255,45 @@ def load_embedder(config: TrainConfig, device: str | None) -> Any:
         total = sum(p.numel() for p in embedder.parameters())
         logger.info("LoRA: training %d of %d parameters (%.2f%%)", trainable, total, 100.0 * trainable / max(1, total))
     return embedder
+
+
+def nest_objective(objective: Any, config: TrainConfig) -> Any:
+    """The objective wrapped for nested dimensions (Matryoshka) or ESE when the config asks for it."""
+    matryoshka, ese = config.objective.matryoshka_config(), config.objective.ese_config()
+    if matryoshka is not None:
+        from anglekit.losses.matryoshka import MatryoshkaObjective
+
+        return MatryoshkaObjective(objective, matryoshka)
+    if ese is not None:
+        from anglekit.losses.ese import ESEObjective
+
+        return ESEObjective(objective, ese)
+    return objective
+
+
+def check_nested(config: TrainConfig, overrides: dict[str, Any], hidden: int | None, source: str) -> None:
+    """A ConfigError when matryoshka_dims or ese_compression_size do not fit the model's dimension
+    ``hidden`` (or the angle term's even split)."""
+    section = config.objective
+    sizes: list[int] = []
+    what = ""
+    if section.matryoshka_dims is not None:
+        sizes, what = list(section.matryoshka_dims), "matryoshka_dims"
+    elif section.ese:
+        sizes, what = [section.ese_config().compression_size], "ese_compression_size"
+    if not sizes:
+        return
+    if hidden is not None and max(sizes) > hidden:
+        raise ConfigError(f"{source}: {what} {sizes}: {max(sizes)} is larger than the model's embedding dimension {hidden}")
+    from anglekit.losses.registry import objective_config
+
+    objective = objective_config(section.name, **overrides)
+    odd = [d for d in sizes if d % 2]
+    if getattr(objective, "angle_weight", 0) > 0 and odd:
+        raise ConfigError(
+            f"{what} {sizes}: the angle term splits each embedding into real and imaginary halves, so every size "
+            f"must be even ({odd} are not); use even sizes or an objective without the angle term"
+        )
 
 
 def check(config: TrainConfig) -> tuple[TrainingTask, dict[str, Any]]:
@@ -278,6 +322,7 @@ def check(config: TrainConfig) -> tuple[TrainingTask, dict[str, Any]]:
     if name is not None and not config.lora.init_adapters:
         facts = inspect_model(name, gguf_file=model.gguf_file, revision=model.revision, trust_remote_code=model.trust_remote_code)
         task.check_model(config.objective.name, overrides, facts, name)
+        check_nested(config, overrides, facts.hidden_size, name)
         if model.max_length is not None:
             check_max_length(model.max_length, facts, name)
     return task, overrides
@@ -319,6 +364,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
 
     train_set = task.load_data(data, train_dataset)
     objective, objective_config = task.build_objective(config.objective.name, overrides, train_set, config.objective.positive_threshold)
+    objective = nest_objective(objective, config)
     dev_set = resolve_dataset(data.dev_data, default_split="dev") if data.dev_data else None
     test_set = resolve_dataset(data.test_data, default_split="test") if data.test_data else None
     probe_set = resolve_dataset(data.probe_data, default_split="dev") if data.probe_data else None
@@ -412,6 +458,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         eval_batch_size=run.eval_batch_size,
         probes=accumulator,
         gather_candidates=config.objective.gather_candidates,
+        gradcache_chunk_size=run.gradcache_chunk_size,
     )
     if not run.quiet:
         # Our bar shows the components; the default printer would repeat each log as a dict.

@@ -16,6 +16,11 @@ Private Trainer hooks overridden here (each pinned by a test in tests/training/t
 that fails when transformers changes them): ``_get_train_sampler`` (length-grouped batches),
 ``_save`` (adapter-only LoRA checkpoints) and ``_issue_warnings_after_load`` (a checkpoint that
 lacks a trained weight is an error).
+
+With ``gradcache_chunk_size``, :meth:`AnglETrainer.training_step` (documented as the method to
+override) runs :func:`anglekit.training.gradcache.gradcache_step` instead of one forward and one
+backward; it relies on Trainer's ``_prepare_inputs``, ``compute_loss_context_manager`` and
+``current_gradient_accumulation_steps``, pinned in tests/training/test_gradcache.py.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from transformers import Trainer
 from anglekit.evaluation.similarity import evaluate_pairs
 from anglekit.losses import AnglEObjective, ContrastiveObjective
 from anglekit.training.gather import gather_rows
+from anglekit.training.gradcache import check_gradcache, gradcache_step
 from anglekit.training.probes import ProbeAccumulator, batch_probes
 from anglekit.training.sampler import LengthGroupedSampler
 from anglekit.training.tasks import TASKS, TrainingTask
@@ -52,6 +58,7 @@ class AnglETrainer(Trainer):
         eval_batch_size: int = 64,
         probes: ProbeAccumulator | None = None,
         gather_candidates: bool = True,
+        gradcache_chunk_size: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -72,6 +79,9 @@ class AnglETrainer(Trainer):
         self._component_counts: dict[str, int] = defaultdict(int)
         self.pairs_trained = 0
         """Pairs that went through a training step in this process (for throughput)."""
+        if gradcache_chunk_size is not None:
+            check_gradcache(objective)
+        self.gradcache_chunk_size = gradcache_chunk_size
 
     # ------------------------------------------------------------------ data
     def _get_train_sampler(self, train_dataset: Any = None) -> torch.utils.data.Sampler | None:
@@ -89,12 +99,34 @@ class AnglETrainer(Trainer):
         vectors, out, size = self.task.loss(self, self.objective, model, inputs)
         if model.training:
             self.pairs_trained += size
-        for name, value in out.components.items():
-            self._component_sums[name] += float(value.detach())
-            self._component_counts[name] += 1
+        self._record(out.components)
         if return_outputs:
             return out.loss, {"embeddings": vectors}
         return out.loss
+
+    def training_step(self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None) -> Tensor:
+        """Trainer's step, or with ``gradcache_chunk_size`` a GradCache step (the same loss and
+        gradient, one chunk's activation memory; see :mod:`anglekit.training.gradcache`)."""
+        if self.gradcache_chunk_size is None:
+            return super().training_step(model, inputs, num_items_in_batch)
+        model.train()
+        if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
+            self.optimizer.train()
+        inputs = self._prepare_inputs(inputs)
+        steps = getattr(self, "current_gradient_accumulation_steps", None) or self.args.gradient_accumulation_steps
+        _, out, size = gradcache_step(
+            self.task, self, self.objective, model, inputs, self.gradcache_chunk_size,
+            backward=self.accelerator.backward, loss_scale=1.0 / steps,
+            no_sync=lambda: self.accelerator.no_sync(model), forward_context=self.compute_loss_context_manager,
+        )  # fmt: skip
+        self.pairs_trained += size
+        self._record(out.components)
+        return out.loss.detach() / steps
+
+    def _record(self, components: dict[str, Tensor]) -> None:
+        for name, value in components.items():
+            self._component_sums[name] += float(value.detach())
+            self._component_counts[name] += 1
 
     def gather(self, *tensors: Tensor) -> tuple[list[Tensor], int]:
         """Candidates and their text ids from every process, and where this process's rows start

@@ -7,7 +7,9 @@ module of its own, registered once in :mod:`anglekit.training.tasks`. A task bun
 * :meth:`~TrainingTask.load_data`: the training rows from ``train_data``;
 * :meth:`~TrainingTask.build_objective`: the objective module for the preset;
 * :meth:`~TrainingTask.tokenize`: the tokenized dataset and its collator;
-* :meth:`~TrainingTask.loss`: one batch through the model and the objective.
+* :meth:`~TrainingTask.model_inputs` and :meth:`~TrainingTask.loss_from_vectors`: what the model
+  embeds for a batch, and how those vectors become the loss; :meth:`~TrainingTask.loss` chains
+  them (GradCache, :mod:`anglekit.training.gradcache`, runs them apart).
 
 A new batch kind is one new module with a subclass and one line in the registry.
 """
@@ -69,6 +71,21 @@ class TrainingTask(ABC):
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
         """(tokenized dataset, collator): each distinct text tokenized once, padded per batch."""
 
+    def model_inputs(self, inputs: dict[str, Tensor]) -> dict[str, Tensor]:
+        """What the model embeds for a batch: ``input_ids`` and ``attention_mask`` [N, T], one row
+        per vector the objective needs (GradCache embeds them in chunks of rows)."""
+        return {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"]}
+
     @abstractmethod
+    def loss_from_vectors(
+        self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]
+    ) -> tuple[Tensor, ObjectiveOutput, int]:
+        """(embeddings, objective output, rows trained) of one batch whose :meth:`model_inputs`
+        the model embedded as ``vectors`` ([N, D], or a layer stack [n, N, D] for ESE)."""
+
     def loss(self, services: BatchServices, objective: Any, model: Any, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
-        """(embeddings, objective output, rows trained) of one batch."""
+        """(embeddings, objective output, rows trained) of one batch: one forward pass over
+        :meth:`model_inputs` (with every layer's output when the objective needs them, ESE)."""
+        extra = {"layers": True} if getattr(objective, "needs_layers", False) else {}
+        vectors = model(**self.model_inputs(inputs), **extra)
+        return self.loss_from_vectors(services, objective, vectors, inputs)

@@ -220,10 +220,16 @@ class SentenceTask(ContrastiveTask):
         tokenized = TokenizedSentences.build(train_set.texts, embedder.tokenize_unpadded)
         return tokenized, SentenceCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
 
-    def loss(self, services: BatchServices, objective: Any, model: Any, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
+    def model_inputs(self, inputs: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The batch stacked twice ([2B, T]): in training mode dropout makes the two views differ."""
+        return {"input_ids": torch.cat([inputs["input_ids"]] * 2), "attention_mask": torch.cat([inputs["attention_mask"]] * 2)}
+
+    def loss_from_vectors(
+        self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]
+    ) -> tuple[Tensor, ObjectiveOutput, int]:
         text_ids = inputs["text_ids"]
-        anchors, positives = dropout_views(model, inputs["input_ids"], inputs["attention_mask"])
-        anchors, positives = anchors.float(), positives.float()
+        size = text_ids.shape[0]
+        anchors, positives = vectors[:size].float(), vectors[size:].float()
         (candidates, candidate_ids), offset = services.gather(positives, text_ids)
         services.count_candidates(candidates, None)
         out = objective(anchors, candidates, anchor_ids=text_ids, positive_ids=candidate_ids, offset=offset)
@@ -249,11 +255,13 @@ class TripletTask(ContrastiveTask):
         tokenized = TokenizedTriplets.build(train_set.anchor, train_set.positive, train_set.negative, embedder.tokenize_unpadded)
         return tokenized, TripletCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
 
-    def loss(self, services: BatchServices, objective: Any, model: Any, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
+    def loss_from_vectors(
+        self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]
+    ) -> tuple[Tensor, ObjectiveOutput, int]:
         parts = int(inputs["parts"])
         text_ids = inputs["text_ids"]
         size = inputs["input_ids"].shape[0] // parts
-        vectors = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).float()
+        vectors = vectors.float()
         anchors, positives = vectors[:size], vectors[size : 2 * size]
         negatives = vectors[2 * size :] if parts == 3 else None
         every_negative, negative_ids = None, None

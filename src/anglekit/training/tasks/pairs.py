@@ -153,12 +153,14 @@ class PairTask(TrainingTask):
         tokenized = TokenizedPairs.build(train_set.text1, train_set.text2, train_set.labels, embedder.tokenize_unpadded)
         return tokenized, PairCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
 
-    def loss(self, services: BatchServices, objective: Any, model: Any, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
+    def loss_from_vectors(
+        self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]
+    ) -> tuple[Tensor, ObjectiveOutput, int]:
         labels = inputs["labels"]
         text_ids = inputs["text_ids"]
         size = labels.shape[0]
-        vectors = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
         # Objectives compute in float32 even under autocast: exp/logsumexp of scaled scores.
+        # vectors: [2B, D], or [layers, 2B, D] for ESE (first texts, then second texts, in each layer).
         vectors = vectors.float()
-        out = objective(vectors[:size], vectors[size:], labels.float(), text_ids[:size], text_ids[size:])
-        return vectors, out, size
+        out = objective(vectors[..., :size, :], vectors[..., size:, :], labels.float(), text_ids[:size], text_ids[size:])
+        return (vectors if vectors.dim() == 2 else vectors[-1]), out, size

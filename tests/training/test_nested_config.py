@@ -1,0 +1,93 @@
+"""Settings of nested dimensions (Matryoshka, ESE) and GradCache: checked when the config is built,
+from YAML keys and from flags, and against the model's dimension before anything is loaded."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from anglekit.cli.fields import add_settings, overrides
+from anglekit.errors import ConfigError
+from anglekit.training.config import TrainConfig
+
+
+def _parse(argv: list[str]) -> TrainConfig:
+    parser = argparse.ArgumentParser(argument_default=argparse.SUPPRESS)
+    settings = add_settings(parser, TrainConfig)
+    return TrainConfig.from_dict(overrides(parser.parse_args(argv), settings), source="flags")
+
+
+def test_flags_take_lists() -> None:
+    config = _parse(["--matryoshka-dims", "384", "256", "128", "64", "32", "--matryoshka-weights", "1", "1", "0.5", "0.5", "0.25"])
+    assert config.objective.matryoshka_dims == (384, 256, 128, 64, 32)
+    assert config.objective.matryoshka_weights == (1.0, 1.0, 0.5, 0.5, 0.25)
+    config = _parse(["--ese", "--ese-compression-size", "128", "--ese-kl-temperature", "1.0"])
+    assert config.objective.ese and config.objective.ese_config().compression_size == 128
+    config = _parse(["--gradcache-chunk-size", "32", "--objective", "simcse-unsup"])
+    assert config.trainer.gradcache_chunk_size == 32
+    assert TrainConfig.from_dict(config.to_dict()) == config
+
+
+@pytest.mark.parametrize("argv", [["--matryoshka-dims", "0"], ["--matryoshka-dims", "a"], ["--gradcache-chunk-size", "0"], ["--matryoshka-dims"]])
+def test_bad_flags_fail_as_they_are_parsed(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        _parse(argv)
+
+
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ({"matryoshka_dims": [64, 128]}, "strictly decreasing"),
+        ({"matryoshka_dims": [128, 64], "matryoshka_weights": [1.0]}, "one weight per dimension"),
+        ({"matryoshka_weights": [1.0]}, "needs matryoshka_dims"),
+        ({"matryoshka_dims": 64}, "list"),
+        ({"matryoshka_dims": []}, "empty"),
+        ({"matryoshka_dims": [64, -1]}, ">= 1"),
+        ({"ese_compression_size": 64}, "only apply with ese"),
+        ({"ese": True, "objective": "simcse-unsup"}, "AnglE pair objectives"),
+        ({"ese": True, "matryoshka_dims": [64, 32]}, "alternatives"),
+        ({"ese": True, "mlp_head": True}, "mlp_head"),
+        ({"ese": True, "ese_kl_temperature": 0}, "ese_kl_temperature"),
+        ({"ese": True, "gradcache_chunk_size": 8}, "does not combine with ese"),
+    ],
+)
+def test_bad_nested_settings_are_config_errors(values: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        TrainConfig.from_dict(values)
+
+
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ({"matryoshka_dims": [64, 32]}, "64 is larger than the model's embedding dimension 32"),
+        ({"ese": True, "ese_compression_size": 48}, "48 is larger than the model's embedding dimension 32"),
+        ({"matryoshka_dims": [32, 15]}, "must be even"),
+    ],
+)
+def test_sizes_are_checked_against_the_model_before_loading(tiny_bert_dir: Path, tmp_path: Path, values: dict[str, Any], match: str) -> None:
+    from anglekit.training.run import check
+
+    config = TrainConfig.from_dict({"model": str(tiny_bert_dir), "train_data": "x.jsonl", "output_dir": str(tmp_path / "o"), **values})
+    with pytest.raises(ConfigError, match=match):
+        check(config)
+    odd_ok = TrainConfig.from_dict({"model": str(tiny_bert_dir), "train_data": "x", "output_dir": str(tmp_path / "o"), "objective": "ibn", "matryoshka_dims": [32, 15]})
+    check(odd_ok)  # no angle term: any size
+
+
+def test_train_runs_end_to_end_with_ese(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path) -> None:
+    from anglekit.model.embedder import Embedder
+    from anglekit.training.run import train
+
+    config = TrainConfig.from_dict({
+        "model": str(tiny_bert_dir), "train_data": str(pair_file), "output_dir": str(tmp_path / "run"), "max_steps": 2,
+        "batch_size": 8, "ese": True, "ese_compression_size": 16, "device": "cpu", "quiet": True, "positive_threshold": 4.0,
+        "logging_steps": 1,
+    })  # fmt: skip
+    result = train(config)
+    assert result.steps == 2
+    assert "loss_ese_layers" in (tmp_path / "run" / "metrics.jsonl").read_text()
+    shallow = Embedder.from_pretrained(result.model_dir, layer=1, truncate_dim=16, device="cpu")
+    assert shallow.encode(["a dog", "a cat"]).shape == (2, 16)
