@@ -10,10 +10,16 @@
    ``pip freeze`` dump, as real issues have) followed by 24 STS-B test sentences; a positive pair
    has the two sides of the same related STS-B pairs (score >= 3), a negative pair the sides of
    two unrelated groups, half of them sharing their first 8 sentences (only the text past the
-   first 512 tokens tells those apart); about 650-750 tokens a text, 375 of them boilerplate. Methods: truncation at 128 and at the model
-   limit (512 for all-MiniLM-L6-v2), chunk pooling (``anglekit.model.long_text.embed_long``) with
-   128-token windows: 4 windows spread over the text (``max_chunks=4``: exactly the token budget
-   of truncation at 512, i.e. equal compute), all windows without overlap, all with 50% overlap. Reports Spearman x 100 and ROC-AUC of cosine vs label, tokens processed and seconds.
+   first 512 tokens tells those apart); about 650-750 tokens a text, 375 of them boilerplate.
+   Route 1, chunk pooling (the model setting ``long_text``, anglekit's substitute for AnglE-RAN),
+   against truncation, on all-MiniLM-L6-v2: truncation at 128 and at the model limit (512),
+   ``chunk-mean`` with 128-token windows: 4 windows spread over the text (``long_text_max_chunks=4``:
+   exactly the token budget of truncation at 512, i.e. equal compute), all windows without
+   overlap, all with 50% overlap, and ``chunk-max`` without overlap. Route 2, a long-context
+   encoder: ``--long-context-model`` (default SmolLM2-135M-Instruct from PyPI, 8192 positions,
+   last-token pooling, zero-shot) reading each whole text in one window (``max_length`` above
+   every text), against its own truncation at 128 and 512 and its own ``chunk-mean``. Reports
+   Spearman x 100 and ROC-AUC of cosine vs label, tokens processed and seconds.
 
 The model is all-MiniLM-L6-v2 when its package is installed (see ``peers/common.py``), else a
 random tiny BERT (then only the timings mean anything).
@@ -143,11 +149,11 @@ def _scores(a: np.ndarray, b: np.ndarray, labels: np.ndarray) -> dict[str, float
     return {"spearman_x100": None if np.isnan(rho) else round(100 * rho, 2), "auc": round(float(auc), 4)}
 
 
-def bench_long_text(n_pairs: int, tiny: bool) -> dict[str, Any]:
+def bench_long_text(n_pairs: int, tiny: bool, long_context_model: str | None = None) -> dict[str, Any]:
     import torch
 
     from anglekit.model.embedder import Embedder
-    from anglekit.model.long_text import _special_wrap, chunk_token_ids, embed_long, model_max_length
+    from anglekit.model.long_text import _special_wrap, chunk_token_ids, model_max_length
 
     model_name = "tiny random BERT"
     if not tiny:
@@ -162,42 +168,73 @@ def bench_long_text(n_pairs: int, tiny: bool) -> dict[str, Any]:
         import helpers
 
         model_dir = helpers.build_tiny_bert(Path(tempfile.mkdtemp()) / "tiny")
-    embedder = Embedder.from_pretrained(model_dir, device="cpu")
-    limit = model_max_length(embedder) or 512
     text1, text2, labels = synthetic_pairs(n_pairs)
-    tok = embedder.tokenizer
     texts = text1 + text2
-    content = tok(texts, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
-    wrap = _special_wrap(tok)
-    specials = len(wrap[0]) + len(wrap[1])
-    lengths = [len(c) + specials for c in content]
-    rows = []
+    rows: list[dict[str, Any]] = []
 
-    def run(name: str, fn: Any, tokens: int) -> None:
+    def run(route: str, model: str, name: str, embedder: Any, tokens: int) -> None:
         start = time.perf_counter()
-        vectors = fn(texts)
+        vectors = embedder.encode(texts, batch_size=16, normalize=False)
         seconds = time.perf_counter() - start
         n = len(text1)
-        rows.append({"method": name, **_scores(vectors[:n], vectors[n:], labels), "tokens": tokens, "seconds": round(seconds, 2)})
+        rows.append({"route": route, "model": model, "method": name, **_scores(vectors[:n], vectors[n:], labels),
+                     "tokens": tokens, "seconds": round(seconds, 2)})
         print(json.dumps(rows[-1]), flush=True)
 
-    window = 128
+    def lengths_of(embedder: Any) -> tuple[list[list[int]], tuple[list[int], list[int]], list[int]]:
+        tok = embedder.tokenizer
+        content = tok([embedder.config.format(t) for t in texts], add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+        wrap = _special_wrap(tok)
+        return content, wrap, [len(c) + len(wrap[0]) + len(wrap[1]) for c in content]
+
+    def chunk_tokens(content: list[list[int]], tok: Any, wrap: Any, window: int, stride: int, cap: int | None) -> int:
+        return sum(len(c) for ids in content for c in chunk_token_ids(ids, tok, window, stride, max_chunks=cap, wrap=wrap))
+
+    # Route 1: chunk pooling on an encoder with a 512-token limit.
+    base = Embedder.from_pretrained(model_dir, device="cpu")
+    limit = model_max_length(base) or 512
+    content, wrap, lengths = lengths_of(base)
+    specials = len(wrap[0]) + len(wrap[1])
     for max_length in sorted({min(128, limit), limit}):
-        embedder.config.max_length = max_length
-        run(f"truncate@{max_length}", lambda t: embedder.encode(t, batch_size=16, normalize=False),
+        run("truncation", model_name, f"truncate@{max_length}", Embedder.from_pretrained(model_dir, max_length=max_length, device="cpu"),
             sum(min(n, max_length) for n in lengths))
-    embedder.config.max_length = limit
+    window = 128
     room = window - specials
     budget = max(1, limit // window)  # windows costing what truncation at the model limit costs
-    for label, stride, cap in ((f"x{budget} spread, = truncate@{limit} tokens", room, budget), ("no overlap", room, None),
-                               ("50% overlap", room // 2, None)):
-        tokens = sum(len(c) for ids in content for c in chunk_token_ids(ids, tok, window, stride, max_chunks=cap, wrap=wrap))
-        run(f"chunks@{window} ({label})", lambda t, s=stride, m=cap: embed_long(
-            embedder, t, window=window, stride=s, max_chunks=m, batch_size=16, normalize=False), tokens)
-    return {"model": model_name, "model_limit": limit, "pairs": len(text1), "positives": int(labels.sum()),
-            "text_tokens": {"min": min(lengths), "median": int(np.median(lengths)), "max": max(lengths),
-                            "share_over_512": round(float(np.mean(np.array(lengths) > 512)), 3)},
-            "threads": torch.get_num_threads(), "rows": rows}
+    for mode, label, stride, cap in (("chunk-mean", f"x{budget} spread, = truncate@{limit} tokens", room, budget), ("chunk-mean", "no overlap", room, None),
+                                     ("chunk-mean", "50% overlap", room // 2, None), ("chunk-max", "no overlap", room, None)):  # fmt: skip
+        chunked = Embedder.from_pretrained(model_dir, device="cpu", long_text=mode, long_text_window=window, long_text_stride=stride, long_text_max_chunks=cap)
+        run("chunk pooling", model_name, f"{mode}@{window} ({label})", chunked, chunk_tokens(content, base.tokenizer, wrap, window, stride, cap))
+    result: dict[str, Any] = {
+        "model": model_name, "model_limit": limit, "pairs": len(text1), "positives": int(labels.sum()),
+        "text_tokens": {"min": min(lengths), "median": int(np.median(lengths)), "max": max(lengths),
+                        "share_over_512": round(float(np.mean(np.array(lengths) > 512)), 3)},
+        "threads": torch.get_num_threads(), "rows": rows,
+    }  # fmt: skip
+
+    # Route 2: a long-context model reading each whole text, against its own truncation and chunking.
+    if long_context_model:
+        try:
+            probe = Embedder.from_pretrained(long_context_model, device="cpu")
+        except Exception as exc:  # noqa: BLE001 - reported, the rest of the benchmark stands
+            result["long_context"] = {"model": long_context_model, "skipped": f"{type(exc).__name__}: {exc}"}
+            return result
+        long_limit = model_max_length(probe) or probe.config.max_length
+        content, wrap, lengths = lengths_of(probe)
+        whole = max(lengths)
+        if whole > long_limit:
+            result["long_context"] = {"model": long_context_model, "skipped": f"texts of {whole} tokens exceed its {long_limit} positions"}
+            return result
+        for max_length in (128, 512, whole):
+            name = f"whole text (max_length {whole})" if max_length == whole else f"truncate@{max_length}"
+            run("long context" if max_length == whole else "truncation", long_context_model, name,
+                Embedder.from_pretrained(long_context_model, max_length=max_length, device="cpu"), sum(min(n, max_length) for n in lengths))
+        specials = len(wrap[0]) + len(wrap[1])
+        chunked = Embedder.from_pretrained(long_context_model, max_length=512, device="cpu", long_text="chunk-mean", long_text_window=128,
+                                           long_text_stride=128 - specials)  # fmt: skip
+        run("chunk pooling", long_context_model, "chunk-mean@128 (no overlap)", chunked, chunk_tokens(content, probe.tokenizer, wrap, 128, 128 - specials, None))
+        result["long_context"] = {"model": long_context_model, "model_limit": long_limit, "text_tokens_max": whole}
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=80, help="synthetic long-text pairs")
     parser.add_argument("--tiny", action="store_true", help="use a random tiny BERT instead of all-MiniLM-L6-v2")
     parser.add_argument("--skip-long", action="store_true")
+    parser.add_argument("--long-context-model", default="pypi:smollm2-135m-instruct",
+                        help="route 2: a model with long positions that reads whole texts ('' to skip)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "bench_github.json")
     args = parser.parse_args(argv)
@@ -220,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"collection": collection}), flush=True)
     result: dict[str, Any] = {"collection": collection}
     if not args.skip_long:
-        result["long_text"] = bench_long_text(args.pairs, args.tiny)
+        result["long_text"] = bench_long_text(args.pairs, args.tiny, args.long_context_model or None)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -39,7 +39,8 @@ import numpy as np
 
 from anglekit.errors import ConfigError
 
-__all__ = ["ChunkPlan", "chunk_token_ids", "combine_chunks", "embed_long", "model_max_length", "plan_chunks", "plan_token_chunks"]
+__all__ = ["ChunkPlan", "chunk_token_ids", "combine_chunks", "embed_long", "model_max_length", "plan_chunks", "plan_token_chunks",
+           "RowChunks", "expand_rows", "pool_rows", "tokenize_whole"]
 
 _HUGE = 1_000_000
 
@@ -246,3 +247,60 @@ def embed_long(
         return embedder.encode(texts, batch_size, normalize=normalize, role=role)
     finally:
         embedder.config = saved
+
+
+# --------------------------------------------------------------------------- training
+def tokenize_whole(embedder: Any, texts: Sequence[str], role: Literal["query", "document"] | None = None) -> list[list[int]]:
+    """Token ids of each whole text (prompt applied, special tokens added, no truncation): what a
+    training batch holds when the model chunks long texts (:func:`expand_rows` cuts them later)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        encoded = embedder.tokenizer([embedder.config.format(t, role) for t in texts], truncation=False, padding=False, verbose=False,
+                                     return_attention_mask=False, return_token_type_ids=False)  # fmt: skip
+    return encoded["input_ids"]
+
+
+@dataclass
+class RowChunks:
+    """Padded windows of a batch's rows and how to pool them back to one vector per row."""
+
+    inputs: dict[str, Any]
+    owner: Any
+    weight: Any
+    rows: int
+
+
+def expand_rows(embedder: Any, inputs: dict[str, Any]) -> RowChunks | None:
+    """The windows of a padded batch (``input_ids``/``attention_mask`` [N, T], whole texts) under
+    the embedder's ``long_text`` setting, padded to [M, W] the embedder's way; None when the
+    setting is ``truncate`` or every row fits one window (then the batch runs as it is)."""
+    import torch
+
+    config = embedder.config
+    if getattr(config, "long_text", "truncate") == "truncate":
+        return None
+    window = int(getattr(config, "long_text_window", None) or config.max_length)
+    mask = inputs["attention_mask"]
+    if int(mask.sum(dim=1).max()) <= window:
+        return None
+    ids = inputs["input_ids"]
+    rows = [ids[i][mask[i].bool()].tolist() for i in range(ids.shape[0])]  # real tokens, left or right padded
+    plan = plan_token_chunks(embedder, rows)
+    padded = embedder.pad(plan.ids, device=ids.device)
+    return RowChunks(padded, torch.as_tensor(plan.owner, device=ids.device), torch.as_tensor(plan.weight, device=ids.device), len(rows))
+
+
+def pool_rows(vectors: Any, chunks: RowChunks, mode: str) -> Any:
+    """One vector per row from its windows' vectors (``[..., M, D]`` -> ``[..., N, D]``, a leading
+    layer axis kept), differentiably: the mean weighted by content tokens (``chunk-mean``) or the
+    element-wise maximum (``chunk-max``), as :func:`combine_chunks` does at inference."""
+    import torch
+
+    shape = (*vectors.shape[:-2], chunks.rows, vectors.shape[-1])
+    index = chunks.owner.view(*([1] * (vectors.dim() - 2)), -1, 1).expand_as(vectors)
+    if mode == "chunk-mean":
+        weight = chunks.weight.to(vectors.dtype).view(*([1] * (vectors.dim() - 2)), -1, 1)
+        total = torch.zeros(chunks.rows, device=vectors.device, dtype=vectors.dtype).index_add_(0, chunks.owner, chunks.weight.to(vectors.dtype))
+        summed = torch.zeros(shape, device=vectors.device, dtype=vectors.dtype).scatter_add(-2, index, vectors * weight)
+        return summed / total.view(-1, 1)
+    return torch.zeros(shape, device=vectors.device, dtype=vectors.dtype).scatter_reduce(-2, index, vectors, reduce="amax", include_self=False)

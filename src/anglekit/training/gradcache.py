@@ -99,7 +99,8 @@ def gradcache_step(
     check_gradcache(objective)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ConfigError(f"gradcache_chunk_size must be an integer >= 1, got {chunk_size!r}")
-    chunks = _chunks(task.model_inputs(inputs), chunk_size)
+    rows, windows = task.embedding_rows(model, inputs)  # long texts: their windows are the rows
+    chunks = _chunks(rows, chunk_size)
     states: list[RngState] = []
     parts: list[Tensor] = []
     with torch.no_grad():  # pass 1: embeddings only
@@ -109,7 +110,7 @@ def gradcache_step(
                 parts.append(model(**chunk).float())
     cached = torch.cat(parts).requires_grad_(True)
     with forward_context():
-        vectors, out, size = task.loss_from_vectors(services, objective, cached, inputs)
+        vectors, out, size = task.loss_from_vectors(services, objective, task.pool(model, cached, windows), inputs)
     backward(out.loss * loss_scale)
     if cached.grad is None:  # the loss does not depend on the embeddings (no term active)
         return vectors.detach(), out, size

@@ -231,11 +231,6 @@ def load_embedder(config: TrainConfig, device: str | None) -> Any:
             raise ConfigError(f"init_adapters {lora.init_adapters}: no LoRA adapters there (no adapter_config.json)")
     else:
         embedder = Embedder.from_pretrained(config.model.name, **load)
-    if embedder.config.long_text != "truncate":
-        logger.warning(
-            "the model embeds long texts with long_text=%s at inference; training batches are truncated at max_length %d",
-            embedder.config.long_text, embedder.config.max_length,
-        )  # fmt: skip
     base = unwrap(embedder.backbone)
     if config.model.load_in_kbit is not None:
         from anglekit.llm.quantization import prepare_for_kbit_training

@@ -17,12 +17,14 @@ A new batch kind is one new module with a subclass and one line in the registry.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, ClassVar, Protocol
 
 from torch import Tensor
 
 from anglekit.losses.combined import ObjectiveOutput
+from anglekit.model.long_text import RowChunks, expand_rows, pool_rows, tokenize_whole
 
 
 class BatchServices(Protocol):
@@ -87,5 +89,39 @@ class TrainingTask(ABC):
         """(embeddings, objective output, rows trained) of one batch: one forward pass over
         :meth:`model_inputs` (with every layer's output when the objective needs them, ESE)."""
         extra = {"layers": True} if getattr(objective, "needs_layers", False) else {}
-        vectors = model(**self.model_inputs(inputs), **extra)
+        rows, windows = self.embedding_rows(model, inputs)
+        vectors = self.pool(model, model(**rows, **extra), windows)
         return self.loss_from_vectors(services, objective, vectors, inputs)
+
+    # ------------------------------------------------------------------ long texts
+    @staticmethod
+    def text_tokenizer(embedder: Any) -> Callable[[list[str]], list[list[int]]]:
+        """How a task tokenizes its texts: cut at ``max_length``, or whole when the model chunks
+        long texts (``long_text``; the windows are cut per batch by :meth:`embedding_rows`)."""
+        if getattr(embedder.config, "long_text", "truncate") == "truncate":
+            return embedder.tokenize_unpadded
+        return partial(tokenize_whole, embedder)
+
+    def embedding_rows(self, model: Any, inputs: dict[str, Tensor]) -> tuple[dict[str, Tensor], RowChunks | None]:
+        """The rows the model embeds for a batch: :meth:`model_inputs`, or their windows when the
+        model chunks long texts and a row is longer than a window (then also how to pool them)."""
+        rows = self.model_inputs(inputs)
+        embedder = _embedder_of(model)
+        windows = None if embedder is None else expand_rows(embedder, rows)
+        return (rows if windows is None else windows.inputs), windows
+
+    @staticmethod
+    def pool(model: Any, vectors: Tensor, windows: RowChunks | None) -> Tensor:
+        """One vector per :meth:`model_inputs` row from the vectors of :meth:`embedding_rows`."""
+        if windows is None:
+            return vectors
+        return pool_rows(vectors, windows, _embedder_of(model).config.long_text)
+
+
+def _embedder_of(model: Any) -> Any:
+    """The Embedder inside ``model`` (unwrapping DDP/accelerate's ``module``), or None."""
+    from anglekit.model.config import EmbedderConfig
+
+    while model is not None and not isinstance(getattr(model, "config", None), EmbedderConfig):
+        model = getattr(model, "module", None)
+    return model

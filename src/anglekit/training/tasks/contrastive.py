@@ -217,7 +217,7 @@ class SentenceTask(ContrastiveTask):
         return resolve_sentences(data.train_data, column=data.text_column, columns=data.column_mapping())
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
-        tokenized = TokenizedSentences.build(train_set.texts, embedder.tokenize_unpadded)
+        tokenized = TokenizedSentences.build(train_set.texts, self.text_tokenizer(embedder))
         return tokenized, SentenceCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
 
     def model_inputs(self, inputs: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -252,7 +252,7 @@ class TripletTask(ContrastiveTask):
         return resolve_triplets(data.train_data, nli_pairing=data.nli_pairing, columns=data.column_mapping())
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
-        tokenized = TokenizedTriplets.build(train_set.anchor, train_set.positive, train_set.negative, embedder.tokenize_unpadded)
+        tokenized = TokenizedTriplets.build(train_set.anchor, train_set.positive, train_set.negative, self.text_tokenizer(embedder))
         return tokenized, TripletCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
 
     def loss_from_vectors(

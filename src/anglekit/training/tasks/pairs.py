@@ -150,7 +150,7 @@ class PairTask(TrainingTask):
         return AnglEObjective(config), config
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
-        tokenized = TokenizedPairs.build(train_set.text1, train_set.text2, train_set.labels, embedder.tokenize_unpadded)
+        tokenized = TokenizedPairs.build(train_set.text1, train_set.text2, train_set.labels, self.text_tokenizer(embedder))
         return tokenized, PairCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
 
     def loss_from_vectors(
