@@ -132,9 +132,9 @@ class _PairSink(Sink):
         super().__init__(source, lenient)
         self.columns = check_columns(columns, PAIR_FIELDS)
         self.label_range = check_label_range(label_range)
-        self.text1: list[str] = []
-        self.text2: list[str] = []
-        self.labels: list[float] = []
+        self.text1: list[str] = self.new_column("text1")
+        self.text2: list[str] = self.new_column("text2")
+        self.labels: list[float] = self.new_column("label", "float")
 
     def resolve(self, available: Sequence[str]) -> list[str]:
         present = set(available)
@@ -191,6 +191,8 @@ class _PairSink(Sink):
             self.add(i + 1, list(item), PAIR_FIELDS)
 
     def build(self, name: str, empty_message: str) -> PairDataset:
+        if self.spooled:
+            return self.finish_spool("pairs", name, empty_message, label_range=self.label_range)  # type: ignore[no-any-return]
         self.check_done(empty_message)
         return PairDataset(
             self.text1,

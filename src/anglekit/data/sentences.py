@@ -42,6 +42,8 @@ __all__ = ["SentenceDataset", "read_sentences"]  # SentenceDataset: re-exported 
 
 
 def _from_sink(sink: TextSink, name: str) -> SentenceDataset:
+    if sink.spooled:
+        return sink.finish_spool("sentences", name, "no rows")  # type: ignore[no-any-return]
     return SentenceDataset(sink.texts, name=name, source=sink.source, skipped=dict(sink.skipped))
 
 

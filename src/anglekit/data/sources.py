@@ -141,6 +141,28 @@ class Sink:
         self.first_skip: dict[str, str] = {}
         self.rows_seen = 0
 
+    def new_column(self, name: str, kind: str = "text") -> Any:
+        """Where the sink keeps one column: a list, or inside :func:`anglekit.data.stream.spooling`
+        a column of the spool (rows written to a memory-mapped Arrow file in batches)."""
+        from anglekit.data.stream import current_spool
+
+        spool = current_spool()
+        return [] if spool is None else spool.column(name, kind)
+
+    @property
+    def spooled(self) -> bool:
+        """Whether this sink writes its rows to a spool (see :meth:`new_column`)."""
+        from anglekit.data.stream import SpoolColumn
+
+        return any(isinstance(value, SpoolColumn) for value in vars(self).values())
+
+    def finish_spool(self, kind: str, name: str, empty_message: str, **info: Any) -> Any:
+        """The :class:`~anglekit.data.stream.ArrowRows` of a spooled read (after the usual checks)."""
+        from anglekit.data.stream import current_spool
+
+        self.check_done(empty_message)
+        return current_spool().finish(kind, name=name, source=self.source, skipped=dict(self.skipped), **info)  # type: ignore[union-attr]
+
     def fail(self, reason: str, message: str, row: int | None, field: str | None = None) -> None:
         error = DataError(message, source=self.source, row=row, field=field)
         if not self.lenient:
@@ -205,7 +227,7 @@ class TextSink(Sink):
         if column is not None and (not isinstance(column, str) or not column):
             raise ConfigError(f"column must be a non-empty column name, got {column!r}")
         self.column = column
-        self.texts: list[str] = []
+        self.texts: list[str] = self.new_column("text")
 
     def resolve(self, available: Sequence[str]) -> list[str]:
         if self.column is not None:

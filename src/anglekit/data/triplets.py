@@ -76,9 +76,9 @@ class _TripletSink(Sink):
     def __init__(self, source: str, lenient: bool, columns: Mapping[str, str] | None) -> None:
         super().__init__(source, lenient)
         self.columns = check_columns(columns, TRIPLET_FIELDS)
-        self.anchor: list[str] = []
-        self.positive: list[str] = []
-        self.negative: list[str] = []
+        self.anchor: list[str] = self.new_column("anchor")
+        self.positive: list[str] = self.new_column("positive")
+        self.negative: list[str] = self.new_column("negative")
         self.with_negative = False
         self.nli = False
         self.rows: list[int] = []  # NLI mode: the row of each record, for error messages
@@ -87,6 +87,11 @@ class _TripletSink(Sink):
         present = set(available)
         if not self.columns and not ({"anchor", "query", "sent0"} & present) and set(NLI_COLUMNS) <= present:
             self.nli = True  # premise / hypothesis / label: converted by anglekit.data.nli
+            if self.spooled:
+                raise ConfigError(
+                    f"{self.source}: premise/hypothesis/label (NLI) rows are paired into triplets in memory and cannot be "
+                    "streamed; give anchor/positive/negative columns, or train without stream_data"
+                )
             return list(NLI_COLUMNS)
         chosen = []
         for canonical in TRIPLET_FIELDS:
@@ -157,6 +162,8 @@ class _TripletSink(Sink):
                 skipped=dict(self.skipped),
                 **nli_options,
             )
+        if self.spooled:
+            return self.finish_spool("triplets", name, empty_message)  # type: ignore[no-any-return]
         self.check_done(empty_message)
         return TripletDataset(
             self.anchor,

@@ -111,6 +111,11 @@ class DataSection:
         "zip", choices=NLI_PAIRINGS,
         help="NLI data as triplets: zip (the k-th entailment with the k-th contradiction of a premise), cycle or all (every combination).",
     )
+    stream_data: bool = setting(
+        False,
+        help="Keep the training rows in a memory-mapped Arrow file instead of Python lists, and tokenize them batch by "
+        "batch (for corpora larger than memory; same checks and errors; NLI premise/hypothesis data is not streamed).",
+    )
     dev_data: str | None = setting(None, help="Pairs scored every eval_steps (Spearman); the best checkpoint is kept.")
     test_data: str | None = setting(None, help="Pairs evaluated before and after training.")
     probe_data: str | None = setting(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any, ClassVar, Protocol
 
@@ -92,6 +93,16 @@ class TrainingTask(ABC):
         rows, windows = self.embedding_rows(model, inputs)
         vectors = self.pool(model, model(**rows, **extra), windows)
         return self.loss_from_vectors(services, objective, vectors, inputs)
+
+    @staticmethod
+    def reading(data: Any) -> AbstractContextManager[Any]:
+        """Where a read's rows go: Python lists, or with ``data.stream_data`` a memory-mapped Arrow
+        file (:func:`anglekit.data.stream.spooling`; tokenized per batch by the ``Streamed*`` datasets)."""
+        if getattr(data, "stream_data", False):
+            from anglekit.data.stream import spooling
+
+            return spooling()
+        return nullcontext()
 
     # ------------------------------------------------------------------ long texts
     @staticmethod

@@ -16,10 +16,12 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from anglekit.errors import ConfigError
+from anglekit.data.stream import ArrowRows
 from anglekit.losses import ContrastiveConfig, ContrastiveObjective
 from anglekit.losses.combined import ObjectiveOutput
 from anglekit.model.padding import pad_token_ids
 from anglekit.training.tasks.base import BatchServices, TrainingTask
+from anglekit.training.tasks.streamed import StreamedRows
 
 
 def _distinct_ids(columns: Sequence[Sequence[str]]) -> tuple[list[str], np.ndarray]:
@@ -185,7 +187,8 @@ class ContrastiveTask(TrainingTask):
     min_batch_size = 2
 
     def load_data(self, data: Any, train_dataset: Any = None) -> Any:
-        train_set = self.read(data, train_dataset)
+        with self.reading(data):
+            train_set = self.read(data, train_dataset)
         if len(train_set) < 2:
             raise ConfigError(f"{data.train_data}: a contrastive objective needs at least 2 training rows, got {len(train_set)}")
         return train_set
@@ -217,7 +220,10 @@ class SentenceTask(ContrastiveTask):
         return resolve_sentences(data.train_data, column=data.text_column, columns=data.column_mapping())
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
-        tokenized = TokenizedSentences.build(train_set.texts, self.text_tokenizer(embedder))
+        if isinstance(train_set, ArrowRows):
+            tokenized: Any = StreamedRows(train_set, ["text"], self.text_tokenizer(embedder), lambda ids, text_ids, i: TokenizedSentence(ids[0], text_ids[0]))
+        else:
+            tokenized = TokenizedSentences.build(train_set.texts, self.text_tokenizer(embedder))
         return tokenized, SentenceCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
 
     def model_inputs(self, inputs: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -252,7 +258,14 @@ class TripletTask(ContrastiveTask):
         return resolve_triplets(data.train_data, nli_pairing=data.nli_pairing, columns=data.column_mapping())
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
-        tokenized = TokenizedTriplets.build(train_set.anchor, train_set.positive, train_set.negative, self.text_tokenizer(embedder))
+        if isinstance(train_set, ArrowRows):
+            columns = ["anchor", "positive"] + (["negative"] if train_set.has_negatives else [])
+            tokenized: Any = StreamedRows(
+                train_set, columns, self.text_tokenizer(embedder),
+                lambda ids, text_ids, i: TokenizedTriplet(ids[0], ids[1], ids[2] if len(ids) == 3 else None, text_ids),
+            )  # fmt: skip
+        else:
+            tokenized = TokenizedTriplets.build(train_set.anchor, train_set.positive, train_set.negative, self.text_tokenizer(embedder))
         return tokenized, TripletCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
 
     def loss_from_vectors(

@@ -21,7 +21,9 @@ from anglekit.errors import ConfigError
 from anglekit.losses import AnglEObjective, ObjectiveConfig
 from anglekit.losses.combined import ObjectiveOutput
 from anglekit.model.padding import pad_token_ids
+from anglekit.data.stream import ArrowRows
 from anglekit.training.tasks.base import BatchServices, TrainingTask
+from anglekit.training.tasks.streamed import StreamedRows
 
 @dataclass(frozen=True)
 class TokenizedPair:
@@ -132,10 +134,11 @@ class PairTask(TrainingTask):
         from anglekit.data.readers import read_pairs
         from anglekit.data.training_data import resolve_pairs
 
-        if train_dataset is not None:
-            train_set = read_pairs(train_dataset, columns=data.column_mapping())
-        else:
-            train_set = resolve_pairs(data.train_data, columns=data.column_mapping(), default_split="train")
+        with self.reading(data):
+            if train_dataset is not None:
+                train_set = read_pairs(train_dataset, columns=data.column_mapping())
+            else:
+                train_set = resolve_pairs(data.train_data, columns=data.column_mapping(), default_split="train")
         if len(train_set) == 0:
             raise ConfigError(f"{data.train_data}: no training pairs")
         return train_set
@@ -150,7 +153,14 @@ class PairTask(TrainingTask):
         return AnglEObjective(config), config
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
-        tokenized = TokenizedPairs.build(train_set.text1, train_set.text2, train_set.labels, self.text_tokenizer(embedder))
+        if isinstance(train_set, ArrowRows):
+            labels = train_set.labels
+            tokenized: Any = StreamedRows(
+                train_set, ["text1", "text2"], self.text_tokenizer(embedder),
+                lambda ids, text_ids, i: TokenizedPair(ids[0], ids[1], float(labels[i]), text_ids[0], text_ids[1]),
+            )  # fmt: skip
+        else:
+            tokenized = TokenizedPairs.build(train_set.text1, train_set.text2, train_set.labels, self.text_tokenizer(embedder))
         return tokenized, PairCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
 
     def loss_from_vectors(

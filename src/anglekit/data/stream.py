@@ -1,0 +1,191 @@
+"""Training data at scale: validated rows spooled to a memory-mapped Arrow file, not Python lists.
+
+Inside :func:`spooling`, the readers (:func:`~anglekit.data.readers.read_pairs`,
+:func:`~anglekit.data.sentences.read_sentences`, :func:`~anglekit.data.triplets.read_triplets`)
+validate every row exactly as they always do (same checks, same errors, same lenient skips) but
+write the valid rows, ``SPOOL_BATCH_ROWS`` at a time, to an Arrow IPC file, and return an
+:class:`ArrowRows` that reads it memory-mapped. A corpus of any size then costs the process a
+few batches of Python objects, whatever its source (a file, a saved or in-memory ``datasets``
+dataset, an ``IterableDataset``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import shutil
+import tempfile
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anglekit.errors import ConfigError
+
+SPOOL_BATCH_ROWS = 10_000
+"""Rows per Arrow record batch written (the Python objects a spooled read holds at most)."""
+_SPOOL: contextvars.ContextVar[Spool | None] = contextvars.ContextVar("anglekit_spool", default=None)
+
+
+class SpoolColumn:
+    """A sink's column while spooling: ``append`` and ``len`` like a list (the length counts every
+    row, written or buffered)."""
+
+    def __init__(self, spool: Spool, name: str) -> None:
+        self.spool = spool
+        self.name = name
+        self.buffer: list[Any] = []
+        self.kind = "text"
+        self.written = 0
+        self.filled = False
+        """Whether any row gave this column a value (triplets without negatives leave it empty)."""
+
+    def append(self, value: Any) -> None:
+        # A row's values are appended lead column first: when the lead is about to start a new row
+        # past the batch size, every buffered row is complete, so the batch is written then.
+        if self.name == self.spool.lead and len(self.buffer) >= self.spool.batch_rows:
+            self.spool.flush()
+        self.buffer.append(value)
+
+    def __len__(self) -> int:
+        return self.written + len(self.buffer)
+
+
+class Spool:
+    """The Arrow file one read writes (see the module doc)."""
+
+    def __init__(self, folder: Path, batch_rows: int) -> None:
+        self.folder = folder
+        self.batch_rows = batch_rows
+        self.columns: dict[str, SpoolColumn] = {}
+        self.lead = ""
+        self.path = folder / "rows.arrow"
+        self._writer: Any = None
+        self._schema: Any = None
+        self.remove_folder = False
+
+    def column(self, name: str, kind: str) -> SpoolColumn:
+        """A new column (``kind``: ``text`` or ``float``); the first one decides when to flush."""
+        if self._writer is not None or name in self.columns:
+            raise ConfigError("a spool takes one read; start another spooling() for another dataset")
+        column = SpoolColumn(self, name)
+        column.kind = kind
+        self.columns[name] = column
+        self.lead = self.lead or name
+        return column
+
+    def flush(self) -> None:
+        import pyarrow as pa
+
+        rows = len(self.columns[self.lead].buffer)
+        if rows == 0:
+            return
+        arrays = {}
+        for name, column in self.columns.items():
+            kind = pa.float64() if column.kind == "float" else pa.large_string()
+            full = len(column.buffer) == rows
+            column.filled = column.filled or full
+            arrays[name] = pa.array(column.buffer if full else [None] * rows, type=kind)  # a column left empty (no negatives)
+        batch = pa.record_batch(arrays)
+        if self._writer is None:
+            self._schema = batch.schema
+            self._writer = pa.ipc.new_file(str(self.path), self._schema)
+        self._writer.write_batch(batch)
+        for column in self.columns.values():
+            column.written += len(column.buffer)
+            column.buffer = []
+
+    def finish(self, kind: str, *, name: str, source: str, label_range: tuple[float, float] | None = None,
+               skipped: dict[str, int] | None = None) -> ArrowRows:  # fmt: skip
+        """Close the file and open it memory-mapped."""
+        self.flush()
+        if self._writer is None:
+            raise ConfigError(f"{source}: nothing to spool")
+        self._writer.close()
+        self._writer = None
+        present = [n for n, c in self.columns.items() if c.filled]
+        return ArrowRows(kind, self.path, present, name=name, source=source, label_range=label_range, skipped=skipped or {},
+                         remove_folder=self.remove_folder)  # fmt: skip
+
+
+def current_spool() -> Spool | None:
+    """The spool of the enclosing :func:`spooling` block (None outside one)."""
+    return _SPOOL.get()
+
+
+@contextlib.contextmanager
+def spooling(folder: str | Path | None = None, *, batch_rows: int | None = None) -> Iterator[Spool]:
+    """Make the readers called inside the block spool their rows (see the module doc) into
+    ``folder`` (default: a new temporary folder, removed when the returned rows are collected)."""
+    made = folder is None
+    target = Path(tempfile.mkdtemp(prefix="anglekit-rows-")) if made else Path(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    spool = Spool(target, batch_rows or SPOOL_BATCH_ROWS)
+    spool.remove_folder = made
+    token = _SPOOL.set(spool)
+    try:
+        yield spool
+    finally:
+        _SPOOL.reset(token)
+        if spool._writer is not None:  # the read failed half-way
+            spool._writer.close()
+            spool._writer = None
+
+
+class ArrowRows:
+    """Validated training rows in a memory-mapped Arrow file: ``kind`` ``pairs`` (text1, text2,
+    label), ``sentences`` (text) or ``triplets`` (anchor, positive[, negative])."""
+
+    def __init__(self, kind: str, path: Path, columns: list[str], *, name: str, source: str,
+                 label_range: tuple[float, float] | None, skipped: dict[str, int], remove_folder: bool = False) -> None:  # fmt: skip
+        import pyarrow as pa
+
+        self.kind = kind
+        self.path = path
+        self.name = name
+        self.source = source
+        self.label_range = label_range
+        self.skipped = dict(skipped)
+        self._map = pa.memory_map(str(path))
+        self.table = pa.ipc.open_file(self._map).read_all().select(columns)  # zero-copy views of the mapped file
+        if remove_folder:  # a temporary folder: gone with the last reference to these rows
+            weakref.finalize(self, _remove, self._map, path.parent)
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.table.column_names)
+
+    def texts(self, column: str, start: int = 0, stop: int | None = None) -> list[str]:
+        """The texts of ``column`` in rows ``start:stop`` (only those become Python strings)."""
+        stop = len(self) if stop is None else stop
+        return self.table.column(column).slice(start, stop - start).to_pylist()
+
+    def row(self, index: int) -> dict[str, Any]:
+        return {name: self.table.column(name)[index].as_py() for name in self.table.column_names}
+
+    @property
+    def labels(self) -> np.ndarray:
+        """The labels (pairs), float64."""
+        return self.table.column("label").to_numpy()
+
+    @property
+    def has_negatives(self) -> bool:
+        return "negative" in self.table.column_names
+
+    def summary(self) -> str:
+        what = {"pairs": "pairs", "sentences": "sentences", "triplets": "triplets" if self.has_negatives else "anchor/positive pairs"}[self.kind]
+        return f"{self.name or self.source}: {len(self)} {what} (streamed from {self.path.name})"
+
+
+def _remove(mapping: Any, folder: Path) -> None:
+    with contextlib.suppress(Exception):
+        mapping.close()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+__all__ = ["ArrowRows", "Spool", "SpoolColumn", "current_spool", "spooling"]

@@ -1,0 +1,69 @@
+"""Training on streamed rows (``stream_data``): the same batches, losses and weights as training on
+the in-memory rows, for pairs, sentences and triplets; the command line's --stream-data."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import helpers
+import pytest
+import torch
+
+from anglekit.model.embedder import Embedder
+from anglekit.training.config import TrainConfig
+from anglekit.training.run import train
+
+
+def _run(model: Path, data: Path, out: Path, stream: bool, **extra: Any) -> Any:
+    config = TrainConfig.from_dict({
+        "model": str(model), "train_data": str(data), "output_dir": str(out), "max_steps": 3, "batch_size": 8,
+        "device": "cpu", "quiet": True, "seed": 0, "stream_data": stream, "logging_steps": 1, **extra,
+    })  # fmt: skip
+    return train(config)
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in Embedder.from_pretrained(folder, device="cpu").state_dict().items()}
+
+
+def _losses(out: Path) -> list[float]:
+    return [json.loads(line)["loss"] for line in (out / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+
+
+@pytest.mark.parametrize(
+    ("objective", "kind"), [("paper", "pairs"), ("simcse-unsup", "sentences"), ("simcse-sup", "triplets")]
+)
+def test_streamed_training_equals_in_memory_training(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, objective: str, kind: str) -> None:
+    if kind == "pairs":
+        data, extra = pair_file, {"positive_threshold": 4.0}
+    elif kind == "sentences":
+        data = tmp_path / "s.txt"
+        data.write_text("\n".join(helpers.random_sentence(random.Random(i), 3, 20) for i in range(40)) + "\n", encoding="utf-8")
+        extra = {}
+    else:
+        rows = [json.loads(line) for line in pair_file.read_text().splitlines()][:40]
+        data = tmp_path / "t.jsonl"
+        data.write_text("".join(json.dumps({"anchor": r["text1"], "positive": r["text2"], "negative": rows[(i + 7) % 40]["text2"]}) + "\n"
+                                for i, r in enumerate(rows)), encoding="utf-8")  # fmt: skip
+        extra = {}
+    plain = _run(tiny_bert_dir, data, tmp_path / "plain", False, objective=objective, **extra)
+    streamed = _run(tiny_bert_dir, data, tmp_path / "streamed", True, objective=objective, **extra)
+    assert plain.steps == streamed.steps == 3
+    assert _losses(tmp_path / "streamed") == pytest.approx(_losses(tmp_path / "plain"), rel=1e-5)
+    a, b = _weights(plain.model_dir), _weights(streamed.model_dir)
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=1e-5, atol=1e-6, msg=name)
+    assert "streamed from rows.arrow" in json.loads((tmp_path / "streamed" / "train_config.json").read_text())["train_data"]
+    assert "streamed from" not in json.loads((tmp_path / "plain" / "train_config.json").read_text())["train_data"]
+
+
+def test_stream_data_on_the_command_line(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["train", "--model", str(tiny_bert_dir), "--train-data", str(pair_file), "--output-dir", str(tmp_path / "run"), "--max-steps", "1",
+            "--batch-size", "8", "--device", "cpu", "--quiet", "--positive-threshold", "4", "--stream-data"]  # fmt: skip
+    code, _, err = helpers.run_cli(argv, capsys)
+    assert code == 0, err
+    code, stdout, _ = helpers.run_cli(["train", "--help"], capsys)
+    assert "--stream-data" in stdout
