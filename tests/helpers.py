@@ -275,3 +275,17 @@ def run_cli(argv: list[str], capsys: Any) -> tuple[int, str, str]:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+class SoloServices:
+    """What a training task asks of the trainer (gather, counts, probes), alone in one process:
+    for calling a task's loss directly in a test."""
+
+    def gather(self, *tensors: Any) -> tuple[list[Any], int]:
+        return list(tensors), 0
+
+    def count_candidates(self, positives: Any, negatives: Any) -> None:
+        pass
+
+    def probe(self, anchors: Any, positives: Any, negatives: Any) -> None:
+        pass

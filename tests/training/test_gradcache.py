@@ -8,6 +8,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
+import helpers
 import pytest
 import torch
 from torch import Tensor, nn
@@ -36,17 +37,7 @@ TEXTS = [
 ]  # fmt: skip
 
 
-class Services:
-    """What a task asks of the trainer, alone in one process."""
-
-    def gather(self, *tensors: Tensor) -> tuple[list[Tensor], int]:
-        return list(tensors), 0
-
-    def count_candidates(self, positives: Tensor, negatives: Tensor | None) -> None:
-        pass
-
-    def probe(self, anchors: Tensor, positives: Tensor, negatives: Tensor | None) -> None:
-        pass
+Services = helpers.SoloServices
 
 
 @pytest.fixture

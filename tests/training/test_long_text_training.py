@@ -31,15 +31,7 @@ def _words(n: int, offset: int = 0) -> str:
 LONG = [_words(200), _words(9, 2), _words(150, 7), _words(30, 3)]
 
 
-class Services:
-    def gather(self, *tensors: Tensor) -> tuple[list[Tensor], int]:
-        return list(tensors), 0
-
-    def count_candidates(self, positives: Tensor, negatives: Tensor | None) -> None:
-        pass
-
-    def probe(self, anchors: Tensor, positives: Tensor, negatives: Tensor | None) -> None:
-        pass
+Services = helpers.SoloServices
 
 
 @pytest.mark.parametrize("mode", ["chunk-mean", "chunk-max"])

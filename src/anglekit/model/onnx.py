@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -270,17 +270,24 @@ def _copy_onnx(source: Path, destination: Path) -> None:
 
 def _check_against_torch(embedder: Any, path: Path, quantize: str | None) -> dict[str, float]:
     """Compare the exported model with the torch one on a check batch; ConfigError when it differs."""
-    reference = embedder.encode(list(CHECK_TEXTS), normalize=False, long_text="truncate", truncate_dim=embedder.dim)  # the graph: one window, every coordinate
     session = OnnxEmbedder.session_for(path, threads=None)
-    exported = _run(session, embedder.pad(embedder.tokenize_unpadded(list(CHECK_TEXTS))))[0]  # one batch, input order
+    return check_against_torch(embedder, lambda batch: _run(session, batch)[0], quantize, "ONNX")
+
+
+def check_against_torch(embedder: Any, pooled: Callable[[dict[str, Any]], np.ndarray], quantize: str | None, runtime: str) -> dict[str, float]:
+    """Compare an exported graph (``pooled(padded batch)`` -> its pooled vectors) with the torch
+    model on a check batch: fp32 within :data:`FP32_TOLERANCE`, int8 at a cosine of at least
+    :data:`INT8_MIN_COSINE`; the figure, or a ConfigError naming ``runtime``."""
+    reference = embedder.encode(list(CHECK_TEXTS), normalize=False, long_text="truncate", truncate_dim=embedder.dim)  # the graph: one window, every coordinate
+    exported = pooled(embedder.pad(embedder.tokenize_unpadded(list(CHECK_TEXTS))))  # one batch, input order
     if quantize is None:
         difference = float(np.abs(exported - reference).max())
         if difference > FP32_TOLERANCE:
-            raise ConfigError(f"the ONNX export differs from the model by {difference:.2e} (> {FP32_TOLERANCE}); not written")
+            raise ConfigError(f"the {runtime} export differs from the model by {difference:.2e} (> {FP32_TOLERANCE}); not written")
         return {"max_abs_difference": difference}
     cosine = rowwise_cosine(exported, reference)
     if float(cosine.min()) < INT8_MIN_COSINE:
-        raise ConfigError(f"the int8 export's vectors are too far from the model's (cosine {cosine.min():.4f} < {INT8_MIN_COSINE}); not written")
+        raise ConfigError(f"the int8 {runtime} export's vectors are too far from the model's (cosine {cosine.min():.4f} < {INT8_MIN_COSINE}); not written")
     return {"min_cosine": float(cosine.min())}
 
 

@@ -30,15 +30,12 @@ import numpy as np
 from anglekit.errors import ConfigError
 from anglekit.model.config import CONFIG_NAME, EmbedderConfig
 from anglekit.model.onnx import (
-    CHECK_TEXTS,
-    FP32_TOLERANCE,
-    INT8_MIN_COSINE,
     ONNX_CONFIG,
     ONNX_FILE,
     OUTPUTS,
     OnnxEmbedder,
     _quiet,
-    rowwise_cosine,
+    check_against_torch,
     export_onnx,
     is_onnx_folder,
     load_exported_parts,
@@ -138,18 +135,8 @@ def _quiet_nncf() -> Iterator[None]:
 
 
 def _check_against_torch(embedder: Any, folder: Path, quantize: str | None) -> dict[str, float]:
-    reference = embedder.encode(list(CHECK_TEXTS), normalize=False, long_text="truncate", truncate_dim=embedder.dim)  # the graph: one window, every coordinate
     compiled = OpenVinoEmbedder.compile(folder / OPENVINO_FILE, threads=None)
-    exported = _infer(compiled, embedder.pad(embedder.tokenize_unpadded(list(CHECK_TEXTS))))[0]
-    if quantize is None:
-        difference = float(np.abs(exported - reference).max())
-        if difference > FP32_TOLERANCE:
-            raise ConfigError(f"the OpenVINO export differs from the model by {difference:.2e} (> {FP32_TOLERANCE}); not written")
-        return {"max_abs_difference": difference}
-    cosine = rowwise_cosine(exported, reference)
-    if float(cosine.min()) < INT8_MIN_COSINE:
-        raise ConfigError(f"the int8 OpenVINO export's vectors are too far from the model's (cosine {cosine.min():.4f} < {INT8_MIN_COSINE}); not written")
-    return {"min_cosine": float(cosine.min())}
+    return check_against_torch(embedder, lambda batch: _infer(compiled, batch)[0], quantize, "OpenVINO")
 
 
 def _infer(compiled: Any, batch: dict[str, Any]) -> list[np.ndarray]:

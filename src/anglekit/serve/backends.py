@@ -122,29 +122,30 @@ class OnnxBackend(TorchBackend):
 def load_onnx(model: str, *, threads: int | None = None, **options: Any) -> Backend:
     """An exported ONNX folder as a backend; ``threads``: onnxruntime's intra-op threads
     (default: torch's setting). Loading options other than device fixed the export: refused."""
-    from anglekit.errors import ConfigError
     from anglekit.model.onnx import OnnxEmbedder
 
-    device = options.pop("device", None)
-    long_text = _long_text_options(options)
-    given = sorted(key for key, value in options.items() if value not in (None, False))
-    if given:
-        raise ConfigError(f"{', '.join(given)}: fixed when the ONNX model was exported; export again to change them")
-    return OnnxBackend(_with_long_text(OnnxEmbedder.from_pretrained(model, threads=threads, device=device), long_text, model))
+    return _load_exported(OnnxEmbedder, "ONNX model", model, threads, options)
 
 
 def load_openvino(model: str, *, threads: int | None = None, **options: Any) -> Backend:
     """An exported OpenVINO (or ONNX) folder compiled by OpenVINO for the CPU; ``threads``: its
     inference threads (default: torch's setting). Loading options other than device: refused."""
-    from anglekit.errors import ConfigError
     from anglekit.model.openvino import OpenVinoEmbedder
+
+    return _load_exported(OpenVinoEmbedder, "model", model, threads, options)
+
+
+def _load_exported(runtime: Any, what: str, model: str, threads: int | None, options: dict[str, Any]) -> Backend:
+    """An exported folder loaded by ``runtime`` (OnnxEmbedder or OpenVinoEmbedder): ``device`` and
+    the long-text settings apply; any other loading option was fixed by the export (ConfigError)."""
+    from anglekit.errors import ConfigError
 
     device = options.pop("device", None)
     long_text = _long_text_options(options)
     given = sorted(key for key, value in options.items() if value not in (None, False))
     if given:
-        raise ConfigError(f"{', '.join(given)}: fixed when the model was exported; export again to change them")
-    return OnnxBackend(_with_long_text(OpenVinoEmbedder.from_pretrained(model, threads=threads, device=device), long_text, model))
+        raise ConfigError(f"{', '.join(given)}: fixed when the {what} was exported; export again to change them")
+    return OnnxBackend(_with_long_text(runtime.from_pretrained(model, threads=threads, device=device), long_text, model))
 
 
 _LONG_TEXT_KEYS = ("long_text", "long_text_window", "long_text_stride", "long_text_max_chunks")
