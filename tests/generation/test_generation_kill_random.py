@@ -24,7 +24,7 @@ def test_random_kills_then_rerun_equal_an_uninterrupted_run(tmp_path: Path, seed
     source.write_text("\n".join(sentences) + "\n")
 
     def slow(body: dict[str, Any], n: int) -> Reply:
-        return Reply(delay=0.05)
+        return Reply(delay=0.1)  # a run lasts ~4 s of requests: longer than the kill window, so the kills land
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     outputs = {}
