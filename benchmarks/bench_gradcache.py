@@ -65,10 +65,11 @@ def worker(args: argparse.Namespace) -> dict:
             data = {"train_data": str(common.stsb_dir()) + ":train", "positive_threshold": 4.0}
         config = TrainConfig.from_dict(dict(
             model=str(common.minilm_dir(args.model_zip)), pooling="last_avg", max_length=common.TRAIN_MAX_LENGTH,
-            test_data=str(common.stsb_dir()) + ":test", objective=objective, epochs=1.0, max_steps=args.max_steps,
+            test_data=str(common.stsb_dir()) + ":test", objective=objective, epochs=1.0,
             batch_size=batch, gradcache_chunk_size=chunk, learning_rate=common.LEARNING_RATE, scheduler="constant",
             warmup_steps=0, seed=args.seed, eval_batch_size=common.EVAL_BATCH_SIZE, output_dir=str(Path(out) / "run"),
             quiet=True, device="cpu", logging_steps=1, **data,
+            **({"max_steps": args.max_steps} if args.max_steps else {}),  # None: the whole epoch
         ))  # fmt: skip
         result = train(config)
     return {

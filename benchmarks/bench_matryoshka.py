@@ -86,9 +86,10 @@ def worker_anglekit(args: argparse.Namespace) -> dict:
             config = TrainConfig.from_dict(dict(
                 model=str(model_dir), pooling="last_avg", max_length=common.TRAIN_MAX_LENGTH,
                 train_data=str(common.stsb_dir()) + ":train", objective="paper", epochs=float(common.EPOCHS),
-                max_steps=args.max_steps, batch_size=common.BATCH_SIZE, learning_rate=common.LEARNING_RATE,
+                batch_size=common.BATCH_SIZE, learning_rate=common.LEARNING_RATE,
                 scheduler="constant", warmup_steps=0, seed=args.seed, eval_batch_size=common.EVAL_BATCH_SIZE,
                 output_dir=out, quiet=True, device="cpu", **extra,
+                **({"max_steps": args.max_steps} if args.max_steps else {}),  # None: the whole epoch
             ))  # fmt: skip
             result = train(config)
             info = {"steps": result.steps, "train_seconds": result.train_seconds, "train_pairs_per_s": result.pairs_per_second}
