@@ -7,7 +7,7 @@ weight-only int8 form), the tokenizer, ``anglekit_config.json`` and ``openvino_c
 was made, and its agreement with the torch model). :class:`OpenVinoEmbedder` also runs an ONNX folder
 directly (converted when loaded). Measured on all-MiniLM-L6-v2, 2 threads (benchmarks/bench_encode.py):
 OpenVINO's int8 weights keep fp32's STS-B score (onnxruntime's dynamic int8 loses about 0.3 points)
-at about 0.85x onnxruntime int8's speed on short texts and the same speed on long ones.
+at about 0.8x onnxruntime int8's speed on short texts and 0.9x on long ones.
 """
 
 from __future__ import annotations
