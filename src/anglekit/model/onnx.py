@@ -297,10 +297,14 @@ def rowwise_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return num / np.maximum(den, 1e-12)
 
 
+def graph_feeds(batch: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The exported graph's inputs from a padded batch (torch tensors or arrays): contiguous int64."""
+    return {name: np.ascontiguousarray(batch[name].numpy() if hasattr(batch[name], "numpy") else batch[name], dtype=np.int64)
+            for name in ("input_ids", "attention_mask")}  # fmt: skip
+
+
 def _run(session: Any, batch: dict[str, Any]) -> list[np.ndarray]:
-    feeds = {name: np.ascontiguousarray(batch[name].numpy() if hasattr(batch[name], "numpy") else batch[name], dtype=np.int64)
-             for name in ("input_ids", "attention_mask")}  # fmt: skip
-    return session.run(list(OUTPUTS), feeds)
+    return session.run(list(OUTPUTS), graph_feeds(batch))
 
 
 def load_exported_parts(path: Path, info_file: str, **overrides: Any) -> tuple[EmbedderConfig, Any, dict[str, Any]]:
@@ -444,14 +448,18 @@ class OnnxEmbedder:
     def encode_document(self, texts: str | Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> Any:
         return self.encode(texts, batch_size, role="document", **kwargs)
 
+    def weight_files(self) -> list[Path]:
+        """The files that hold the model (what :meth:`fingerprint` hashes)."""
+        return [Path(self.source) / ONNX_FILE]
+
     def fingerprint(self) -> str:
-        """A stable id of the ONNX model and its embedding settings (for caches and indexes)."""
+        """A stable id of the model's files and its embedding settings (for caches and indexes)."""
         digest = hashlib.sha256()
         digest.update(json.dumps(self.config.to_dict(), sort_keys=True).encode())
-        model = Path(self.source) / ONNX_FILE
-        with open(model, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(chunk)
+        for path in self.weight_files():
+            with open(path, "rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 22), b""):
+                    digest.update(chunk)
         return digest.hexdigest()[:16]
 
 

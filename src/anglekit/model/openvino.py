@@ -36,6 +36,7 @@ from anglekit.model.onnx import (
     OnnxEmbedder,
     _quiet,
     check_against_torch,
+    graph_feeds,
     export_onnx,
     is_onnx_folder,
     load_exported_parts,
@@ -140,10 +141,7 @@ def _check_against_torch(embedder: Any, folder: Path, quantize: str | None) -> d
 
 
 def _infer(compiled: Any, batch: dict[str, Any]) -> list[np.ndarray]:
-    feeds = {name: np.ascontiguousarray(batch[name].numpy() if hasattr(batch[name], "numpy") else batch[name], dtype=np.int64)
-             for name in ("input_ids", "attention_mask")}  # fmt: skip
-    request = compiled.create_infer_request()
-    results = request.infer(feeds)
+    results = compiled.create_infer_request().infer(graph_feeds(batch))
     return [np.asarray(results[compiled.output(name)], dtype=np.float32) for name in OUTPUTS]
 
 
@@ -211,24 +209,14 @@ class OpenVinoEmbedder(OnnxEmbedder):
 
     def embed_padded(self, batch: dict[str, Any], normalize: bool) -> np.ndarray:
         """Vectors of one padded batch (float32)."""
-        feeds = {name: np.ascontiguousarray(batch[name], dtype=np.int64) for name in ("input_ids", "attention_mask")}
         with self._lock:
-            results = self._request.infer(feeds)
+            results = self._request.infer(graph_feeds(batch))
             out = results[self.session.output(OUTPUTS[1] if normalize else OUTPUTS[0])]
             return np.array(out, dtype=np.float32, copy=True)
 
-    def fingerprint(self) -> str:
-        """A stable id of the model file(s) and the embedding settings (for caches and indexes)."""
-        import hashlib
-
-        digest = hashlib.sha256()
-        digest.update(json.dumps(self.config.to_dict(), sort_keys=True).encode())
-        files = [self.model_file] + ([self.model_file.with_suffix(".bin")] if self.model_file.suffix == ".xml" else [])
-        for file in files:
-            with open(file, "rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 22), b""):
-                    digest.update(chunk)
-        return digest.hexdigest()[:16]
+    def weight_files(self) -> list[Path]:
+        """The compiled model file, with the IR's weights beside it."""
+        return [self.model_file] + ([self.model_file.with_suffix(".bin")] if self.model_file.suffix == ".xml" else [])
 
 
 __all__ = ["OPENVINO_CONFIG", "OPENVINO_FILE", "OpenVinoEmbedder", "export_openvino", "is_openvino_folder", "only_openvino_weights", "require_openvino"]
