@@ -126,6 +126,42 @@ class ChunkPlan:
     texts: int
 
 
+@dataclass(frozen=True)
+class _Windows:
+    """How a model cuts long texts: its window, stride, chunk cap and special-token wrap."""
+
+    tokenizer: Any
+    window: int
+    stride: int
+    max_chunks: int | None
+    wrap: tuple[list[int], list[int]]
+
+    def cut(self, content: Sequence[int]) -> list[list[int]]:
+        return chunk_token_ids(content, self.tokenizer, self.window, self.stride, max_chunks=self.max_chunks, wrap=self.wrap)
+
+    def plan(self, chunks_per_text: list[list[list[int]]]) -> ChunkPlan:
+        """The :class:`ChunkPlan` of each text's chunks (weights: content tokens)."""
+        specials = len(self.wrap[0]) + len(self.wrap[1])
+        ids = [chunk for chunks in chunks_per_text for chunk in chunks]
+        owner = np.repeat(np.arange(len(chunks_per_text), dtype=np.int64), [len(chunks) for chunks in chunks_per_text])
+        weight = np.asarray([max(len(chunk) - specials, 1) for chunk in ids], dtype=np.float32)
+        return ChunkPlan(ids, owner, weight, len(chunks_per_text))
+
+
+def _windows(model: Any, window: int | None = None, stride: int | None = None, max_chunks: int | None = None) -> _Windows:
+    """The model's windowing: the arguments, else its config's ``long_text_*`` settings, else a
+    window of ``max_length`` (at most :func:`model_max_length`) and half a window's content as stride."""
+    config = model.config
+    window = int(window or getattr(config, "long_text_window", None) or config.max_length)
+    limit = model_max_length(model)
+    if limit is not None and window > limit:
+        raise ConfigError(f"long-text window {window} exceeds the model's limit of {limit} tokens")
+    wrap = _special_wrap(model.tokenizer)
+    room = window - len(wrap[0]) - len(wrap[1])
+    stride = int(stride or getattr(config, "long_text_stride", None) or max(1, room // 2))
+    return _Windows(model.tokenizer, window, stride, max_chunks or getattr(config, "long_text_max_chunks", None), wrap)
+
+
 def plan_chunks(
     model: Any,
     texts: Sequence[str],
@@ -139,60 +175,30 @@ def plan_chunks(
     ``tokenizer`` and ``config``): ``window`` tokens (default ``config.long_text_window`` or
     ``max_length``; at most :func:`model_max_length`), starts ``stride`` content tokens apart
     (default: config, else half the content room), at most ``max_chunks`` per text."""
-    config = model.config
-    tokenizer = model.tokenizer
-    window = int(window or getattr(config, "long_text_window", None) or config.max_length)
-    limit = model_max_length(model)
-    if limit is not None and window > limit:
-        raise ConfigError(f"long-text window {window} exceeds the model's limit of {limit} tokens")
-    wrap = _special_wrap(tokenizer)
-    room = window - len(wrap[0]) - len(wrap[1])
-    stride = int(stride or getattr(config, "long_text_stride", None) or max(1, room // 2))
-    max_chunks = max_chunks or getattr(config, "long_text_max_chunks", None)
+    windows = _windows(model, window, stride, max_chunks)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # verbose=False: sequences longer than model_max_length are expected here (no warning).
-        encoded = tokenizer([config.format(t, role) for t in texts], add_special_tokens=False, truncation=False, padding=False,
-                            verbose=False, return_attention_mask=False, return_token_type_ids=False)  # fmt: skip
-    ids: list[list[int]] = []
-    owner: list[int] = []
-    weight: list[float] = []
-    specials = len(wrap[0]) + len(wrap[1])
-    for i, content in enumerate(encoded["input_ids"]):
-        for chunk in chunk_token_ids(content, tokenizer, window, stride, max_chunks=max_chunks, wrap=wrap):
-            ids.append(chunk)
-            owner.append(i)
-            weight.append(float(max(len(chunk) - specials, 1)))
-    return ChunkPlan(ids, np.asarray(owner, dtype=np.int64), np.asarray(weight, dtype=np.float32), len(texts))
+        encoded = model.tokenizer([model.config.format(t, role) for t in texts], add_special_tokens=False, truncation=False,
+                                  padding=False, verbose=False, return_attention_mask=False, return_token_type_ids=False)  # fmt: skip
+    return windows.plan([windows.cut(content) for content in encoded["input_ids"]])
 
 
 def plan_token_chunks(model: Any, token_ids: Sequence[Sequence[int]]) -> ChunkPlan:
     """:func:`plan_chunks` for texts already tokenized whole (special tokens included, no
     truncation), as the server's batcher holds them: each sequence's content is cut into the
     config's windows; a sequence that fits one window is its own single chunk."""
-    config = model.config
-    window = int(getattr(config, "long_text_window", None) or config.max_length)
-    wrap = _special_wrap(model.tokenizer)
-    prefix, suffix = wrap
-    room = window - len(prefix) - len(suffix)
-    stride = int(getattr(config, "long_text_stride", None) or max(1, room // 2))
-    max_chunks = getattr(config, "long_text_max_chunks", None)
-    ids: list[list[int]] = []
-    owner: list[int] = []
-    weight: list[float] = []
-    for i, seq in enumerate(token_ids):
-        seq = list(seq)
-        if len(seq) <= window:
-            chunks = [seq]
-        else:
-            start = len(prefix) if seq[: len(prefix)] == prefix else 0
-            end = len(seq) - len(suffix) if suffix and seq[len(seq) - len(suffix) :] == suffix else len(seq)
-            chunks = chunk_token_ids(seq[start:end], model.tokenizer, window, stride, max_chunks=max_chunks, wrap=wrap)
-        for chunk in chunks:
-            ids.append(chunk)
-            owner.append(i)
-            weight.append(float(max(len(chunk) - len(prefix) - len(suffix), 1)))
-    return ChunkPlan(ids, np.asarray(owner, dtype=np.int64), np.asarray(weight, dtype=np.float32), len(token_ids))
+    windows = _windows(model)
+    prefix, suffix = windows.wrap
+    chunks_per_text = []
+    for seq in map(list, token_ids):
+        if len(seq) <= windows.window:
+            chunks_per_text.append([seq])
+            continue
+        start = len(prefix) if seq[: len(prefix)] == prefix else 0
+        end = len(seq) - len(suffix) if suffix and seq[len(seq) - len(suffix) :] == suffix else len(seq)
+        chunks_per_text.append(windows.cut(seq[start:end]))
+    return windows.plan(chunks_per_text)
 
 
 def combine_chunks(vectors: np.ndarray, plan: ChunkPlan, pooling: Literal["mean", "max"]) -> np.ndarray:
