@@ -187,3 +187,43 @@ def test_ibn_angle_similarity_matches_loop_reference_and_cosine_is_unchanged() -
     assert PRESETS["paper-ibn-angle"].ibn_similarity == "angle" and PRESETS["paper"].ibn_similarity == "cosine"
     with pytest.raises(ConfigError, match="ibn_similarity"):
         ObjectiveConfig(ibn_similarity="euclid")
+
+
+def _brute_ibn(x, y, labels, ids1, ids2, tau, threshold, detect):
+    """Per-row loops: softmax over y_j, soft targets over duplicates (or only j = i)."""
+    rows = []
+    for i in range(len(x)):
+        if labels[i] < threshold:
+            continue
+        logits = torch.stack([torch.nn.functional.cosine_similarity(x[i], y[j], dim=0) / tau for j in range(len(y))])
+        logp = torch.log_softmax(logits, dim=0)
+        targets = [j for j in range(len(y)) if j == i or (detect and (ids2[j] == ids2[i] or ids2[j] == ids1[i]))]
+        rows.append(-sum(logp[j] for j in targets) / len(targets))
+    return torch.stack(rows).mean()
+
+
+@pytest.mark.parametrize("detect", [True, False])
+def test_ibn_duplicate_detection_switch_matches_brute_force(detect):
+    torch.manual_seed(3)
+    x, y = torch.randn(6, 8), torch.randn(6, 8)
+    labels = torch.tensor([1.0, 1.0, 0.0, 1.0, 1.0, 1.0])
+    ids1 = torch.tensor([0, 1, 2, 3, 4, 5])
+    ids2 = torch.tensor([10, 11, 10, 12, 3, 11])  # 0 and 2, 1 and 5 share a text; y_4 is x_3's text
+    got = in_batch_negative_loss(x, y, labels, ids1, ids2, tau=0.05, positive_threshold=1.0, detect_duplicates=detect)
+    want = _brute_ibn(x, y, labels, ids1, ids2, 0.05, 1.0, detect)
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_ibn_without_duplicates_the_switch_changes_nothing_and_config_reaches_the_loss():
+    torch.manual_seed(4)
+    x, y = torch.randn(5, 8), torch.randn(5, 8)
+    labels, ids1, ids2 = torch.ones(5), torch.arange(5), torch.arange(5, 10)
+    a = in_batch_negative_loss(x, y, labels, ids1, ids2, positive_threshold=1.0, detect_duplicates=True)
+    b = in_batch_negative_loss(x, y, labels, ids1, ids2, positive_threshold=1.0, detect_duplicates=False)
+    assert torch.allclose(a, b)
+    ids2 = torch.tensor([5, 5, 5, 6, 7])
+    on = AnglEObjective.from_preset("ibn", positive_threshold=1.0)(x, y, labels, ids1, ids2).loss
+    off = AnglEObjective.from_preset("ibn", positive_threshold=1.0, ibn_detect_duplicates=False)(x, y, labels, ids1, ids2).loss
+    assert not torch.allclose(on, off)
+    with pytest.raises(ConfigError, match="ibn_detect_duplicates"):
+        ObjectiveConfig(ibn_detect_duplicates="no")

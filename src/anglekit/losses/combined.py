@@ -33,7 +33,8 @@ class ObjectiveConfig:
     ``positive_threshold`` is the smallest label counted as a positive by the in-batch
     negative term (e.g. 1 for binary labels); it has no safe default and must be set, from the
     dataset's label range, whenever ``ibn_weight > 0``. ``ibn_similarity`` is ``cosine`` (the
-    paper's eq. 2) or ``angle`` (SimACE's pi/2 - arccos(cos) inside the in-batch term).
+    paper's eq. 2) or ``angle`` (SimACE's pi/2 - arccos(cos) inside the in-batch term);
+    ``ibn_detect_duplicates=False`` turns identical-sentence detection off (Table 4's ablation).
     """
 
     cosine_weight: float = 1.0
@@ -45,6 +46,7 @@ class ObjectiveConfig:
     angle_variant: str = "reference"
     positive_threshold: float | None = None
     ibn_similarity: str = "cosine"
+    ibn_detect_duplicates: bool = True
 
     def __post_init__(self) -> None:
         for name in ("cosine_weight", "ibn_weight", "angle_weight"):
@@ -64,6 +66,8 @@ class ObjectiveConfig:
                 f"unknown angle_variant {self.angle_variant!r}; valid variants: {valid}"
             )
         check_similarity(self.ibn_similarity, "ibn_similarity")
+        if not isinstance(self.ibn_detect_duplicates, bool):
+            raise ConfigError(f"ibn_detect_duplicates must be true or false, got {self.ibn_detect_duplicates!r}")
         threshold = self.positive_threshold
         if threshold is not None:
             if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
@@ -163,6 +167,7 @@ class AnglEObjective(nn.Module):
                 tau=cfg.ibn_tau,
                 positive_threshold=cfg.positive_threshold,
                 similarity=cfg.ibn_similarity,
+                detect_duplicates=cfg.ibn_detect_duplicates,
             )
         if cfg.angle_weight > 0:
             components["angle"] = ranking_loss(self._angle_score(x, y), labels, cfg.angle_tau)

@@ -60,6 +60,7 @@ def in_batch_negative_loss(
     tau: float = 0.05,
     positive_threshold: float,
     similarity: str = "cosine",
+    detect_duplicates: bool = True,
 ) -> Tensor:
     """In-batch negative loss (AnglE eq. 2) with soft targets for identical texts.
 
@@ -70,6 +71,9 @@ def in_batch_negative_loss(
         tau: temperature > 0 for the logits ``cos(x_i, y_j) / tau``.
         positive_threshold: the smallest label that counts as positive.
         similarity: ``"cosine"`` (AnglE eq. 2) or ``"angle"`` (SimACE's angle similarity).
+        detect_duplicates: identical-sentence detection (the default). False makes only j = i the
+            target, so a text identical to the positive is a negative (the early official code;
+            the paper's "without detection" ablation, about 0.18 lower on STS-B).
 
     Returns:
         A scalar: mean cross-entropy over positive rows, 0 when there is none.
@@ -90,7 +94,10 @@ def in_batch_negative_loss(
 
     logits = similarity_matrix(x, y, similarity) / tau  # [B, B]
     log_probs = torch.log_softmax(logits, dim=-1)
-    is_target = (ids2.unsqueeze(0) == ids2.unsqueeze(1)) | (ids2.unsqueeze(0) == ids1.unsqueeze(1))
+    if detect_duplicates:
+        is_target = (ids2.unsqueeze(0) == ids2.unsqueeze(1)) | (ids2.unsqueeze(0) == ids1.unsqueeze(1))
+    else:
+        is_target = torch.eye(batch, dtype=torch.bool, device=device)
     target = is_target.to(log_probs.dtype)
     target = target / target.sum(dim=-1, keepdim=True)  # row i always contains j = i
     row_loss = -(target * log_probs).sum(dim=-1)  # [B]
@@ -102,19 +109,23 @@ def in_batch_negative_loss(
 class InBatchNegativeLoss(nn.Module):
     """Module wrapper of :func:`in_batch_negative_loss`; paper tau = 0.05."""
 
-    def __init__(self, positive_threshold: float, tau: float = 0.05, similarity: str = "cosine") -> None:
+    def __init__(self, positive_threshold: float, tau: float = 0.05, similarity: str = "cosine",
+                 detect_duplicates: bool = True) -> None:
         super().__init__()
         self.positive_threshold = _check_threshold(positive_threshold)
         self.tau = check_tau(tau)
         self.similarity = check_similarity(similarity)
+        self.detect_duplicates = bool(detect_duplicates)
 
     def forward(
         self, x: Tensor, y: Tensor, labels: Tensor, ids1: Tensor, ids2: Tensor
     ) -> Tensor:
         """Scalar loss; see :func:`in_batch_negative_loss`."""
         return in_batch_negative_loss(
-            x, y, labels, ids1, ids2, tau=self.tau, positive_threshold=self.positive_threshold, similarity=self.similarity
+            x, y, labels, ids1, ids2, tau=self.tau, positive_threshold=self.positive_threshold, similarity=self.similarity,
+            detect_duplicates=self.detect_duplicates,
         )
 
     def extra_repr(self) -> str:
-        return f"positive_threshold={self.positive_threshold}, tau={self.tau}, similarity={self.similarity!r}"
+        return (f"positive_threshold={self.positive_threshold}, tau={self.tau}, similarity={self.similarity!r}, "
+                f"detect_duplicates={self.detect_duplicates}")

@@ -161,6 +161,11 @@ class ObjectiveSection:
         None,
         help="AnglE objectives: cosine (the paper) or angle (SimACE's pi/2 - arccos(cos)) inside the in-batch-negative term.",
     )
+    ibn_detect_duplicates: bool | None = setting(
+        None,
+        help="AnglE objectives: identical-sentence detection in the in-batch-negative term (default on); "
+        "--no-ibn-detect-duplicates makes a text identical to the positive a negative (the paper's ablation).",
+    )
     similarity: str | None = setting(
         None, help="Contrastive objectives: override the similarity, cosine (SimCSE) or angle (SimACE)."
     )

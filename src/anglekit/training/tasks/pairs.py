@@ -116,7 +116,8 @@ class PairTask(TrainingTask):
     kind = "pairs"
     override_names: ClassVar[dict[str, str]] = {
         name: name
-        for name in ("cosine_weight", "ibn_weight", "angle_weight", "cosine_tau", "ibn_tau", "angle_tau", "angle_variant", "ibn_similarity")
+        for name in ("cosine_weight", "ibn_weight", "angle_weight", "cosine_tau", "ibn_tau", "angle_tau", "angle_variant", "ibn_similarity",
+                     "ibn_detect_duplicates")
     }
     family = "the AnglE pair objectives (paper, cosine, ibn, ...)"
     unit = "pairs"
