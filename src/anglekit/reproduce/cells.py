@@ -1,0 +1,159 @@
+"""Cells: one row x task x seed, trained and scored once, stored as one JSON file.
+
+A cell's file name carries a hash of everything that decides its result (the full training
+settings, the scoring, the seed), so a rerun reuses a finished cell, two tables sharing a cell
+(the objectives' "all" row and the pooling ablation's last_avg row) compute it once, and a change
+of protocol never reuses a stale cell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from anglekit.errors import ConfigError, DataError
+from anglekit.io.atomic import atomic_write_json
+from anglekit.reproduce.protocol import Protocol
+from anglekit.reproduce.tables import Row, Task
+
+logger = logging.getLogger(__name__)
+
+CELL_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What one cell runs. ``seed`` is None for rows that do not train."""
+
+    row: Row
+    task: Task
+    seed: int | None
+    train: dict[str, Any] | None
+    evaluation: dict[str, Any]
+
+    def spec(self) -> dict[str, Any]:
+        return {"version": CELL_VERSION, "kind": self.row.kind, "train": self.train, "evaluation": self.evaluation,
+                "seed": self.seed}
+
+    def key(self) -> str:
+        """``<kind>-s<seed>-<hash>``: the same for every row (of any table) that runs the same spec."""
+        digest = hashlib.sha256(json.dumps(self.spec(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+        seed = "" if self.seed is None else f"-s{self.seed}"
+        return f"{self.row.kind}{seed}-{digest}"
+
+
+def make_cell(row: Row, task: Task, seed: int | None, protocol: Protocol, model: str) -> Cell:
+    """The cell of ``row`` on ``task`` (``seed`` for a trained row), over the protocol's settings."""
+    settings = {k: v for k, v in row.settings.items() if not k.startswith("_") and v is not None}
+    pooling = settings.pop("pooling", None) or protocol.start.pooling
+    train: dict[str, Any] | None = None
+    max_length = settings.get("max_length", protocol.max_length)
+    if row.kind == "train":
+        if task.train is None:
+            train = None
+        else:
+            # No test_data: train() would score the start too; the cell scores the trained model once.
+            train = {**protocol.train_settings(), "model": model, "pooling": pooling, "train_data": task.train,
+                     "seed": seed, **settings}
+            if task.positive_threshold is not None and "positive_threshold" not in settings \
+                    and str(settings.get("objective", "paper")).startswith(("paper", "ibn", "official")):
+                train["positive_threshold"] = task.positive_threshold
+    evaluation = {"kind": task.evaluation, "test": task.test, "max_length": max_length,
+                  "model": model if row.kind == "zero-shot" else None, "pooling": pooling,
+                  "batch_size": protocol.eval_batch_size, "device": protocol.device}
+    return Cell(row, task, seed if row.kind == "train" else None, train, evaluation)
+
+
+def read_cell(path: Path) -> dict[str, Any] | None:
+    """A finished cell's record, or None when absent or unreadable (then it is run again)."""
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        logger.warning("cell %s cannot be read (%s); it runs again", path.name, exc)
+        return None
+    if not isinstance(record, dict) or record.get("status") not in ("done", "skipped") or not isinstance(record.get("metrics"), dict):
+        logger.warning("cell %s is incomplete; it runs again", path.name)
+        return None
+    return record
+
+
+def _score_pairs(encode: Any, test: str, data_root: str | None) -> float:
+    from anglekit.data.catalog import resolve_dataset
+    from anglekit.evaluation.similarity import evaluate_pairs
+
+    data = resolve_dataset(test, data_root=data_root)
+    return float(evaluate_pairs(encode, data.text1, data.text2, data.labels).spearman)
+
+
+def _score(encode: Any, cell: Cell, data_root: str | None, metric: str) -> dict[str, float]:
+    if cell.task.evaluation == "pairs":
+        return {metric: _score_pairs(encode, str(cell.task.test), data_root)}
+    if cell.task.evaluation == "sts-suite":
+        from anglekit.evaluation.suites import run_suite
+
+        result = run_suite("sts", encode, data_root=data_root, progress=False,
+                           max_length=cell.evaluation["max_length"], batch_size=cell.evaluation["batch_size"])
+        return {k: float(v) for k, v in result["scores"].items()}
+    raise ConfigError(f"unknown evaluation {cell.task.evaluation!r}")
+
+
+def _embedder(model: str, cell: Cell) -> Any:
+    from anglekit.model.embedder import Embedder
+
+    return Embedder.from_pretrained(model, pooling=cell.evaluation["pooling"], max_length=cell.evaluation["max_length"],
+                                    device=cell.evaluation["device"])
+
+
+def run_cell(cell: Cell, folder: Path, *, metric: str, data_root: str | None, keep_model: bool = False,
+             quiet: bool = True) -> dict[str, Any]:
+    """Train (if the row trains) and score ``cell``; write and return its record."""
+    path = folder / f"{cell.key()}.json"
+    record: dict[str, Any] = {"cell": cell.key(), "row": cell.row.name, "task": cell.task.name, "seed": cell.seed,
+                              "spec": cell.spec()}
+    started = time.perf_counter()
+    if cell.row.kind == "train" and cell.train is None:
+        record.update(status="skipped", metrics={},
+                      reason=f"no training data for {cell.task.name} (see the table's note / --help)")
+        atomic_write_json(path, record)
+        return record
+    if cell.row.kind == "glove":
+        from anglekit.evaluation.baselines import GloveEncoder
+
+        metrics = _score(GloveEncoder(), cell, data_root, metric)
+    elif cell.row.kind == "zero-shot":
+        embedder = _embedder(cell.evaluation["model"], cell)
+        metrics = _score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell, data_root, metric)
+    else:
+        from anglekit.training.config import TrainConfig
+        from anglekit.training.run import train
+
+        run_dir = folder / f"{cell.key()}.run"
+        config = TrainConfig.from_dict({**cell.train, "output_dir": str(run_dir), "overwrite_output_dir": True,
+                                        "save_total_limit": 1, "quiet": quiet}, source=f"cell {cell.key()}")
+        with contextlib.redirect_stdout(sys.stderr):
+            result = train(config)
+        record["training"] = {"steps": result.steps, "train_seconds": result.train_seconds,
+                              "rows_per_second": result.pairs_per_second, "unit": result.unit,
+                              "threads": result.threads, "peak_memory_mb": result.peak_memory_mb}
+        embedder = _embedder(str(result.model_dir), cell)
+        metrics = _score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell, data_root, metric)
+        if keep_model:
+            record["model_dir"] = str(result.model_dir)
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    for name, value in metrics.items():
+        if not isinstance(value, float) or value != value:
+            raise DataError(f"cell {cell.key()}: metric {name} is not a number ({value!r})")
+    record.update(status="done", metrics=metrics, seconds=round(time.perf_counter() - started, 1))
+    atomic_write_json(path, record)
+    return record

@@ -1,0 +1,165 @@
+"""The report of a reproduction: per table, mean ± std per row, the paired comparison with the
+reference row, and the published figure (with its own difference from the paper's reference)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from anglekit.evaluation.paper import PAPER_SCALE, paper_note, paper_table
+from anglekit.reproduce.protocol import Protocol
+from anglekit.reproduce.stats import mean_std, paired
+from anglekit.reproduce.tables import Published, Row, TableSpec
+
+
+def published_values(pub: Published | None) -> dict[str, float | None]:
+    """Our metric name -> the paper's figure for a row (None where the paper has none)."""
+    if pub is None:
+        return {}
+    rows = paper_table(pub.table)
+    key = pub.key or next(iter(rows[0]))
+    match = [r for r in rows if str(r.get(key)).strip("* ") == pub.row]
+    if not match:
+        raise KeyError(f"Table {pub.table} has no row {pub.row!r}")
+    return {ours: (match[0].get(theirs) if isinstance(match[0].get(theirs), float) else None)
+            for ours, theirs in pub.columns.items()}
+
+
+def _fmt(value: float | None, digits: int = 2, sign: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def row_values(records: Sequence[dict[str, Any]], row: Row, metric: str) -> dict[int, float]:
+    """{seed (0 for untrained rows): value} of ``metric`` over a row's finished cells; a multi-task row's
+    value for a seed is the mean over its tasks when ``metric`` is ``Avg`` and the table has per-task
+    metrics."""
+    out: dict[int, float] = {}
+    for r in records:
+        if r["row"] == row.name and r.get("status") == "done" and metric in r["metrics"]:
+            out[r["seed"] if r["seed"] is not None else 0] = float(r["metrics"][metric])
+    return out
+
+
+def table_summary(table: TableSpec, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Numbers of one table: per row and metric the values per seed, mean, std; paired comparisons."""
+    records = [dict(r) for r in records]
+    # Tables whose tasks each give one metric (non-transfer): a per-seed Avg over the measured tasks.
+    if "Avg" in table.metrics and all(t.evaluation == "pairs" for t in table.tasks):
+        by_row_seed: dict[tuple[str, Any], list[float]] = {}
+        for r in records:
+            if r.get("status") == "done":
+                by_row_seed.setdefault((r["row"], r["seed"]), []).extend(r["metrics"].values())
+        for (row, seed), values in by_row_seed.items():
+            records.append({"row": row, "seed": seed, "status": "done", "metrics": {"Avg": sum(values) / len(values)}})
+    ref_row = next(r for r in table.rows if r.name == table.reference)
+    ref_values = row_values(records, ref_row, table.primary)
+    ref_pub = published_values(ref_row.published).get(table.primary)
+    rows = []
+    for row in table.rows:
+        metrics = {}
+        for metric in table.metrics:
+            values = row_values(records, row, metric)
+            if values:
+                m, sd = mean_std(list(values.values()))
+                metrics[metric] = {"values": values, "mean": m, "std": sd}
+        primary = row_values(records, row, table.primary)
+        comparison = paired(primary, ref_values) if row.kind == "train" and row is not ref_row else None
+        pub = published_values(row.published)
+        pub_primary = pub.get(table.primary)
+        rows.append({
+            "row": row.name, "kind": row.kind, "metrics": metrics,
+            "paired": None if comparison is None else {
+                "seeds": list(comparison.seeds), "mean_diff": comparison.mean_diff, "std_diff": comparison.std_diff,
+                "t": comparison.t, "p": comparison.p, "within_noise": comparison.within_noise,
+                "verdict": comparison.verdict()},
+            "published": pub, "published_source": None if row.published is None else f"Table {row.published.table}: {row.published.row}",
+            "published_note": None if row.published is None else row.published.note or None,
+            "published_diff": (row.published.approx_diff if row.published is not None and row.published.approx_diff is not None
+                               else None if (pub_primary is None or ref_pub is None or row is ref_row or row.kind != "train")
+                               else pub_primary - ref_pub),
+            "published_diff_approx": row.published is not None and row.published.approx_diff is not None,
+            "skipped": sorted({r.get("reason", "") for r in records if r["row"] == row.name and r.get("status") == "skipped"}),
+        })
+    return {"table": table.name, "title": table.title, "paper": table.paper, "primary": table.primary,
+            "reference": table.reference, "metrics": list(table.metrics), "rows": rows, "notes": list(table.notes)}
+
+
+def _cell(metric: dict[str, Any] | None, skipped: bool = False) -> str:
+    if not metric:
+        return "skipped" if skipped else "-"
+    m, sd, n = metric["mean"], metric["std"], len(metric["values"])
+    return f"{m:.2f} ± {sd:.2f} (n={n})" if sd is not None else f"{m:.2f}"
+
+
+def render_table(summary: dict[str, Any]) -> str:
+    """Markdown of one table summary."""
+    lines = [f"## {summary['title']}", ""]
+    many = len(summary["metrics"]) > 1
+    primary = summary["primary"]
+    if many:
+        header = ["row", *summary["metrics"], f"Δ {primary} vs reference (paired)", f"paper {primary}"]
+    else:
+        header = ["row", f"{primary} mean ± std", "per seed", "Δ vs reference (paired)", "paper", "paper Δ"]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+    for row in summary["rows"]:
+        pair = row["paired"]
+        if pair is not None:
+            spread = f" ± {pair['std_diff']:.2f}" if pair["std_diff"] is not None else ""
+            delta = f"{pair['mean_diff']:+.2f}{spread}: {pair['verdict']}"
+        elif row["row"] == summary["reference"]:
+            delta = "reference"
+        else:
+            delta = "-"
+        pub = row["published"].get(primary) if row["published"] else None
+        if many:
+            cells = [row["row"], *[_cell(row["metrics"].get(m), bool(row["skipped"])) for m in summary["metrics"]], delta, _fmt(pub)]
+        else:
+            metric = row["metrics"].get(primary)
+            seeds = ", ".join(f"{v:.2f}" for _, v in sorted(metric["values"].items())) if metric else "-"
+            pub_diff = _fmt(row["published_diff"], sign=True)
+            cells = [row["row"], _cell(metric, bool(row["skipped"])), seeds if row["kind"] == "train" else "-", delta, _fmt(pub),
+                     f"≈{pub_diff}" if row["published_diff_approx"] else pub_diff]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines += [f"- {r['row']}: skipped: {'; '.join(r['skipped'])}" for r in summary["rows"] if r["skipped"]]
+    sources = [f"- {r['row']}: paper {r['published_source']}" + (f" ({r['published_note']})" if r["published_note"] else "")
+               for r in summary["rows"] if r["published_source"]]
+    if sources:
+        lines += ["Published figures beside the rows:", "", *sources, ""]
+    lines += [f"- {n}" for n in summary["notes"]]
+    if summary["table"] == "ibn-duplicates":
+        note = paper_note("identical-sentence detection")
+        if note:
+            lines.append(f"- The paper: {note}")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def render_report(summaries: Sequence[dict[str, Any]], protocol: Protocol, seeds: Sequence[int], command: str) -> str:
+    """The whole report: the protocol, what the start means, the scale difference, then each table."""
+    p = protocol.describe()
+    lines = [
+        "# Reproduction report", "",
+        f"Command: `{command}`", "",
+        f"Protocol ({protocol.preset}): model {p['model']}, start {p['start']}, max length {p['max_length']}, "
+        f"batch {p['batch_size']}, learning rate {p['learning_rate']:g} (constant, no warmup), "
+        f"{'%g epoch(s)' % p['epochs'] if p['max_steps'] < 0 else '%d steps' % p['max_steps']}; seeds {', '.join(map(str, seeds))}.",
+        "",
+        f"Start: {protocol.start.meaning}" if protocol.model is None else f"Start: the model {protocol.model} as given.",
+        "",
+        f"Scale: these runs are far smaller than the paper's ({PAPER_SCALE}). The published figures are "
+        "printed beside the rows to compare directions and gaps (the 'paper Δ' column is the paper's own "
+        "difference from its reference row), not levels.",
+        "",
+        "Each value is Spearman x 100 (cosine vs gold); mean ± sample standard deviation over the seeds. The paired "
+        "comparison takes the difference from the reference row seed by seed (same seeds, same batches) and a "
+        "two-sided paired t-test; 'within noise' means it does not reject no difference at 5% (with 3 seeds only "
+        "a large, consistent difference does).",
+        "",
+    ]
+    for s in summaries:
+        lines.append(render_table(s))
+    return "\n".join(lines)

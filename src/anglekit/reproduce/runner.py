@@ -1,0 +1,217 @@
+"""``reproduce()``: prepare the data a table needs, run its missing cells, write the reports."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import random
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from anglekit.errors import ConfigError
+from anglekit.io.atomic import atomic_write_json, atomic_write_text
+from anglekit.reproduce.cells import Cell, make_cell, read_cell, run_cell
+from anglekit.reproduce.config import ReproduceConfig, expand_tables
+from anglekit.reproduce.protocol import Protocol, make_protocol, prepare_start
+from anglekit.reproduce.report import render_report, render_table, table_summary
+from anglekit.reproduce.tables import TableSpec, build_tables, row_tasks
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ReproduceResult:
+    """What a call did: the tables' summaries, the report's path, cells run and reused."""
+
+    output_dir: Path
+    report: Path
+    summaries: list[dict[str, Any]]
+    ran: int
+    reused: int
+    missing: int
+
+
+def data_root(given: str | None) -> Path:
+    """The offline data folder: ``given``, ``$ANGLEKIT_DATA``, the user data folder, or ../shared/data."""
+    from anglekit.data.root import default_data_root
+
+    if given:
+        root = Path(given).expanduser()
+        if not root.is_dir():
+            raise ConfigError(f"--data-root {given!r} is not a directory")
+        return root.resolve()
+    found = default_data_root()
+    if found is not None:
+        return found.resolve()
+    for candidate in (Path("../shared/data"), Path("shared/data")):
+        if candidate.is_dir():
+            return candidate.resolve()
+    raise ConfigError("no data root: pass --data-root or set ANGLEKIT_DATA to the folder holding stsb/, mrpc/, senteval/")
+
+
+@contextlib.contextmanager
+def _data_env(root: Path) -> Iterator[None]:
+    """Dataset names inside cells (snli:dev, mr+subj+flickr30k:train) resolve under ``root``."""
+    from anglekit.data.root import DATA_ENV_VAR
+
+    old = os.environ.get(DATA_ENV_VAR)
+    os.environ[DATA_ENV_VAR] = str(root)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(DATA_ENV_VAR, None)
+        else:
+            os.environ[DATA_ENV_VAR] = old
+
+
+def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def _qnli_halves(root: Path, folder: Path) -> tuple[str, str]:
+    """GLUE QNLI dev split by question into two halves (seed 0): train / test JSONL files."""
+    train, test = folder / "qnli-dev-half-train.jsonl", folder / "qnli-dev-half-test.jsonl"
+    if not (train.is_file() and test.is_file()):
+        from anglekit.evaluation.nontransfer import load_qnli
+
+        data = load_qnli(root / "qnli" / "dev.tsv")
+        questions = sorted(set(data.text1))
+        random.Random(0).shuffle(questions)
+        first = set(questions[: len(questions) // 2])
+        rows = [{"text1": a, "text2": b, "label": float(y)} for a, b, y in zip(data.text1, data.text2, data.labels)]
+        _write_jsonl(train, [r for r in rows if r["text1"] in first])
+        _write_jsonl(test, [r for r in rows if r["text1"] not in first])
+    return str(train), str(test)
+
+
+def _nli_pairs(spec: str, root: Path, folder: Path) -> str:
+    """NLI triplets as labelled pairs: (anchor, entailment, 1) and (anchor, contradiction, 0)."""
+    from anglekit.data.training_data import resolve_triplets
+
+    safe = "".join(c if c.isalnum() else "-" for c in spec)
+    path = folder / f"nli-pairs-{safe}.jsonl"
+    if not path.is_file():
+        triplets = resolve_triplets(spec, data_root=root)
+        if triplets.negative is None:
+            raise ConfigError(f"--nli-data {spec!r} has no hard negatives; the AnglE row needs contradictions")
+        rows = []
+        for a, p, n in zip(triplets.anchor, triplets.positive, triplets.negative):
+            rows += [{"text1": a, "text2": p, "label": 1.0}, {"text1": a, "text2": n, "label": 0.0}]
+        _write_jsonl(path, rows)
+    return str(path)
+
+
+def _llm_pairs(config: ReproduceConfig, root: Path, folder: Path) -> tuple[str, str, int]:
+    """STS-B train sentence1 texts labelled by the LLM (cached): pairs file, sentences file, pair count."""
+    from anglekit.data.catalog import load_stsb
+    from anglekit.generation.pipeline import GenerationConfig, generate_pairs
+
+    sentences = list(dict.fromkeys(load_stsb(root / "stsb", "train").text1))[: config.llm_sentences]
+    sentence_file = folder / f"stsb-train-s1-first{len(sentences)}.txt"
+    atomic_write_text(sentence_file, "\n".join(sentences) + "\n")
+    pairs = folder / f"stsb-train-s1-first{len(sentences)}.pairs.jsonl"
+    if not pairs.is_file():
+        generation = GenerationConfig(llms=[config.llm], device=config.device, progress=not config.quiet,
+                                      cache_dir=str(folder / "generation-cache"))
+        generate_pairs(sentences, pairs, generation)
+    n = sum(1 for line in pairs.read_text(encoding="utf-8").splitlines() if line.strip())
+    if n == 0:
+        raise ConfigError(f"the LLM produced no pairs ({pairs}); see the generation summary")
+    return str(pairs), str(sentence_file), n
+
+
+def prepare_data(names: Sequence[str], config: ReproduceConfig, protocol: Protocol, root: Path, folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Data specs and table options for the tables in ``names`` (files written once under ``folder``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data: dict[str, Any] = {"stsb": str(root / "stsb"), "mrpc": str(root / "mrpc"), "nli": config.nli_data,
+                            "github": config.github_issues, "unsup": config.unsup_corpus,
+                            "qnli-train": None, "qnli-test": None, "nli-pairs": None}
+    options: dict[str, Any] = {"unsup_steps": config.unsup_steps}
+    if "non-transfer" in names:
+        data["qnli-train"], data["qnli-test"] = _qnli_halves(root, folder)
+    if "transfer-sts" in names:
+        data["nli-pairs"] = _nli_pairs(config.nli_data, root, folder)
+    if "llm-supervised" in names and not config.report_only:
+        data["llm-pairs"], data["llm-sentences"], n = _llm_pairs(config, root, folder)
+        options["llm_steps"] = math.ceil(n / protocol.batch_size) * max(1, math.ceil(protocol.epochs)) \
+            if protocol.max_steps < 0 else protocol.max_steps
+    return data, options
+
+
+def plan_cells(table: TableSpec, seeds: Sequence[int], protocol: Protocol, model: str) -> list[tuple[Cell, str]]:
+    """Every (cell, metric name) of ``table``; untrained rows once per distinct test."""
+    out: list[tuple[Cell, str]] = []
+    for row in table.rows:
+        seen: set[tuple[str, str | None]] = set()
+        for task in row_tasks(table, row):
+            metric = task.metric_prefix or table.metrics[0]
+            if row.kind != "train":
+                if (task.evaluation, task.test) in seen:
+                    continue
+                seen.add((task.evaluation, task.test))
+                out.append((make_cell(row, task, None, protocol, model), metric))
+                continue
+            for seed in seeds:
+                out.append((make_cell(row, task, seed, protocol, model), metric))
+    return out
+
+
+def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, command: str | None = None) -> ReproduceResult:
+    """Run (or resume) the cells of ``tables`` and write ``<output_dir>/report.md``, one markdown and one
+    JSON summary per table, and one JSON per cell under ``cells/``."""
+    config = config or ReproduceConfig()
+    names = expand_tables(list(tables))
+    protocol = make_protocol(config.preset, start=config.start, model=config.model, max_length=config.max_length,
+                             batch_size=config.batch_size, learning_rate=config.learning_rate, epochs=config.epochs,
+                             max_steps=config.max_steps, device=config.device)
+    out = Path(config.output_dir)
+    cells_dir = out / "cells"
+    cells_dir.mkdir(parents=True, exist_ok=True)
+    root = data_root(config.data_root)
+    data, options = prepare_data(names, config, protocol, root, out / "data")
+    specs = build_tables(data, options)
+    ran = reused = missing = 0
+    summaries = []
+    with _data_env(root):
+        model = protocol.model_name() if config.report_only else prepare_start(protocol, out)
+        planned = [(name, plan_cells(specs[name], config.seeds, protocol, model)) for name in names]
+        todo = {c.key() for _, cells in planned for c, _ in cells if read_cell(cells_dir / f"{c.key()}.json") is None}
+        total, done_now, started = len(todo), 0, time.perf_counter()
+        if config.report_only:
+            missing = total
+        for name, cells in planned:
+            records = []
+            for cell, metric in cells:
+                record = read_cell(cells_dir / f"{cell.key()}.json")
+                if record is None and not config.report_only:
+                    done_now += 1
+                    eta = ""
+                    if done_now > 1:
+                        per = (time.perf_counter() - started) / (done_now - 1)
+                        eta = f", about {per * (total - done_now + 1) / 60:.0f} min left"
+                    print(f"[reproduce {name}] cell {done_now}/{total}: {cell.row.name} / {cell.task.name}"
+                          + (f" / seed {cell.seed}" if cell.seed is not None else "") + eta, file=sys.stderr, flush=True)
+                    record = run_cell(cell, cells_dir, metric=metric, data_root=str(root),
+                                      keep_model=config.keep_models, quiet=config.quiet)
+                    ran += 1
+                elif record is not None:
+                    reused += 1
+                if record is not None:  # a cell shared with another row (or table) is named by this row here
+                    records.append({**record, "row": cell.row.name, "task": cell.task.name})
+            summary = table_summary(specs[name], records)
+            summaries.append(summary)
+            atomic_write_json(out / f"{name}.json", {**summary, "protocol": protocol.describe(), "seeds": list(config.seeds),
+                                                     "cells": [r["cell"] for r in records]})
+            atomic_write_text(out / f"{name}.md", render_table(summary))
+    command = command or f"anglekit reproduce {' '.join(names)} --seeds {' '.join(map(str, config.seeds))} --output-dir {out}"
+    report = out / "report.md"
+    atomic_write_text(report, render_report(summaries, protocol, config.seeds, command))
+    return ReproduceResult(out, report, summaries, ran, reused, missing)

@@ -1,0 +1,125 @@
+"""anglekit reproduce end to end on a tiny random BERT and a tiny STS-B-format data root: cells,
+resume, a broken cell rerun, the zero-shot cell against an independent Spearman, the re-initialised
+start, the CLI's errors."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import helpers
+from anglekit.errors import ConfigError
+from anglekit.reproduce import ReproduceConfig, make_protocol, reproduce
+from anglekit.reproduce.cells import make_cell, run_cell
+from anglekit.reproduce.protocol import Protocol, Start, prepare_start
+from anglekit.reproduce.tables import build_tables
+
+
+def _stsb_root(root: Path) -> Path:
+    rng = random.Random(0)
+    folder = root / "stsb"
+    folder.mkdir(parents=True)
+    for split, n in (("train", 48), ("dev", 8), ("test", 24)):
+        lines = []
+        for i in range(n):
+            a = helpers.random_sentence(rng, 3, 8)
+            b = a if i % 7 == 0 else helpers.random_sentence(rng, 3, 8)
+            lines.append(f"main-captions\tMSRvid\t2012{split}\t{i:04d}\t{rng.uniform(0, 5):.3f}\t{a}\t{b}")
+        (folder / f"sts-{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory) -> Path:
+    return _stsb_root(tmp_path_factory.mktemp("data"))
+
+
+def _config(out: Path, model: Path, root: Path, **kw) -> ReproduceConfig:
+    return ReproduceConfig(seeds=(0, 1), output_dir=str(out), model=str(model), data_root=str(root), max_steps=2,
+                           batch_size=8, device="cpu", quiet=True, **kw)
+
+
+def test_cells_resume_and_rerun_a_broken_one(tmp_path, tiny_bert_dir, data_root):
+    config = _config(tmp_path / "repro", tiny_bert_dir, data_root)
+    first = reproduce(["ibn-duplicates"], config)
+    assert (first.ran, first.reused) == (4, 0)
+    cells = sorted((tmp_path / "repro" / "cells").glob("*.json"))
+    assert len(cells) == 4 and not list((tmp_path / "repro" / "cells").glob("*.run"))  # models deleted once scored
+    values = {p.name: json.loads(p.read_text())["metrics"] for p in cells}
+    report = first.report.read_text()
+    assert "| cosine + ibn + angle, with detection |" in report and "≈-0.18" in report
+
+    again = reproduce(["ibn-duplicates"], config)
+    assert (again.ran, again.reused) == (0, 4)
+    cells[0].write_text("{cut short")
+    third = reproduce(["ibn-duplicates"], config)
+    assert (third.ran, third.reused) == (1, 3)
+    assert json.loads(cells[0].read_text())["metrics"] == values[cells[0].name]  # the same seed gives the same value
+
+    summary = json.loads((tmp_path / "repro" / "ibn-duplicates.json").read_text())
+    assert summary["protocol"]["max_steps"] == 2 and summary["seeds"] == [0, 1]
+    only = reproduce(["ibn-duplicates"], ReproduceConfig(**{**config.__dict__, "report_only": True, "seeds": (0, 1, 2)}))
+    assert (only.ran, only.missing) == (0, 2)
+
+
+def test_zero_shot_cell_equals_an_independent_spearman(tmp_path, tiny_bert_dir, data_root):
+    from anglekit.data.catalog import load_stsb
+    from anglekit.model.embedder import Embedder
+
+    protocol = make_protocol("cpu", max_length=32)
+    table = build_tables({"stsb": str(data_root / "stsb"), "mrpc": "", "nli": "", "nli-pairs": "", "github": None,
+                          "unsup": "", "qnli-train": "", "qnli-test": ""}, {})["objectives"]
+    zero = next(r for r in table.rows if r.kind == "zero-shot")
+    cell = make_cell(zero, table.tasks[0], None, protocol, str(tiny_bert_dir))
+    record = run_cell(cell, tmp_path, metric="STS-B test", data_root=str(data_root))
+    test = load_stsb(data_root / "stsb", "test")
+    model = Embedder.from_pretrained(str(tiny_bert_dir), pooling="last_avg", max_length=32, device="cpu")
+    a, b = model.encode(test.text1, 8), model.encode(test.text2, 8)
+    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    assert record["metrics"]["STS-B test"] == pytest.approx(100 * stats.spearmanr(cos, test.labels).statistic, abs=1e-4)
+
+
+def test_missing_training_data_is_a_named_skip(tmp_path, tiny_bert_dir, data_root):
+    table = build_tables({"stsb": str(data_root / "stsb"), "mrpc": "", "nli": "", "nli-pairs": "", "github": None,
+                          "unsup": "", "qnli-train": "", "qnli-test": ""}, {})["non-transfer"]
+    github = next(t for t in table.tasks if t.name == "GitHub Issues")
+    cell = make_cell(table.rows[1], github, 0, make_protocol("cpu"), str(tiny_bert_dir))
+    record = run_cell(cell, tmp_path, metric="GitHub Issues test", data_root=str(data_root))
+    assert record["status"] == "skipped" and "GitHub Issues" in record["reason"]
+
+
+def test_reinitialised_start_changes_only_the_top_layers_once(tmp_path, tiny_bert_dir):
+    from safetensors.torch import load_file
+
+    start = Start("tiny-reinit", str(tiny_bert_dir), "cls", "test start", reinit_top_layers=1)
+    protocol = Protocol(preset="cpu", start=start, max_length=16, batch_size=4, learning_rate=1e-4, epochs=1.0)
+    folder = Path(prepare_start(protocol, tmp_path))
+    before = load_file(str(next(Path(tiny_bert_dir).glob("*.safetensors"))))
+    after = load_file(str(next(folder.rglob("*.safetensors"))))
+    top = [k for k in before if "encoder.layer.1." in k and k.endswith("weight") and "LayerNorm" not in k]
+    low = [k for k in before if "encoder.layer.0." in k]
+    assert top and low
+    assert all(not np.allclose(before[k].numpy(), after[k].numpy()) for k in top)
+    assert all(np.array_equal(before[k].numpy(), after[k].numpy()) for k in low)
+    stamp = folder.stat().st_mtime_ns
+    assert Path(prepare_start(protocol, tmp_path)) == folder and folder.stat().st_mtime_ns == stamp
+    with pytest.raises(ConfigError, match="re-initialise"):
+        prepare_start(Protocol("cpu", Start("x", str(tiny_bert_dir), "cls", "m", reinit_top_layers=5), 16, 4, 1e-4, 1.0),
+                      tmp_path / "other")
+
+
+def test_cli_rejects_bad_tables_and_settings(tmp_path, capsys):
+    code, _, err = helpers.run_cli(["reproduce", "table9"], capsys)
+    assert code == 2 and "invalid choice" in err
+    code, _, err = helpers.run_cli(["reproduce", "pooling", "--seeds", "0", "0", "--output-dir", str(tmp_path)], capsys)
+    assert code != 0 and "seeds repeat" in err
+    code, _, err = helpers.run_cli(["reproduce", "pooling", "--batch-size", "zero"], capsys)
+    assert code == 2 and "--batch-size" in err
+    code, _, err = helpers.run_cli(["reproduce", "pooling", "--data-root", str(tmp_path / "missing"),
+                                    "--output-dir", str(tmp_path / "o")], capsys)
+    assert code != 0 and "data-root" in err
