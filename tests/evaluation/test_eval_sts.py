@@ -12,7 +12,7 @@ from anglekit.data import senteval as se
 from anglekit.errors import DataError
 from anglekit.evaluation.baselines import HashingEncoder
 from anglekit.evaluation.similarity import paired_cosine
-from anglekit.evaluation.sts import evaluate_sts, year_scores
+from anglekit.evaluation.sts import evaluate_sts, load_sts_data, sts_markdown, year_scores
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_data = pytest.mark.skipif(not (DATA / "senteval" / "STS").is_dir(), reason="../shared/data not present")
@@ -160,6 +160,88 @@ def test_original_layout_with_sts2016_names_and_source_columns(tmp_path: Path) -
     year = se.load_sts_year(tmp_path, "STS16", variant="original", check_counts=False)
     assert year.n_pairs == 5
     assert year.subsets[0].text2 == ["A  c"]  # the original copy is not whitespace-normalised
+
+
+def _write_irregular_stsb_and_sick(root: Path) -> list[str]:
+    """STS-B and SICK test files (SentEval layout) whose sentences have runs of spaces and spaces at
+    their edges; returns the raw sentences as written."""
+    words = ["guitar", "dog", "car", "bread", "river", "ball"]
+    raw: list[str] = []
+    stsb_rows = []
+    for i, w in enumerate(words):
+        a, b = f" A  man   plays the {w} .", f"The  {w}   is  red "
+        raw += [a, b]
+        stsb_rows.append(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{i * 0.8:.1f}\t{a}\t{b}")
+    stsb = root / "senteval" / "STS" / "STSBenchmark"
+    stsb.mkdir(parents=True)
+    (stsb / "sts-test.csv").write_text("\n".join(stsb_rows) + "\n", encoding="utf-8")
+    sick_lines = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"]
+    for i, w in enumerate(words):
+        a, b = f"  Two  kids   see a {w}", f"A {w}    is  seen  "
+        raw += [a, b]
+        sick_lines.append(f"{i}\t{a}\t{b}\t{1 + i * 0.7:.1f}\tNEUTRAL")
+    sick = root / "senteval" / "SICK"
+    sick.mkdir(parents=True)
+    (sick / "SICK_test_annotated.txt").write_text("\n".join(sick_lines) + "\n", encoding="utf-8")
+    return raw
+
+
+def test_suite_normalises_the_whitespace_of_stsb_and_sick(tmp_path: Path) -> None:
+    """The senteval copy: STS-B and SICK reach the encoder split-and-joined, as SentEval does."""
+    raw = _write_irregular_stsb_and_sick(tmp_path)
+    expected = {" ".join(text.split()) for text in raw}
+    assert not expected & set(raw)  # every written sentence needs normalising
+    seen: list[str] = []
+    hashing = HashingEncoder(64)
+
+    def encode(texts: list[str]) -> np.ndarray:
+        seen.extend(texts)
+        return hashing(texts)
+
+    result = evaluate_sts(encode, tmp_path, tasks=["STS-B", "SICK-R"])
+    assert set(seen) == expected
+    assert set(result["scores"]) == {"STS-B", "SICK-R", "Avg"}
+    data = load_sts_data(tmp_path, tasks=["STS-B", "SICK-R"])
+    for task in ("STS-B", "SICK-R"):
+        assert all(t == " ".join(t.split()) for t in [*data[task].text1, *data[task].text2]), task
+
+
+def test_original_copy_keeps_the_whitespace_of_sick(tmp_path: Path) -> None:
+    """The original (MTEB-style) copy is read untouched (SICK is the same file in both copies)."""
+    raw = _write_irregular_stsb_and_sick(tmp_path)
+    data = load_sts_data(tmp_path, variant="original", tasks=["SICK-R"])
+    assert (data["SICK-R"].text1, data["SICK-R"].text2) == (raw[12::2], raw[13::2])
+
+
+def test_markdown_year_table_puts_all_mean_and_wmean_in_their_columns() -> None:
+    result = {
+        "variant": "senteval",
+        "columns": ["STS12", "Avg"],
+        "scores": {"STS12": 11.11, "Avg": 11.11},
+        "details": {"STS12": {
+            "all": {"spearman": 11.11, "pearson": 12.0},
+            "mean": {"spearman": 22.22, "pearson": 23.0},
+            "wmean": {"spearman": 33.33, "pearson": 34.0},
+            "n_pairs": 44,
+            "subsets": {"MSRpar": {"spearman": 55.55, "pearson": 66.66, "n_pairs": 44, "n_skipped_blank_gold": 7}},
+        }},
+    }
+    lines = sts_markdown(result).splitlines()
+
+    def table(first_header: str) -> list[dict[str, str]]:
+        start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} "))
+        cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines[start:]]
+        rows = []
+        for row in cells[2:]:
+            if len(row) != len(cells[0]):
+                break
+            rows.append(dict(zip(cells[0], row)))
+        return rows
+
+    assert table("year") == [{"year": "STS12", "all": "11.11", "mean": "22.22", "wmean": "33.33", "pairs": "44"}]
+    assert table("model") == [{"model": "model", "STS12": "11.11", "Avg": "11.11"}]
+    assert table("subset") == [{"subset": "STS12 MSRpar", "spearman": "55.55", "pearson": "66.66", "pairs": "44",
+                                "skipped (blank gold)": "7"}]
 
 
 # ------------------------------------------------------------------ errors

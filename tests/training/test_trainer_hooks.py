@@ -38,22 +38,42 @@ def test_overridden_hooks_exist_with_the_same_parameters(name: str, parameters: 
     assert getattr(AnglETrainer, name) is not getattr(Trainer, name)
 
 
-def _trainer(tiny_bert_dir: Path, pair_file: Path, out: Path) -> AnglETrainer:
+def _trainer(tiny_bert_dir: Path, pair_file: Path, out: Path, *, batch: int = 4, accumulation: int = 1) -> AnglETrainer:
     embedder = Embedder.from_pretrained(tiny_bert_dir, device="cpu")
     task = PairTask()
     tokenized, collator = task.tokenize(read_pairs(pair_file), embedder)
-    args = TrainingArguments(output_dir=str(out), per_device_train_batch_size=4, use_cpu=True, report_to="none", disable_tqdm=True)
+    args = TrainingArguments(
+        output_dir=str(out), per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
+        use_cpu=True, report_to="none", disable_tqdm=True,
+    )
     objective = AnglEObjective(ObjectiveConfig.from_preset("cosine"))
     return AnglETrainer(model=embedder, args=args, train_dataset=tokenized, data_collator=collator, objective=objective, task=task)
 
 
-def test_the_train_dataloader_uses_the_length_grouped_sampler(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path) -> None:
-    loader = _trainer(tiny_bert_dir, pair_file, tmp_path / "run").get_train_dataloader()
+def _length_grouped_samplers(loader: Any) -> list[LengthGroupedSampler]:
     samplers = [getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None)]
     base = getattr(loader, "base_dataloader", None)  # accelerate may wrap the loader
     if base is not None:
         samplers += [base.sampler, getattr(base.batch_sampler, "sampler", None)]
-    assert any(isinstance(s, LengthGroupedSampler) for s in samplers), samplers
+    return [s for s in samplers if isinstance(s, LengthGroupedSampler)]
+
+
+def test_the_train_dataloader_uses_the_length_grouped_sampler(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path) -> None:
+    loader = _trainer(tiny_bert_dir, pair_file, tmp_path / "run").get_train_dataloader()
+    assert _length_grouped_samplers(loader), loader
+
+
+@pytest.mark.parametrize(("batch", "accumulation"), [(4, 1), (4, 3), (5, 2)])
+def test_the_length_groups_are_one_optimizer_step(
+    tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, batch: int, accumulation: int
+) -> None:
+    """The sampler groups per_device_train_batch_size x gradient_accumulation_steps pairs: the pairs of
+    one optimizer step, so that its micro-batches are of similar length and none straddles two groups."""
+    trainer = _trainer(tiny_bert_dir, pair_file, tmp_path / "run", batch=batch, accumulation=accumulation)
+    samplers = _length_grouped_samplers(trainer.get_train_dataloader())
+    assert samplers and all(s.batch_size == batch * accumulation for s in samplers), [s.batch_size for s in samplers]
+    direct = trainer._get_train_sampler()
+    assert isinstance(direct, LengthGroupedSampler) and direct.batch_size == batch * accumulation
 
 
 def test_save_model_and_checkpoint_loading_go_through_the_hooks(

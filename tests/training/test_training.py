@@ -23,7 +23,7 @@ import helpers
 from anglekit.training.tasks.pairs import PairCollator, TokenizedPair, TokenizedPairs
 from anglekit.errors import ConfigError
 from anglekit.training.config import TrainConfig
-from anglekit.training.run import _prepare_output_dir, train
+from anglekit.training.run import TrainResult, _prepare_output_dir, train
 from anglekit.training.tasks import default_positive_threshold
 from anglekit.training.sampler import LengthGroupedSampler
 
@@ -207,6 +207,41 @@ def test_sampler_batches_are_not_sorted_globally() -> None:
     assert firsts != sorted(firsts) and firsts != sorted(firsts, reverse=True)
 
 
+def _batch_tops(order: list[int], lengths: list[int], batch: int) -> list[int]:
+    return [max(lengths[i] for i in order[start : start + batch]) for start in range(0, len(order), batch)]
+
+
+def test_sampler_shuffles_length_homogeneous_batches() -> None:
+    """One mega-batch of distinct lengths: every batch is 8 neighbours in length order and every index
+    comes once, while the order of the batches follows neither the lengths nor a fixed sequence
+    (it changes with the seed and with the epoch)."""
+    batch, n = 8, 800
+    lengths = list(range(n))
+    random.Random(0).shuffle(lengths)
+    tops_by_run = {}
+    for seed, epoch in ((0, 0), (0, 1), (1, 0), (2, 5)):
+        sampler = LengthGroupedSampler(lengths, batch, seed=seed, mega=n // batch)
+        sampler.set_epoch(epoch)
+        order = list(sampler)
+        assert sorted(order) == list(range(n))
+        for start in range(0, n, batch):
+            chunk = sorted(lengths[i] for i in order[start : start + batch])
+            assert chunk == list(range(chunk[0], chunk[0] + batch)), chunk
+        tops = _batch_tops(order, lengths, batch)
+        assert tops != sorted(tops) and tops != sorted(tops, reverse=True)
+        tops_by_run[(seed, epoch)] = tuple(tops)
+    assert len(set(tops_by_run.values())) == len(tops_by_run), "the batch order does not change with seed or epoch"
+
+
+def test_sampler_batch_order_is_not_sorted_inside_mega_batches() -> None:
+    """With the default mega-batches (10 here) the batches' lengths rise from one batch to the next
+    about as often as they fall; unshuffled they would fall inside every mega-batch."""
+    lengths = _lengths(4000)
+    tops = _batch_tops(list(LengthGroupedSampler(lengths, 8, seed=0)), lengths, 8)
+    rises = sum(b > a for a, b in zip(tops, tops[1:]))
+    assert rises > len(tops) // 4, (rises, len(tops))
+
+
 def test_sampler_keeps_the_short_batch_last() -> None:
     lengths = _lengths(37)
     order = list(LengthGroupedSampler(lengths, 8, seed=0, mega=100))
@@ -361,6 +396,15 @@ def test_training_writes_metrics_with_loss_components(trained_run: tuple[Any, Pa
     assert not any("eval_spearman" in r for r in records)
 
 
+def test_results_written_before_tokenize_seconds_still_read(trained_run: tuple[Any, Path]) -> None:
+    result, out = trained_run
+    data = json.loads((out / "results.json").read_text())
+    del data["tokenize_seconds"]
+    old = TrainResult.from_dict(data)
+    assert old.tokenize_seconds is None and old.steps == result.steps == 6
+    assert "tokenizing" not in old.table() and "tokenizing" in result.table()
+
+
 def test_training_writes_results_and_a_loadable_model(trained_run: tuple[Any, Path], tiny_bert_dir: Path) -> None:
     from anglekit.model.embedder import Embedder
 
@@ -370,6 +414,7 @@ def test_training_writes_results_and_a_loadable_model(trained_run: tuple[Any, Pa
     assert results["model_dir"] == str(out / "model")
     assert results["best_checkpoint"] is None
     assert results["pairs_per_second"] > 0
+    assert results["tokenize_seconds"] == result.tokenize_seconds and result.tokenize_seconds > 0
     saved = json.loads((out / "train_config.json").read_text())
     assert saved["train"]["max_steps"] == 6 and saved["objective"]["positive_threshold"] == 4.0
     model = Embedder.from_pretrained(out / "model", device="cpu")

@@ -29,7 +29,8 @@ logger = logging.getLogger(__name__)
 @dataclass
 class TrainResult:
     """What a run did. ``pairs_per_second`` counts training rows of the task's ``unit`` (pairs,
-    sentences or triplets) per second; the name stays for the files written before units."""
+    sentences or triplets) per second of the training loop (``train_seconds``; the tokenizing
+    before it is ``tokenize_seconds``); the name stays for the files written before units."""
 
     output_dir: Path
     model_dir: Path
@@ -43,6 +44,9 @@ class TrainResult:
     unit: str = "pairs"
     threads: int | None = None
     """CPU threads torch used (``torch.get_num_threads()``)."""
+    tokenize_seconds: float | None = None
+    """Seconds spent tokenizing the training data before the training loop (not in ``train_seconds``);
+    None in results written before it was measured."""
     already_complete: bool = False
     """True when ``--resume`` found the run finished and changed nothing."""
 
@@ -52,6 +56,7 @@ class TrainResult:
             "model_dir": str(self.model_dir),
             "steps": self.steps,
             "train_seconds": self.train_seconds,
+            "tokenize_seconds": self.tokenize_seconds,
             "pairs_per_second": self.pairs_per_second,
             "unit": self.unit,
             "threads": self.threads,
@@ -76,8 +81,9 @@ class TrainResult:
                 rows.append((name, f"{scores['spearman']:.2f}", f"{scores['pearson']:.2f}"))
         lines = [f"{a:<8} {b:>14} {c:>14}" for a, b, c in rows] if len(rows) > 1 else []
         threads = f", {self.threads} CPU threads" if self.threads else ""
+        tokenize = f" (+ {self.tokenize_seconds:.1f} s tokenizing)" if self.tokenize_seconds is not None else ""
         lines += [
-            f"steps {self.steps}, train time {self.train_seconds:.1f} s, {self.pairs_per_second:.1f} {self.unit}/s{threads}, "
+            f"steps {self.steps}, train time {self.train_seconds:.1f} s{tokenize}, {self.pairs_per_second:.1f} {self.unit}/s{threads}, "
             f"peak memory {self.peak_memory_mb:.0f} MB",
             f"model saved to {self.model_dir}",
         ]
@@ -381,7 +387,9 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     if test_set is not None:
         before = evaluate_pairs(lambda t: embedder.encode(t, run.eval_batch_size), test_set.text1, test_set.text2, test_set.labels).as_dict()
 
+    tokenize_started = time.perf_counter()
     tokenized, collator = task.tokenize(train_set, embedder)
+    tokenize_seconds = time.perf_counter() - tokenize_started
     steps_per_epoch = max(1, len(tokenized) // (run.batch_size * run.gradient_accumulation))
     total_steps = run.max_steps if run.max_steps > 0 else int(np.ceil(steps_per_epoch * run.epochs))
     warmup = run.warmup_steps or int(round(run.warmup_ratio * total_steps))
@@ -477,6 +485,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         model_dir=model_dir,
         steps=trainer.state.global_step,
         train_seconds=seconds,
+        tokenize_seconds=tokenize_seconds,
         pairs_per_second=pairs / seconds if seconds > 0 else float("nan"),
         unit=task.unit,
         threads=torch.get_num_threads(),
