@@ -1,16 +1,26 @@
 #!/usr/bin/env python
 """Training benchmark: anglekit's objectives next to sentence-transformers and angle-emb.
 
-Every row runs in its own process (so peak memory is per run) with the same protocol:
-all-MiniLM-L6-v2 (mean pooling), STS-B train, 1 epoch, batch 32, constant LR 2e-5, no warmup,
-max length 64; STS-B test Spearman x 100 after training. Seeds 0, 1, 2 for the paper preset and
-the two sentence-transformers losses, seed 0 for the other rows.
+Protocol, every row: all-MiniLM-L6-v2 (mean pooling), STS-B train (5749 pairs), 1 epoch, batch 32,
+constant LR 2e-5, no warmup, max length 64; STS-B test Spearman x 100 of cosine vs gold after
+training. Every row runs seeds 0, 1 and 2, each in its own process (so peak memory is per run).
+Batches: each library's own way ("grouped": length-grouped, anglekit's default; "random": the
+peers' default) and the other way, so that grouping is compared like with like.
 
-    .venv/bin/python benchmarks/bench_train.py                 # all rows (about an hour on 2 cores)
+Timed span, every row: from the training pairs in memory to the trained weights, tokenization
+included. anglekit tokenizes the whole set before its training loop, the peers tokenize each batch
+inside theirs (and the peers' grouped rows tokenize once up front for the lengths); so pairs/s is
+the pairs trained over tokenize_seconds + train_seconds. Reading the CSV, loading the model, saving
+and evaluating are outside it. Peak memory is the process's peak RSS (evaluation included). Runs are
+meant for an otherwise idle machine: nothing here can tell whether other work overlapped them.
+
+    .venv/bin/python benchmarks/bench_train.py                 # every row x 3 seeds (hours on 2 cores)
     .venv/bin/python benchmarks/bench_train.py --only anglekit:paper --seeds 0 --max-steps 20
 
-Per-run JSON lands in benchmarks/results/train/ (an existing one is reused with --reuse); the
-summary is printed as a table and written to benchmarks/results/bench_train.json.
+Per-run JSON lands in benchmarks/results/train/; a finished one (same protocol tag, seed, batches
+and --max-steps) is reused, so an interrupted benchmark continues where it stopped (--force runs
+again). The summary (mean ± std over seeds of quality and throughput) is printed as a table and
+written to benchmarks/results/bench_train.json.
 """
 
 from __future__ import annotations
@@ -18,11 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -30,119 +44,236 @@ RESULTS = HERE / "results"
 MAIN_PYTHON = ROOT / ".venv" / "bin" / "python"
 ANGLE_EMB_PYTHON = ROOT / ".venv-angle-emb" / "bin" / "python"
 
-# (peer, loss, seeds)
-ROWS: list[tuple[str, str, tuple[int, ...]]] = [
-    ("anglekit", "paper", (0, 1, 2)),
-    ("sentence-transformers", "cosent", (0, 1, 2)),
-    ("sentence-transformers", "angle", (0, 1, 2)),
-    ("angle-emb", "paper", (0,)),
-    ("angle-emb", "defaults", (0,)),
-    ("anglekit", "official-defaults", (0,)),
-    ("anglekit", "paper-phase", (0,)),
-    ("anglekit", "cosine", (0,)),
-    ("anglekit", "angle", (0,)),
-    ("anglekit", "angle-phase", (0,)),
-]
-REFERENCE = ("sentence-transformers", "cosent")
-"""Throughput ratios are against this row (the issue's peer)."""
+sys.path.insert(0, str(HERE / "peers"))
+import common  # noqa: E402  (protocol constants; stdlib + numpy only)
+
+SEEDS = (0, 1, 2)
 
 
-def command(peer: str, loss: str, seed: int, out: Path, max_steps: int | None) -> list[str]:
-    extra = ["--max-steps", str(max_steps)] if max_steps else []
-    if peer == "anglekit":
-        return [str(MAIN_PYTHON), str(HERE / "anglekit_train.py"), "--objective", loss, "--seed", str(seed), "--out", str(out), *extra]
-    if peer == "sentence-transformers":
-        return [str(MAIN_PYTHON), str(HERE / "peers" / "st_train.py"), "--loss", loss, "--seed", str(seed), "--out", str(out), *extra]
-    if peer == "angle-emb":
-        return [str(ANGLE_EMB_PYTHON), str(HERE / "peers" / "angle_emb_train.py"), "--weights", loss, "--seed", str(seed), "--out", str(out), *extra]
-    raise ValueError(f"unknown peer {peer}")
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: a library, its loss (anglekit: objective preset) and how it batches."""
+
+    peer: str
+    loss: str
+    batches: str
+    """``grouped`` (length-grouped) or ``random``."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.peer}:{self.loss}:{self.batches}"
+
+    def matches(self, selector: str) -> bool:
+        """``peer``, ``peer:loss`` or ``peer:loss:batches`` names this row."""
+        parts = selector.split(":")
+        return parts == self.name.split(":")[: len(parts)]
 
 
-def run_one(peer: str, loss: str, seed: int, *, reuse: bool, max_steps: int | None) -> dict | None:
+ROWS: tuple[Row, ...] = (
+    Row("anglekit", "paper", "grouped"),
+    Row("anglekit", "paper", "random"),
+    Row("sentence-transformers", "cosent", "random"),
+    Row("sentence-transformers", "cosent", "grouped"),
+    Row("sentence-transformers", "angle", "random"),
+    Row("sentence-transformers", "angle", "grouped"),
+    Row("angle-emb", "paper", "random"),
+    Row("angle-emb", "paper", "grouped"),
+    Row("angle-emb", "defaults", "random"),
+    Row("anglekit", "official-defaults", "grouped"),
+    Row("anglekit", "paper-phase", "grouped"),
+    Row("anglekit", "cosine", "grouped"),
+    Row("anglekit", "angle", "grouped"),
+    Row("anglekit", "angle-phase", "grouped"),
+)
+REFERENCE = Row("sentence-transformers", "cosent", "random")
+"""Throughput ratios are against this row (the issue's peer, as it runs by default)."""
+
+
+def command(row: Row, seed: int, out: Path, max_steps: int | None, threads: int) -> list[str]:
+    extra = ["--threads", str(threads)]
+    if max_steps:
+        extra += ["--max-steps", str(max_steps)]
+    grouped = row.batches == "grouped"
+    if row.peer == "anglekit":
+        script, python, flags = HERE / "anglekit_train.py", MAIN_PYTHON, ["--objective", row.loss]
+        flags += [] if grouped else ["--no-group-by-length"]
+    elif row.peer == "sentence-transformers":
+        script, python, flags = HERE / "peers" / "st_train.py", MAIN_PYTHON, ["--loss", row.loss]
+        flags += ["--group-by-length"] if grouped else []
+    elif row.peer == "angle-emb":
+        script, python, flags = HERE / "peers" / "angle_emb_train.py", ANGLE_EMB_PYTHON, ["--weights", row.loss]
+        flags += ["--group-by-length"] if grouped else []
+    else:
+        raise ValueError(f"unknown peer {row.peer}")
+    return [str(python), str(script), *flags, "--seed", str(seed), "--out", str(out), *extra]
+
+
+def run_path(results: Path, row: Row, seed: int, max_steps: int | None) -> Path:
     suffix = f"-steps{max_steps}" if max_steps else ""
-    out = RESULTS / "train" / f"{peer}-{loss}-seed{seed}{suffix}.json"
-    if reuse and out.is_file():
-        return json.loads(out.read_text())
-    if peer == "angle-emb" and not ANGLE_EMB_PYTHON.exists():
-        print(f"skip {peer}:{loss}: run benchmarks/peers/setup_angle_emb.sh first", file=sys.stderr)
+    return results / "train" / f"{row.peer}-{row.loss}-{row.batches}-seed{seed}{suffix}.json"
+
+
+def finished_run(path: Path, row: Row, seed: int, max_steps: int | None) -> dict[str, Any] | None:
+    """The run's result when ``path`` holds a finished run of this protocol, row, seed and length."""
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    same = (
+        isinstance(result, dict)
+        and result.get("protocol") == common.TRAIN_PROTOCOL
+        and result.get("seed") == seed
+        and result.get("group_by_length") == (row.batches == "grouped")
+        and (result.get("max_steps") or None) == (max_steps or None)
+        and result.get("eval_limit") is None
+    )
+    return result if same else None
+
+
+def run_one(row: Row, seed: int, *, results: Path, force: bool, max_steps: int | None, threads: int) -> dict[str, Any] | None:
+    out = run_path(results, row, seed, max_steps)
+    if not force:
+        done = finished_run(out, row, seed, max_steps)
+        if done is not None:
+            print(f"--- {row.name} seed {seed}: reusing {out}", file=sys.stderr, flush=True)
+            return done
+    if row.peer == "angle-emb" and not ANGLE_EMB_PYTHON.exists():
+        print(f"skip {row.name}: run benchmarks/peers/setup_angle_emb.sh first", file=sys.stderr)
         return None
     out.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    print(f"--- {peer} {loss} seed {seed}", file=sys.stderr, flush=True)
+    print(f"--- {row.name} seed {seed}", file=sys.stderr, flush=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(command(peer, loss, seed, out, max_steps), env=env, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.run(command(row, seed, out, max_steps, threads), env=env, stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
-        print(f"FAILED {peer}:{loss}:{seed} (exit {proc.returncode})", file=sys.stderr)
+        print(f"FAILED {row.name} seed {seed} (exit {proc.returncode})", file=sys.stderr)
         return None
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(f"    spearman {result['spearman']:.2f}, {result['train_pairs_per_s']:.1f} pairs/s, "
+    print(f"    spearman {result['spearman']:.2f}, {result['train_pairs_per_s']:.1f} pairs/s "
+          f"(tokenize {result['tokenize_seconds']:.1f} s + train {result['train_seconds']:.1f} s), "
           f"{time.perf_counter() - started:.0f} s wall", file=sys.stderr, flush=True)
     return result
 
 
-def summarise(runs: dict[tuple[str, str], list[dict]]) -> list[dict]:
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def _distinct(results: Sequence[dict[str, Any]], key: str) -> Any:
+    """The one value of ``key`` across runs, or the sorted distinct values when they differ."""
+    values = {json.dumps(r.get(key), sort_keys=True) for r in results}
+    decoded = sorted((json.loads(v) for v in values), key=lambda v: json.dumps(v, sort_keys=True))
+    return decoded[0] if len(decoded) == 1 else decoded
+
+
+def summarise(runs: dict[Row, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     reference = runs.get(REFERENCE, [])
-    ref_speed = statistics.mean(r["train_pairs_per_s"] for r in reference) if reference else None
+    ref_speed = statistics.fmean(r["train_pairs_per_s"] for r in reference) if reference else None
     table = []
-    for (peer, loss), results in runs.items():
+    for row, results in runs.items():
         if not results:
             continue
+        results = sorted(results, key=lambda r: r["seed"])
         scores = [r["spearman"] for r in results]
-        speed = statistics.mean(r["train_pairs_per_s"] for r in results)
+        speeds = [r["train_pairs_per_s"] for r in results]
+        spearman_mean, spearman_std = _mean_std(scores)
+        speed_mean, speed_std = _mean_std(speeds)
         table.append({
-            "peer": peer,
-            "loss": loss,
+            "row": row.name,
+            "peer": row.peer,
+            "loss": row.loss,
+            "batches": row.batches,
+            "batching": _distinct(results, "batches"),
             "seeds": [r["seed"] for r in results],
-            "spearman_mean": statistics.mean(scores),
-            "spearman_std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
+            "spearman_mean": spearman_mean,
+            "spearman_std": spearman_std,
             "spearman_runs": scores,
-            "train_pairs_per_s": speed,
-            "throughput_ratio_vs_st_cosent": speed / ref_speed if ref_speed else None,
+            "train_pairs_per_s_mean": speed_mean,
+            "train_pairs_per_s_std": speed_std,
+            "train_pairs_per_s_runs": speeds,
+            "loop_pairs_per_s_mean": statistics.fmean(r["loop_pairs_per_s"] for r in results),
+            "tokenize_seconds_mean": statistics.fmean(r["tokenize_seconds"] for r in results),
+            "throughput_ratio_vs_reference": speed_mean / ref_speed if ref_speed else None,
             "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
-            "steps": results[0].get("steps"),
+            "steps": _distinct(results, "steps"),
+            "torch_threads": _distinct(results, "torch_threads"),
+            "max_length": _distinct(results, "max_length"),
+            "versions": _distinct(results, "versions"),
         })
     return table
 
 
-def print_table(table: list[dict]) -> None:
-    header = f"{'peer':<22} {'loss':<18} {'seeds':<7} {'spearman':>15} {'pairs/s':>8} {'ratio':>6} {'peak MB':>8}"
+def _spread(mean: float, std: float, n: int, digits: int) -> str:
+    return f"{mean:.{digits}f} ± {std:.{digits}f}" if n > 1 else f"{mean:.{digits}f}"
+
+
+def print_table(table: list[dict[str, Any]]) -> None:
+    header = (f"{'peer':<22} {'loss':<18} {'batches':<8} {'seeds':<5} {'spearman':>13} {'pairs/s':>12} "
+              f"{'ratio':>5} {'tok s':>5} {'threads':>7} {'peak MB':>7}")
     print(header)
     print("-" * len(header))
     for row in table:
-        spread = f"{row['spearman_mean']:.2f} ± {row['spearman_std']:.2f}" if len(row["seeds"]) > 1 else f"{row['spearman_mean']:.2f}"
-        ratio = f"{row['throughput_ratio_vs_st_cosent']:.2f}" if row["throughput_ratio_vs_st_cosent"] else "-"
-        print(f"{row['peer']:<22} {row['loss']:<18} {len(row['seeds']):<7} {spread:>15} "
-              f"{row['train_pairs_per_s']:>8.1f} {ratio:>6} {row['peak_rss_mb']:>8.0f}")
+        n = len(row["seeds"])
+        ratio = row["throughput_ratio_vs_reference"]
+        print(f"{row['peer']:<22} {row['loss']:<18} {row['batches']:<8} {n:<5} "
+              f"{_spread(row['spearman_mean'], row['spearman_std'], n, 2):>13} "
+              f"{_spread(row['train_pairs_per_s_mean'], row['train_pairs_per_s_std'], n, 1):>12} "
+              f"{f'{ratio:.2f}' if ratio else '-':>5} {row['tokenize_seconds_mean']:>5.1f} "
+              f"{str(row['torch_threads']):>7} {row['peak_rss_mb']:>7.0f}")
+    print(f"ratio: pairs/s against {REFERENCE.name}; pairs/s and tok s: see the timed span in bench_train.py's doc")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", action="append", default=[], metavar="PEER:LOSS", help="run only these rows (repeatable)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="override every row's seeds")
-    parser.add_argument("--max-steps", type=int, default=None, help="stop each run early (smoke test)")
-    parser.add_argument("--reuse", action="store_true", help="reuse per-run JSON already in benchmarks/results/train")
+    doc = __doc__ or ""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--only", action="append", default=[], metavar="PEER[:LOSS[:BATCHES]]",
+                        help="run only the rows these name (repeatable), e.g. anglekit:paper or sentence-transformers:cosent:grouped")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="seeds of every row (default 0 1 2)")
+    parser.add_argument("--max-steps", type=int, default=None, help="stop each run early (smoke test; kept apart by file name)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads of every run (0: torch's default)")
+    parser.add_argument("--force", action="store_true", help="run again even where a finished per-run JSON exists")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS, help="where train/ and bench_train.json go")
+    parser.add_argument("--list", action="store_true", help="print the rows and exit")
     args = parser.parse_args(argv)
-    selected = [r for r in ROWS if not args.only or f"{r[0]}:{r[1]}" in args.only]
+    if args.list:
+        print("\n".join(row.name for row in ROWS))
+        return 0
+    selected = [row for row in ROWS if not args.only or any(row.matches(s) for s in args.only)]
     if not selected:
-        parser.error(f"--only matched no row; rows: {', '.join(f'{p}:{l}' for p, l, _ in ROWS)}")
-    runs: dict[tuple[str, str], list[dict]] = {(peer, loss): [] for peer, loss, _ in selected}
-    # Seed 0 of every row first, then the extra seeds: an interrupted run still covers every row.
-    plan = [(peer, loss, seed) for peer, loss, seeds in selected for seed in (args.seeds or seeds)]
-    plan.sort(key=lambda item: (item[2] != 0, item[2]))
-    for peer, loss, seed in plan:
-        result = run_one(peer, loss, seed, reuse=args.reuse, max_steps=args.max_steps)
-        if result is not None:
-            runs[(peer, loss)].append(result)
+        parser.error(f"--only matched no row; rows: {', '.join(row.name for row in ROWS)}")
+    runs: dict[Row, list[dict[str, Any]]] = {row: [] for row in selected}
+    # Seed by seed across every row: an interrupted benchmark still covers every row.
+    plan = [(row, seed) for seed in args.seeds for row in selected]
+    failed = []
+    for row, seed in plan:
+        result = run_one(row, seed, results=args.results_dir, force=args.force, max_steps=args.max_steps, threads=args.threads)
+        if result is None:
+            failed.append(f"{row.name}:seed{seed}")
+        else:
+            runs[row].append(result)
     table = summarise(runs)
     print_table(table)
     suffix = f"-steps{args.max_steps}" if args.max_steps else ""
-    out = RESULTS / f"bench_train{suffix}.json"
+    out = args.results_dir / f"bench_train{suffix}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
+    paragraphs = doc.split("\n\n")
+    summary = {
+        "protocol": paragraphs[1],
+        "timing": paragraphs[2],
+        "protocol_tag": common.TRAIN_PROTOCOL,
+        "reference": REFERENCE.name,
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "threads_argument": args.threads},
+        "max_steps": args.max_steps,
+        "failed": failed,
+        "rows": table,
+    }
     tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"protocol": __doc__.split("\n\n")[1], "rows": table}, indent=2) + "\n")
+    tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, out)
     print(f"wrote {out}")
-    return 0
+    if failed:
+        print(f"failed or skipped: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -19,9 +19,16 @@ argument_kwargs={'lr_scheduler_type': 'constant', 'seed': N, ...})``.
 Evaluation: angle-emb's own ``AnglE.encode`` (its Pooler, 'avg' = attention-masked mean
 pooling, max_length 64, unnormalised) in chunks of 64, then Spearman(cosine, gold) x 100.
 
+Batches: random by default (transformers' RandomSampler). ``--group-by-length`` passes
+``train_sampling_strategy='group_by_length'`` through ``argument_kwargs`` with a precomputed
+``length`` column (a pair's longer side in tokens, as anglekit's key; the collator ignores the
+column): transformers' LengthGroupedSampler, the nearest equivalent of anglekit's grouping.
+
 Timing: ``fit()`` also writes its config/tokenizer before and the model weights after
-training, so ``AngleTrainer.train`` is wrapped with a timer (train_seconds); the whole
-``fit()`` call is reported as fit_seconds.
+training, so ``AngleTrainer.train`` is wrapped with a timer (train_seconds; its collator
+tokenizes every batch); the whole ``fit()`` call is reported as fit_seconds. The lengths of
+``--group-by-length`` cost one extra tokenization, ``tokenize_seconds``; ``train_pairs_per_s`` is
+over ``tokenize_seconds + train_seconds`` (see common.TIMING_NOTE).
 Prints one JSON line to stdout (all library chatter is routed to stderr).
 """
 
@@ -65,6 +72,8 @@ def parse_args(argv=None):
     p.add_argument("--eval-limit", type=int, default=None,
                    help="evaluate on only the first N test pairs (smoke runs)")
     p.add_argument("--max-length", type=int, default=common.TRAIN_MAX_LENGTH)
+    p.add_argument("--group-by-length", action="store_true",
+                   help="length-grouped batches (transformers' LengthGroupedSampler, see the module doc)")
     p.add_argument("--filter-duplicate", type=int, choices=[0, 1], default=1,
                    help="AnglE.fit(filter_duplicate=...); 1 is fit()'s default (its CLI "
                         "angle-trainer defaults to 0)")
@@ -100,11 +109,17 @@ def run(args) -> dict:
     angle = AnglE.from_pretrained(str(model_dir), max_length=args.max_length,
                                   pooling_strategy="avg", train_mode=True)
 
-    train_ds = Dataset.from_dict({
+    columns = {
         "text1": tr1,
         "text2": tr2,
         "label": [float(s) for s in tr_scores],  # raw 0..5, as in angle-emb's STS-B example
-    })
+    }
+    tokenize_seconds = 0.0
+    if args.group_by_length:
+        t0 = time.perf_counter()
+        columns["length"] = common.pair_lengths(angle.tokenizer, tr1, tr2, args.max_length)
+        tokenize_seconds = time.perf_counter() - t0
+    train_ds = Dataset.from_dict(columns)
     loss_kwargs = None if args.weights == "defaults" else dict(PAPER_LOSS_KWARGS)
 
     argument_kwargs = {
@@ -115,6 +130,9 @@ def run(args) -> dict:
     }
     if args.max_steps:
         argument_kwargs["max_steps"] = args.max_steps
+    if args.group_by_length:
+        argument_kwargs["train_sampling_strategy"] = "group_by_length"
+        argument_kwargs["length_column_name"] = "length"
 
     # Time only the trainer's training loop: wrap AngleTrainer.train (fit() builds the
     # trainer internally and exposes neither it nor its TrainOutput).
@@ -123,6 +141,7 @@ def run(args) -> dict:
 
     def timed_train(self, *a, **kw):
         captured["trainer"] = self
+        captured["sampler"] = type(self._get_train_sampler()).__name__
         t0 = time.perf_counter()
         out = orig_train(self, *a, **kw)
         captured["train_seconds"] = time.perf_counter() - t0
@@ -189,12 +208,18 @@ def run(args) -> dict:
         "peer": "angle-emb",
         "loss": f"AngleLoss[{args.weights}]",
         "seed": args.seed,
+        "protocol": common.TRAIN_PROTOCOL,
         "spearman": round(spearman, 4),
+        "tokenize_seconds": round(tokenize_seconds, 3),
         "train_seconds": round(train_seconds, 3),
-        "train_pairs_per_s": round(pairs_trained / train_seconds, 3),
+        "timed_seconds": round(tokenize_seconds + train_seconds, 3),
+        "train_pairs_per_s": round(pairs_trained / (tokenize_seconds + train_seconds), 3),
+        "loop_pairs_per_s": round(pairs_trained / train_seconds, 3),
+        "group_by_length": args.group_by_length,
+        "batches": f"{'length-grouped' if args.group_by_length else 'random'} ({captured['sampler']})",
         "steps": steps,
         "peak_rss_mb": round(common.peak_rss_mb(), 1),
-        "versions": common.versions("angle-emb", "transformers", "torch", "datasets", "accelerate",
+        "versions": common.versions("angle-emb", "transformers", "tokenizers", "torch", "datasets", "accelerate",
                                     "peft", "numpy", "scipy"),
         "weights": args.weights,
         "loss_kwargs": loss_kwargs,
@@ -219,6 +244,7 @@ def run(args) -> dict:
         "eval": "angle_emb AnglE.encode (avg pooling, max_length=%d), cosine Spearman" % args.max_length,
         "angle_emb_version": angle_emb.__version__,
         "torch_threads": torch.get_num_threads(),
+        "timing": common.TIMING_NOTE,
         "notes": notes,
     }
 

@@ -45,6 +45,13 @@ LEARNING_RATE = 2e-5
 EPOCHS = 1
 TRAIN_MAX_LENGTH = 64
 EVAL_BATCH_SIZE = 64
+TRAIN_PROTOCOL = "stsb-train-v2"
+"""Tag of every training run's JSON; bench_train.py reuses a per-run file only when it matches
+(v2: throughput over tokenization + training loop; threads and max length recorded)."""
+TIMING_NOTE = ("train_pairs_per_s = train_pairs / (tokenize_seconds + train_seconds): from the pairs in "
+               "memory to the trained weights, tokenization included (done up front -> tokenize_seconds, "
+               "or inside the training loop -> train_seconds); reading the CSV, loading the model, saving "
+               "and evaluation are outside")
 
 _SPLIT_FILES = {
     "train": "sts-train.csv",
@@ -175,6 +182,16 @@ def read_stsb(split: str, limit: int | None = None) -> tuple[list[str], list[str
 def unique_sentences(*columns: Iterable[str]) -> list[str]:
     """Order-preserving de-duplication across columns."""
     return list(dict.fromkeys(s for col in columns for s in col))
+
+
+def pair_lengths(tokenizer: Any, text1: list[str], text2: list[str], max_length: int) -> list[int]:
+    """Per pair, the longer side's token count (special tokens included, truncated at ``max_length``):
+    the length key of the length-grouped peer rows, as anglekit's ``TokenizedPairs.lengths``."""
+    def count(texts: list[str]) -> list[int]:
+        ids = tokenizer(texts, truncation=True, max_length=max_length, add_special_tokens=True)["input_ids"]
+        return [len(row) for row in ids]
+
+    return [max(a, b) for a, b in zip(count(text1), count(text2))]
 
 
 # --------------------------------------------------------------------------- metrics

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Peer training benchmark: sentence-transformers 5.x CoSENTLoss / AnglELoss on STS-B.
+"""Peer training benchmark: sentence-transformers (5.x, 6.x) CoSENTLoss / AnglELoss on STS-B.
 
 Protocol (same for every row): all-MiniLM-L6-v2 (mean pooling), STS-B train, 1 epoch,
 batch 32, constant LR 2e-5, no warmup, max_seq_length 64, given seed; then STS-B test
@@ -8,6 +8,21 @@ Spearman(cosine, gold) x 100 (encode batch 64, same max_seq_length 64).
 Labels: the raw STS-B scores (0..5) are passed as the ``score`` column. Both CoSENTLoss
 and AnglELoss only use them through ``labels[:, None] < labels[None, :]`` (pairwise
 ranking), so rescaling to 0..1 would give the identical loss.
+
+Batches: random by default (sentence-transformers' DefaultBatchSampler over a RandomSampler).
+``--group-by-length`` gives it the nearest equivalent of anglekit's length-grouped batches.
+sentence-transformers has no such option of its own: its training arguments reject
+``group_by_length=True`` (transformers 5 renamed it), and they accept
+``train_sampling_strategy="group_by_length"`` but ignore it (its trainer builds the DataLoader from
+its own ``batch_sampler`` and never calls transformers' ``_get_train_sampler``). So the flag passes
+``batch_sampler=`` a DefaultBatchSampler subclass whose batches are consecutive runs of
+transformers' own ``get_length_grouped_indices`` (random permutation, mega-batches of up to 50
+batches sorted by length, the longest batch first): what ``group_by_length`` does in plain
+transformers. The length key is a pair's longer side in tokens, as anglekit's; computing it
+tokenizes the training set once more, and that time (``tokenize_seconds``) is part of the timed span.
+
+Timing: ``train_seconds`` is ``trainer.train()``, which tokenizes every batch in its collator;
+``train_pairs_per_s`` is over ``tokenize_seconds + train_seconds`` (see common.TIMING_NOTE).
 
 Run with anglekit's main venv, e.g.:
     .venv/bin/python benchmarks/peers/st_train.py --loss cosent --seed 1 --out r.json
@@ -39,12 +54,39 @@ def parse_args(argv=None):
     p.add_argument("--eval-limit", type=int, default=None,
                    help="evaluate on only the first N test pairs (smoke runs)")
     p.add_argument("--max-seq-length", type=int, default=common.TRAIN_MAX_LENGTH)
+    p.add_argument("--group-by-length", action="store_true",
+                   help="length-grouped batches (transformers' grouping, see the module doc)")
     common.add_common_args(p)
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
     return common.run_cli(parse_args, run, argv)
+
+
+def length_grouped_batch_sampler(lengths: list[int]) -> type:
+    """A sentence-transformers batch sampler class yielding transformers' length-grouped batches."""
+    import torch
+    from transformers.trainer_pt_utils import get_length_grouped_indices
+
+    try:  # 6.x location
+        from sentence_transformers.base.sampler import DefaultBatchSampler
+    except ImportError:  # pragma: no cover - 3.x-5.x layout
+        from sentence_transformers.sampler import DefaultBatchSampler
+
+    class LengthGroupedBatchSampler(DefaultBatchSampler):
+        batches_yielded = 0
+
+        def __iter__(self):
+            generator = torch.Generator().manual_seed(int(self.seed) + int(self.epoch))
+            order = get_length_grouped_indices(lengths, self.batch_size, generator=generator)
+            for start in range(0, len(order), self.batch_size):
+                batch = order[start:start + self.batch_size]
+                if len(batch) == self.batch_size or not self.drop_last:
+                    type(self).batches_yielded += 1
+                    yield batch
+
+    return LengthGroupedBatchSampler
 
 
 def run(args) -> dict:
@@ -78,6 +120,15 @@ def run(args) -> dict:
         "sentence2": tr2,
         "score": [float(s) for s in tr_scores],  # raw 0..5; ranking-only use (see module doc)
     })
+    tokenize_seconds = 0.0
+    sampler_options: dict = {}
+    sampler = None
+    if args.group_by_length:
+        t0 = time.perf_counter()
+        lengths = common.pair_lengths(model.tokenizer, tr1, tr2, args.max_seq_length)
+        tokenize_seconds = time.perf_counter() - t0
+        sampler = length_grouped_batch_sampler(lengths)
+        sampler_options["batch_sampler"] = sampler
     if args.loss == "cosent":
         loss = losses.CoSENTLoss(model)
     else:
@@ -98,6 +149,7 @@ def run(args) -> dict:
             report_to="none",
             logging_steps=50,
             disable_tqdm=True,
+            **sampler_options,
         )
         trainer = SentenceTransformerTrainer(model=model, args=targs, train_dataset=train_ds, loss=loss)
         t0 = time.perf_counter()
@@ -111,6 +163,9 @@ def run(args) -> dict:
 
     pairs_trained = min(steps * common.BATCH_SIZE, n_train * common.EPOCHS) if args.max_steps \
         else n_train * common.EPOCHS
+    if sampler is not None and sampler.batches_yielded < steps:
+        raise RuntimeError(f"the length-grouped batch sampler gave {sampler.batches_yielded} batches for "
+                           f"{steps} steps: sentence-transformers did not use it")
 
     model.eval()
     e1 = model.encode(te1, batch_size=common.EVAL_BATCH_SIZE, convert_to_numpy=True, show_progress_bar=False)
@@ -121,12 +176,19 @@ def run(args) -> dict:
         "peer": "sentence-transformers",
         "loss": {"cosent": "CoSENTLoss", "angle": "AnglELoss"}[args.loss],
         "seed": args.seed,
+        "protocol": common.TRAIN_PROTOCOL,
         "spearman": round(spearman, 4),
+        "tokenize_seconds": round(tokenize_seconds, 3),
         "train_seconds": round(train_seconds, 3),
-        "train_pairs_per_s": round(pairs_trained / train_seconds, 3),
+        "timed_seconds": round(tokenize_seconds + train_seconds, 3),
+        "train_pairs_per_s": round(pairs_trained / (tokenize_seconds + train_seconds), 3),
+        "loop_pairs_per_s": round(pairs_trained / train_seconds, 3),
+        "group_by_length": args.group_by_length,
+        "batches": ("length-grouped (transformers get_length_grouped_indices via batch_sampler)"
+                    if args.group_by_length else "random (DefaultBatchSampler over RandomSampler)"),
         "steps": steps,
         "peak_rss_mb": round(common.peak_rss_mb(), 1),
-        "versions": common.versions("sentence-transformers", "transformers", "torch",
+        "versions": common.versions("sentence-transformers", "transformers", "tokenizers", "torch",
                                     "datasets", "accelerate", "numpy", "scipy"),
         "loss_params": loss.get_config_dict(),
         "train_loss": float(train_out.training_loss),
@@ -136,6 +198,7 @@ def run(args) -> dict:
         "max_steps": args.max_steps,
         "eval_limit": args.eval_limit,
         "max_seq_length": args.max_seq_length,
+        "max_length": args.max_seq_length,
         "batch_size": common.BATCH_SIZE,
         "learning_rate": common.LEARNING_RATE,
         "lr_scheduler": "constant",
@@ -147,7 +210,8 @@ def run(args) -> dict:
         "pooling_mode": pooling_mode,
         "torch_threads": torch.get_num_threads(),
         "device": str(model.device),
-        "notes": "train_seconds times trainer.train() only; eval encodes STS-B test at "
+        "timing": common.TIMING_NOTE,
+        "notes": "train_seconds times trainer.train() (tokenizing each batch in the collator); eval encodes STS-B test at "
                  f"max_seq_length={args.max_seq_length}, batch {common.EVAL_BATCH_SIZE}; model ends "
                  "with a Normalize module (cosine/angle-invariant).",
     }
