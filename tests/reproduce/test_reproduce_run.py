@@ -91,6 +91,9 @@ def test_missing_training_data_is_a_named_skip(tmp_path, tiny_bert_dir, data_roo
     cell = make_cell(table.rows[1], github, 0, make_protocol("cpu"), str(tiny_bert_dir))
     record = run_cell(cell, tmp_path, metric="GitHub Issues test", data_root=str(data_root))
     assert record["status"] == "skipped" and "GitHub Issues" in record["reason"]
+    zero = run_cell(make_cell(table.rows[0], github, None, make_protocol("cpu"), str(tiny_bert_dir)), tmp_path,
+                    metric="GitHub Issues test", data_root=str(data_root))
+    assert zero["status"] == "skipped" and "no test data" in zero["reason"]
 
 
 def test_reinitialised_start_changes_only_the_top_layers_once(tmp_path, tiny_bert_dir):

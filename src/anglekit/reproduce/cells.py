@@ -101,8 +101,8 @@ def _score(encode: Any, cell: Cell, data_root: str | None, metric: str) -> dict[
     if cell.task.evaluation == "sts-suite":
         from anglekit.evaluation.suites import run_suite
 
-        result = run_suite("sts", encode, data_root=data_root, progress=False,
-                           max_length=cell.evaluation["max_length"], batch_size=cell.evaluation["batch_size"])
+        # The embedder is loaded at the cell's max length already (GloVe has none).
+        result = run_suite("sts", encode, data_root=data_root, progress=False, batch_size=cell.evaluation["batch_size"])
         return {k: float(v) for k, v in result["scores"].items()}
     raise ConfigError(f"unknown evaluation {cell.task.evaluation!r}")
 
@@ -121,9 +121,11 @@ def run_cell(cell: Cell, folder: Path, *, metric: str, data_root: str | None, ke
     record: dict[str, Any] = {"cell": cell.key(), "row": cell.row.name, "task": cell.task.name, "seed": cell.seed,
                               "spec": cell.spec()}
     started = time.perf_counter()
-    if cell.row.kind == "train" and cell.train is None:
+    lacking = ("training" if cell.row.kind == "train" and cell.train is None
+               else "test" if cell.task.evaluation == "pairs" and cell.task.test is None else None)
+    if lacking:
         record.update(status="skipped", metrics={},
-                      reason=f"no training data for {cell.task.name} (see the table's note / --help)")
+                      reason=f"no {lacking} data for {cell.task.name} (see the table's note and --help)")
         atomic_write_json(path, record)
         return record
     if cell.row.kind == "glove":
