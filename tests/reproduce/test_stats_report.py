@@ -130,3 +130,12 @@ def test_multi_column_table_averages_measured_columns_and_marks_skips():
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[1].startswith("40.50 ± 0.71") and cells[4] == "skipped" and cells[5].startswith("60.25")
     assert "- AnglE: cosine + ibn + angle: skipped: no GitHub data" in text
+
+
+def test_a_row_sharing_the_reference_paper_row_has_no_paper_difference():
+    table = build_tables(DATA, {})["objectives"]
+    values = {"all: cosine + ibn + angle": {0: 85.0, 1: 85.2}, "all, phase angle": {0: 85.1, 1: 85.0},
+              "without ibn": {0: 84.0, 1: 84.1}}
+    rows = {r["row"]: r for r in table_summary(table, _records(table, values))["rows"]}
+    assert rows["all, phase angle"]["published_diff"] is None
+    assert rows["without ibn"]["published_diff"] == pytest.approx(86.00 - 86.26)

@@ -77,7 +77,8 @@ def table_summary(table: TableSpec, records: Sequence[dict[str, Any]]) -> dict[s
             "published": pub, "published_source": None if row.published is None else f"Table {row.published.table}: {row.published.row}",
             "published_note": None if row.published is None else row.published.note or None,
             "published_diff": (row.published.approx_diff if row.published is not None and row.published.approx_diff is not None
-                               else None if (pub_primary is None or ref_pub is None or row is ref_row or row.kind != "train")
+                               else None if (pub_primary is None or ref_pub is None or row is ref_row or row.kind != "train"
+                                             or row.published == ref_row.published)  # the same paper row: no own figure
                                else pub_primary - ref_pub),
             "published_diff_approx": row.published is not None and row.published.approx_diff is not None,
             "skipped": sorted({r.get("reason", "") for r in records if r["row"] == row.name and r.get("status") == "skipped"}),
