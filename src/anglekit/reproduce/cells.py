@@ -55,7 +55,7 @@ def make_cell(row: Row, task: Task, seed: int | None, protocol: Protocol, model:
     settings = {k: v for k, v in row.settings.items() if not k.startswith("_") and v is not None}
     pooling = settings.pop("pooling", None) or protocol.start.pooling
     train: dict[str, Any] | None = None
-    max_length = settings.get("max_length", protocol.max_length)
+    max_length = protocol.max_length  # every row of a table is scored at one length (a row may train at another)
     if row.kind == "train":
         if task.train is None:
             train = None

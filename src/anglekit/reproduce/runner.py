@@ -109,8 +109,9 @@ def _nli_pairs(spec: str, root: Path, folder: Path) -> str:
     return str(path)
 
 
-def _llm_pairs(config: ReproduceConfig, root: Path, folder: Path) -> tuple[str, str, int]:
-    """STS-B train sentence1 texts labelled by the LLM (cached): pairs file, sentences file, pair count."""
+def _llm_pairs(config: ReproduceConfig, root: Path, folder: Path) -> tuple[str, str, int] | None:
+    """STS-B train sentence1 texts labelled by the LLM (cached): pairs file, sentences file, pair count
+    (None with --report-only when nothing was generated yet)."""
     from anglekit.data.catalog import load_stsb
     from anglekit.generation.pipeline import GenerationConfig, generate_pairs
 
@@ -119,6 +120,8 @@ def _llm_pairs(config: ReproduceConfig, root: Path, folder: Path) -> tuple[str, 
     atomic_write_text(sentence_file, "\n".join(sentences) + "\n")
     pairs = folder / f"stsb-train-s1-first{len(sentences)}.pairs.jsonl"
     if not pairs.is_file():
+        if config.report_only:
+            return None
         generation = GenerationConfig(llms=[config.llm], device=config.device, progress=not config.quiet,
                                       cache_dir=str(folder / "generation-cache"))
         generate_pairs(sentences, pairs, generation)
@@ -139,8 +142,9 @@ def prepare_data(names: Sequence[str], config: ReproduceConfig, protocol: Protoc
         data["qnli-train"], data["qnli-test"] = _qnli_halves(root, folder)
     if "transfer-sts" in names:
         data["nli-pairs"] = _nli_pairs(config.nli_data, root, folder)
-    if "llm-supervised" in names and not config.report_only:
-        data["llm-pairs"], data["llm-sentences"], n = _llm_pairs(config, root, folder)
+    llm = _llm_pairs(config, root, folder) if "llm-supervised" in names else None
+    if llm is not None:
+        data["llm-pairs"], data["llm-sentences"], n = llm
         options["llm_steps"] = math.ceil(n / protocol.batch_size) * max(1, math.ceil(protocol.epochs)) \
             if protocol.max_steps < 0 else protocol.max_steps
     return data, options
