@@ -84,17 +84,24 @@ def paper_table(number: int) -> list[dict[str, Any]]:
     return [dict(row) for row in tables[key]]
 
 
-def paper_value(number: int, row: str, column: str, *, key: str | None = None) -> float | None:
-    """One published figure: the row whose first column (or ``key``) equals ``row``, at ``column``."""
+def paper_row(number: int, row: str, *, key: str | None = None) -> dict[str, Any]:
+    """The row of the paper's Table ``number`` whose first column (or ``key``) equals ``row``
+    (bold markers and the "* " of starred rows ignored)."""
     rows = paper_table(number)
     first = key or next(iter(rows[0]))
     for r in rows:
         if str(r.get(first)).strip("* ") == row:
-            if column not in r:
-                raise ConfigError(f"Table {number} has no column {column!r}; it has {', '.join(r)}")
-            value = r[column]
-            return value if isinstance(value, float) else None
+            return r
     raise ConfigError(f"Table {number} has no row {row!r} in its column {first!r}")
+
+
+def paper_value(number: int, row: str, column: str, *, key: str | None = None) -> float | None:
+    """One published figure: :func:`paper_row`'s ``column`` (None for a cell without a number)."""
+    r = paper_row(number, row, key=key)
+    if column not in r:
+        raise ConfigError(f"Table {number} has no column {column!r}; it has {', '.join(r)}")
+    value = r[column]
+    return value if isinstance(value, float) else None
 
 
 def paper_note(pattern: str) -> str | None:

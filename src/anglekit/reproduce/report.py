@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from anglekit.evaluation.paper import PAPER_SCALE, paper_note, paper_table
+from anglekit.evaluation.paper import PAPER_SCALE, paper_note, paper_row
 from anglekit.reproduce.protocol import Protocol
 from anglekit.reproduce.stats import mean_std, paired
 from anglekit.reproduce.tables import Published, Row, TableSpec
@@ -16,12 +16,8 @@ def published_values(pub: Published | None) -> dict[str, float | None]:
     """Our metric name -> the paper's figure for a row (None where the paper has none)."""
     if pub is None:
         return {}
-    rows = paper_table(pub.table)
-    key = pub.key or next(iter(rows[0]))
-    match = [r for r in rows if str(r.get(key)).strip("* ") == pub.row]
-    if not match:
-        raise KeyError(f"Table {pub.table} has no row {pub.row!r}")
-    return {ours: (match[0].get(theirs) if isinstance(match[0].get(theirs), float) else None)
+    row = paper_row(pub.table, pub.row, key=pub.key)
+    return {ours: (row.get(theirs) if isinstance(row.get(theirs), float) else None)
             for ours, theirs in pub.columns.items()}
 
 

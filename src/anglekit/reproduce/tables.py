@@ -67,6 +67,13 @@ def _t4(row: str) -> Published:
     return Published(4, row, {"STS-B test": "Spearman"})
 
 
+# Our pooling name -> the paper's row name in Table 4 (right), in the paper's order.
+POOLING_ROWS: tuple[tuple[str, str], ...] = (
+    ("cls", "cls"), ("cls_avg", "cls-last-avg"), ("last_avg", "last-avg"), ("last_max", "last-max"),
+    ("first_last_avg", "first-last-avg"),
+)
+
+
 def _t4_pool(row: str) -> Published:
     return Published(4, row, {"STS-B test": "Spearman (2)"}, key="pooling")
 
@@ -110,13 +117,8 @@ def build_tables(data: dict[str, str], options: dict[str, Any]) -> dict[str, Tab
     )
     pooling = TableSpec(
         "pooling", "Pooling ablation, STS-B test (Table 4, right)", "Table 4",
-        rows=(
-            Row("cls", settings={**paper, "pooling": "cls"}, published=_t4_pool("cls")),
-            Row("cls_avg", settings={**paper, "pooling": "cls_avg"}, published=_t4_pool("cls-last-avg")),
-            Row("last_avg", settings={**paper, "pooling": "last_avg"}, published=_t4_pool("last-avg")),
-            Row("last_max", settings={**paper, "pooling": "last_max"}, published=_t4_pool("last-max")),
-            Row("first_last_avg", settings={**paper, "pooling": "first_last_avg"}, published=_t4_pool("first-last-avg")),
-        ),
+        rows=tuple(Row(ours, settings={**paper, "pooling": ours}, published=_t4_pool(theirs))
+                   for ours, theirs in POOLING_ROWS),
         tasks=(stsb,), metrics=stsb_metric, primary="STS-B test", reference="cls",
         notes=("Every row trains the paper's objective (cosine + ibn + angle); only the pooling differs. A start "
                "trained with mean pooling (all-MiniLM-L6-v2: last_avg) favours its own pooling.",),
