@@ -51,6 +51,16 @@ def test_fp32_onnx_equals_torch_for_every_pooling(exported: dict[str, Any], pool
     assert json.loads((folder / "onnx_config.json").read_text())["check"]["max_abs_difference"] <= FP32_TOLERANCE
 
 
+@pytest.mark.parametrize("pooling", POOLING_STRATEGIES)
+def test_transformer_fusions_keep_the_vectors(exported: dict[str, Any], pooling: str, tmp_path: Path) -> None:
+    """O2 fuses each layer's attention (onnxruntime's BERT patterns) and still embeds like torch."""
+    model, _ = exported[pooling]
+    folder = export_onnx(model, tmp_path / "o2", optimize="O2")
+    fused = json.loads((folder / "onnx_config.json").read_text())["fused_operators"]
+    assert fused.get("Attention") == model.backbone.config.num_hidden_layers, fused
+    np.testing.assert_allclose(OnnxEmbedder.from_pretrained(folder).encode(TEXTS, 2), model.encode(TEXTS, 2), atol=FP32_TOLERANCE)
+
+
 def test_the_folder_embeds_on_its_own_and_loads_through_the_embedder(exported: dict[str, Any], tmp_path: Path) -> None:
     model, folder = exported["last_avg"]
     assert is_onnx_folder(folder) and not any(folder.glob("*.safetensors"))
@@ -88,6 +98,10 @@ def test_decoder_last_token_pooling_with_left_padding(tiny_llama_dir: Path, tmp_
     assert model.config.pooling == "last_token"
     onnx = OnnxEmbedder.from_pretrained(export_onnx(model, tmp_path / "llama"))
     np.testing.assert_allclose(onnx.encode(TEXTS, 2), model.encode(TEXTS, 2), atol=FP32_TOLERANCE)
+    # The BERT fusion patterns do not describe a decoder: O2 fuses nothing there and stays exact.
+    folder = export_onnx(model, tmp_path / "llama-o2", optimize="O2")
+    assert json.loads((folder / "onnx_config.json").read_text())["fused_operators"] == {}
+    np.testing.assert_allclose(OnnxEmbedder.from_pretrained(folder).encode(TEXTS, 2), model.encode(TEXTS, 2), atol=FP32_TOLERANCE)
 
 
 def test_a_corrupt_onnx_file_is_a_clear_error(exported: dict[str, Any], tmp_path: Path) -> None:

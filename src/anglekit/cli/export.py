@@ -31,7 +31,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     parser.add_argument("--quantize", choices=("int8",), default=None, help="onnx: dynamic int8 weights (onnxruntime's quantize_dynamic); openvino: int8 weights (NNCF compress_weights)")
     parser.add_argument(
         "--optimize", choices=("O1", "O2", "O3"), default=None,
-        help="onnx: onnxruntime's graph optimisations, O1 basic, O2 extended, O3 all (for this CPU)",
+        help="onnx: onnxruntime's graph optimisations, O1 basic, O2 transformer fusions (attention, skip layer norm, bias GELU; BERT-like encoders) + extended, O3 the fusions + all (for this CPU)",
     )
     add_output_dir(parser, required=True, help="folder to write (must be new or empty, unless --overwrite)")
     parser.add_argument("--overwrite", action="store_true", default=False, help="replace a folder that is not empty")
