@@ -9,6 +9,7 @@ row                         venv           what
 anglekit-torch              .venv          ``Embedder.from_pretrained(model)``
 anglekit-onnx-fp32          .venv          ``export_onnx(embedder)`` -> ``OnnxEmbedder``
 anglekit-onnx-int8          .venv          ``export_onnx(embedder, quantize="int8")``
+anglekit-onnx-int8-O2       .venv          ``export_onnx(embedder, quantize="int8", optimize="O2")`` (fused attention)
 anglekit-onnx-int8-O3       .venv          ``export_onnx(embedder, quantize="int8", optimize="O3")``
 st-torch                    .venv          ``SentenceTransformer(model)``
 st-onnx                     .venv-st-onnx  ``SentenceTransformer(model, backend="onnx")`` (ST's export)
@@ -91,6 +92,7 @@ def all_rows(quant_config: str) -> list[Row]:
         Row("anglekit-torch", "main", "anglekit-torch", "minilm"),
         Row("anglekit-onnx-fp32", "main", "anglekit-onnx", "fp32", needs=("onnxruntime", "onnxscript")),
         Row("anglekit-onnx-int8", "main", "anglekit-onnx", "int8", needs=("onnxruntime", "onnxscript")),
+        Row("anglekit-onnx-int8-O2", "main", "anglekit-onnx", "int8-O2", needs=("onnxruntime", "onnxscript")),
         Row("anglekit-onnx-int8-O3", "main", "anglekit-onnx", "int8-O3", needs=("onnxruntime", "onnxscript")),
         Row("st-torch", "main", "st-torch", "minilm", needs=("sentence_transformers",)),
         Row("st-onnx", "st", "st-onnx", "st", "model.onnx", needs=("sentence_transformers", "optimum.onnxruntime")),
@@ -251,7 +253,7 @@ def targets(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         return name in rows and "short" in rows[name]
 
     checks: list[dict[str, Any]] = []
-    for int8 in ("anglekit-onnx-int8", "anglekit-onnx-int8-O3", "anglekit-openvino-int8"):
+    for int8 in ("anglekit-onnx-int8", "anglekit-onnx-int8-O2", "anglekit-onnx-int8-O3", "anglekit-openvino-int8"):
         if not ok(int8):
             continue
         if ok(BASELINE):

@@ -6,9 +6,9 @@ Two sub-commands, both run by bench_encode.py (in anglekit's ``.venv`` or in ``.
 ``prepare``: write the models the rows load, before any row is timed (so no row pays for an
 export in its time or its peak RSS)::
 
-    encode_row.py prepare --what anglekit --out-dir D --exports fp32,int8,int8-O3
+    encode_row.py prepare --what anglekit --out-dir D --exports fp32,int8,int8-O2,int8-O3
         anglekit's export_onnx into D/<name>/ (fp32: plain; int8: quantize="int8";
-        int8-O3: quantize="int8", optimize="O3"), and export_openvino (ov-fp32: plain; ov-int8:
+        int8-O2 / int8-O3: quantize="int8", optimize="O2" / "O3"), and export_openvino (ov-fp32: plain; ov-int8:
         quantize="int8", NNCF int8 weights).
     encode_row.py prepare --what st --out-dir D --quant-config avx512_vnni [--openvino]
         a copy of the model folder in D/, SentenceTransformer(D, backend="onnx") saved to
@@ -54,7 +54,7 @@ import common  # noqa: E402  (sets HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE on impo
 import numpy as np  # noqa: E402
 
 KINDS = ("anglekit-torch", "anglekit-onnx", "anglekit-openvino", "st-torch", "st-onnx", "st-openvino")
-ANGLEKIT_EXPORTS = {"fp32": {}, "int8": {"quantize": "int8"}, "int8-O3": {"quantize": "int8", "optimize": "O3"},
+ANGLEKIT_EXPORTS = {"fp32": {}, "int8": {"quantize": "int8"}, "int8-O2": {"quantize": "int8", "optimize": "O2"}, "int8-O3": {"quantize": "int8", "optimize": "O3"},
                     "ov-fp32": {}, "ov-int8": {"quantize": "int8"}}
 """anglekit exports by name: ``ov-*`` through ``export_openvino``, the others through ``export_onnx``."""
 
@@ -275,7 +275,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     prep = sub.add_parser("prepare", help="write the exported models the rows load")
     prep.add_argument("--what", choices=("anglekit", "st"), required=True)
     prep.add_argument("--out-dir", required=True)
-    prep.add_argument("--exports", default="fp32,int8,int8-O3", help="anglekit: comma-separated of " + ",".join(ANGLEKIT_EXPORTS))
+    prep.add_argument("--exports", default="fp32,int8,int8-O2,int8-O3", help="anglekit: comma-separated of " + ",".join(ANGLEKIT_EXPORTS))
     prep.add_argument("--quant-config", default="avx512_vnni", help="st: arm64, avx2, avx512 or avx512_vnni")
     prep.add_argument("--openvino", action="store_true", help="st: also save backend='openvino'")
     prep.add_argument("--threads", type=int, default=2)
