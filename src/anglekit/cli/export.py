@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from anglekit.errors import ConfigError
 from anglekit.cli.common import add_loading_options, add_model_argument, add_output_dir, add_quiet, model_kwargs
 from anglekit.export import FORMATS
 
@@ -28,7 +29,16 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help="sentence-transformers: the folder sentence-transformers 5.x/6.x, TEI and infinity read; "
         "onnx: the graph onnxruntime runs (anglekit's --backend onnx); openvino: OpenVINO IR for the CPU (--backend openvino)",
     )
-    parser.add_argument("--quantize", choices=("int8",), default=None, help="onnx: dynamic int8 weights (onnxruntime's quantize_dynamic); openvino: int8 weights (NNCF compress_weights)")
+    parser.add_argument(
+        "--quantize", choices=("int8", "int8-static"), default=None,
+        help="onnx: int8 = dynamic int8 (onnxruntime's quantize_dynamic); openvino: int8 = int8 weights (NNCF compress_weights), "
+        "int8-static = int8 weights and activations (NNCF quantize, calibrated on --calibration)",
+    )
+    parser.add_argument(
+        "--calibration", default=None, metavar="TEXTS",
+        help="with --quantize int8-static: texts like the ones to embed, a few hundred (.txt one per line, or a csv/tsv/jsonl/parquet column)",
+    )
+    parser.add_argument("--calibration-column", default=None, help="column of --calibration holding the texts (default: text, sentence, or the only one)")
     parser.add_argument(
         "--optimize", choices=("O1", "O2", "O3"), default=None,
         help="onnx: onnxruntime's graph optimisations, O1 basic, O2 transformer fusions (attention, skip layer norm, bias GELU; BERT-like encoders) + extended, O3 the fusions + all (for this CPU)",
@@ -51,6 +61,13 @@ def run(args: argparse.Namespace) -> int:
     from anglekit.export import export
 
     load = model_kwargs(args)
+    calibration = None
+    if args.calibration is not None:
+        from anglekit.data.readers import read_texts
+
+        calibration = read_texts(args.calibration, column=args.calibration_column)
+    elif args.calibration_column is not None:
+        raise ConfigError("--calibration-column needs --calibration")
     if args.base_model is not None:
         load["base_model"] = args.base_model
     result = export(
@@ -61,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         verify=args.verify,
         push_to_hub=args.push_to_hub,
         private=args.private,
-        options={"quantize": args.quantize, "optimize": args.optimize},  # the export refuses an option its format lacks
+        options={"quantize": args.quantize, "optimize": args.optimize, "calibration_texts": calibration},  # the export refuses an option its format lacks
         **load,
     )
     if not args.quiet:

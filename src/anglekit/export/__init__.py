@@ -137,7 +137,7 @@ def export(
     - ``overwrite``: replace a non-empty ``output_dir`` (default: refuse).
     - ``card``: a :class:`~anglekit.model.card.ModelCardData` for the README.md (default: the model's).
     - ``push_to_hub="owner/name"``: then upload the folder (``private``, ``token``).
-    - ``options``: the format's own options (its ``OPTIONS``: for ``onnx``, ``quantize`` and ``optimize``; for ``openvino``, ``quantize``).
+    - ``options``: the format's own options (its ``OPTIONS``: for ``onnx``, ``quantize`` and ``optimize``; for ``openvino``, ``quantize`` and ``calibration_texts``).
     - ``load_kwargs``: :meth:`Embedder.from_pretrained` options when ``model`` is a name (device
       defaults to cpu).
     """

@@ -3,11 +3,13 @@
 :func:`export_openvino` writes a folder that embeds on its own: ``openvino_model.xml``/``.bin`` (the
 ONNX graph of :func:`~anglekit.model.onnx.export_onnx` converted by ``openvino.convert_model``; with
 ``quantize="int8"`` its weights compressed to int8 by NNCF's ``compress_weights``, OpenVINO's own
-weight-only int8 form), the tokenizer, ``anglekit_config.json`` and ``openvino_config.json`` (how it
+weight-only int8 form; with ``quantize="int8-static"`` weights and activations in int8, by NNCF's
+post-training ``quantize`` calibrated on texts the caller gives), the tokenizer, ``anglekit_config.json`` and ``openvino_config.json`` (how it
 was made, and its agreement with the torch model). :class:`OpenVinoEmbedder` also runs an ONNX folder
 directly (converted when loaded). Measured on all-MiniLM-L6-v2, 2 threads (benchmarks/bench_encode.py):
 OpenVINO's int8 weights keep fp32's STS-B score (onnxruntime's dynamic int8 loses about 0.3 points)
-at about 0.8x onnxruntime int8's speed on short texts and 0.9x on long ones.
+at about 0.8-0.9x onnxruntime int8's speed; static int8 (weights and activations) is the fastest
+CPU backend there (see benchmarks/README.md for the figures).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +47,11 @@ from anglekit.model.onnx import (
 OPENVINO_FILE = "openvino_model.xml"
 OPENVINO_WEIGHTS = "openvino_model.bin"
 OPENVINO_CONFIG = "openvino_config.json"
-QUANTIZE = ("int8",)
+QUANTIZE = ("int8", "int8-static")
+CALIBRATION_BATCH = 32
+"""Texts per calibration batch of ``int8-static``."""
+MAX_CALIBRATION_TEXTS = 4096
+"""More calibration texts than this are refused (NNCF's statistics settle long before)."""
 
 
 def require_openvino() -> Any:
@@ -70,18 +76,29 @@ def only_openvino_weights(path: str | os.PathLike[str]) -> bool:
     return is_openvino_folder(folder) and not other
 
 
-def export_openvino(embedder: Any, output_dir: str | os.PathLike[str], *, quantize: str | None = None) -> Path:
+def export_openvino(
+    embedder: Any,
+    output_dir: str | os.PathLike[str],
+    *,
+    quantize: str | None = None,
+    calibration_texts: Sequence[str] | None = None,
+) -> Path:
     """Write ``embedder`` as an OpenVINO folder (see the module doc); returns the folder.
 
     The ONNX export (checked against torch to 1e-4) is converted with ``openvino.convert_model``;
     ``quantize="int8"`` compresses the weights with ``nncf.compress_weights`` (int8, asymmetric,
-    per output channel; activations stay fp32). The result is compared with the torch model on a
-    check batch (fp32: max difference <= 1e-4; int8: cosine >= 0.97) and refused if it differs.
-    Written through a staging folder, so an interrupted export leaves no half-written model.
+    per output channel; activations stay fp32). ``quantize="int8-static"`` quantizes weights and
+    activations with ``nncf.quantize`` (transformer preset: smooth quant, fast bias correction),
+    its activation ranges measured on ``calibration_texts`` (required: a few hundred texts like the
+    ones the model will embed; not the test set you will score on). The result is compared with
+    the torch model on a check batch (fp32: max difference <= 1e-4; int8: cosine >= 0.97) and
+    refused if it differs. Written through a staging folder, so an interrupted export leaves no
+    half-written model.
     """
     ov = require_openvino()
     if quantize is not None and quantize not in QUANTIZE:
         raise ConfigError(f"quantize must be one of {', '.join(QUANTIZE)} or None, got {quantize!r}")
+    calibration = _calibration_texts(quantize, calibration_texts)
     if quantize is not None and importlib.util.find_spec("nncf") is None:
         raise ConfigError("int8 weights for OpenVINO need NNCF: pip install 'anglekit[openvino]'")
     target = Path(output_dir)
@@ -95,6 +112,8 @@ def export_openvino(embedder: Any, output_dir: str | os.PathLike[str], *, quanti
                 import nncf
 
                 model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
+        elif quantize == "int8-static":
+            model = _quantize_static(embedder, model, calibration)
         ov.save_model(model, str(staging / OPENVINO_FILE), compress_to_fp16=False)
         onnx_info = json.loads((onnx_folder / ONNX_CONFIG).read_text(encoding="utf-8"))
         shutil.rmtree(onnx_folder)
@@ -106,7 +125,8 @@ def export_openvino(embedder: Any, output_dir: str | os.PathLike[str], *, quanti
             "openvino_file": OPENVINO_FILE,
             "outputs": list(OUTPUTS),
             "quantize": quantize,
-            "weights": "int8 (nncf.compress_weights INT8_ASYM)" if quantize else "fp32",
+            "weights": WEIGHTS[quantize],
+            "calibration_texts": len(calibration),
             "exporter": f"{onnx_info['exporter']} -> openvino.convert_model",
             "openvino": ov.__version__,
             "hidden_size": int(embedder.dim),
@@ -120,6 +140,48 @@ def export_openvino(embedder: Any, output_dir: str | os.PathLike[str], *, quanti
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+WEIGHTS = {
+    None: "fp32",
+    "int8": "int8 (nncf.compress_weights INT8_ASYM)",
+    "int8-static": "int8 weights and activations (nncf.quantize, transformer preset)",
+}
+
+
+def _calibration_texts(quantize: str | None, texts: Sequence[str] | None) -> list[str]:
+    """The calibration texts ``int8-static`` needs (ConfigError when missing, empty, too many or not
+    strings); other settings take none."""
+    if quantize != "int8-static":
+        if texts is not None:
+            raise ConfigError(f"calibration texts are for quantize='int8-static' only, not quantize={quantize!r}")
+        return []
+    if texts is None or isinstance(texts, (str, bytes)):
+        raise ConfigError("quantize='int8-static' needs calibration texts (a list of a few hundred texts like the ones to embed; CLI: --calibration FILE)")
+    items = list(texts)
+    if not items:
+        raise ConfigError("the calibration texts are empty: int8-static needs at least one text (a few hundred is better)")
+    if len(items) > MAX_CALIBRATION_TEXTS:
+        raise ConfigError(f"{len(items)} calibration texts: at most {MAX_CALIBRATION_TEXTS} (a few hundred are enough)")
+    for i, text in enumerate(items):
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError(f"calibration text {i} is {type(text).__name__} {text!r}: expected a non-empty string")
+    return items
+
+
+def _quantize_static(embedder: Any, model: Any, texts: list[str]) -> Any:
+    """Weights and activations in int8 by ``nncf.quantize``, activation ranges from ``texts``
+    (tokenized as documents, batches of :data:`CALIBRATION_BATCH`)."""
+    with _quiet_nncf():
+        import nncf
+
+        batches = []
+        for start in range(0, len(texts), CALIBRATION_BATCH):
+            ids = embedder.tokenize_unpadded(texts[start : start + CALIBRATION_BATCH], role="document")
+            batches.append(graph_feeds(embedder.pad(ids)))
+        return nncf.quantize(
+            model, nncf.Dataset(batches), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(batches),  # items: batches
+        )  # fmt: skip
 
 
 @contextlib.contextmanager
