@@ -3,7 +3,7 @@
 :func:`export_onnx` writes a folder that embeds on its own: ``model.onnx`` (backbone + pooling, with
 the pooled and the L2-normalised vectors as outputs; dynamic batch and sequence axes), the tokenizer,
 ``anglekit_config.json`` (prompts, max length, normalisation) and ``onnx_config.json`` (how it was
-made). The export uses ``torch.onnx`` (the dynamo exporter), dynamic int8 quantization and graph
+made). The export uses ``torch.onnx`` (TorchScript exporter; dynamo as fallback), dynamic int8 quantization and graph
 optimisation use onnxruntime's own tools; each export is checked against the torch model before it
 is written. :class:`OnnxEmbedder` has the Embedder's encode API.
 """
