@@ -188,3 +188,24 @@ def test_the_dynamo_exporter_takes_over_when_torchscript_fails(tiny_bert_dir: Pa
     with pytest.raises(ConfigError, match=r"cannot be exported.*torchscript: RuntimeError.*dynamo: RuntimeError"):
         export_onnx(model, tmp_path / "none")
     assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.slow
+def test_minilm_exports_equal_torch_for_every_pooling(tmp_path: Path) -> None:
+    """The real all-MiniLM-L6-v2 (the package in the test extras): fp32 ONNX within 1e-4 of torch for
+    every pooling, and its int8 and fused int8 exports within the stated cosine."""
+    from anglekit.model.offline import minilm_dir
+
+    try:
+        directory = minilm_dir()
+    except ConfigError as exc:
+        pytest.skip(f"all-MiniLM-L6-v2 package not installed: {exc}")
+    for pooling in POOLING_STRATEGIES:
+        model = Embedder.from_pretrained(directory, pooling=pooling, device="cpu")
+        onnx = OnnxEmbedder.from_pretrained(export_onnx(model, tmp_path / pooling))
+        np.testing.assert_allclose(onnx.encode(TEXTS, 2), model.encode(TEXTS, 2), atol=FP32_TOLERANCE, err_msg=pooling)
+    model = Embedder.from_pretrained(directory, device="cpu")
+    for name, kwargs in (("int8", {"quantize": "int8"}), ("int8-o2", {"quantize": "int8", "optimize": "O2"})):
+        folder = export_onnx(model, tmp_path / name, **kwargs)
+        assert _cosine(OnnxEmbedder.from_pretrained(folder).encode(TEXTS), model.encode(TEXTS)).min() >= INT8_MIN_COSINE, name
+    assert json.loads((tmp_path / "int8-o2" / "onnx_config.json").read_text())["fused_operators"]["Attention"] == 6

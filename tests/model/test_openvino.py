@@ -206,3 +206,29 @@ def test_export_encode_and_serve_from_the_command_line(tiny_bert_dir: Path, tmp_
     np.testing.assert_allclose(pooled, OpenVinoEmbedder.from_pretrained(out).encode(TEXTS, normalize=False), atol=1e-6)
     with pytest.raises(ConfigError, match="fixed when the model was exported"):
         load_backend("openvino", str(out), pooling="cls")
+
+
+@pytest.mark.slow
+def test_minilm_static_int8_keeps_the_vectors(tmp_path: Path) -> None:
+    """The real all-MiniLM-L6-v2: static int8 (weights and activations) within the stated cosine of torch."""
+    from anglekit.model.offline import minilm_dir
+
+    try:
+        directory = minilm_dir()
+    except ConfigError as exc:
+        pytest.skip(f"all-MiniLM-L6-v2 package not installed: {exc}")
+    train = Path(__file__).resolve().parents[3] / "shared" / "data" / "stsb" / "sts-train.csv"
+    if not train.is_file():
+        pytest.skip("../shared/data not present")
+    import csv
+
+    with open(train, encoding="utf-8", newline="") as f:
+        rows = [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if len(row) >= 7]
+    calibration = sorted({row[5] for row in rows} | {row[6] for row in rows})[::7][:512]  # as bench_encode
+    model = Embedder.from_pretrained(directory, device="cpu")
+    # 48 near-identical template sentences measure the wrong ranges: the check refuses the export.
+    with pytest.raises(ConfigError, match="calibrate on more, and more varied, texts"):
+        export_openvino(model, tmp_path / "templated", quantize="int8-static", calibration_texts=CALIBRATION)
+    assert not (tmp_path / "templated").exists()
+    folder = export_openvino(model, tmp_path / "static", quantize="int8-static", calibration_texts=calibration)
+    assert _cosine(OpenVinoEmbedder.from_pretrained(folder).encode(TEXTS), model.encode(TEXTS)).min() >= INT8_MIN_COSINE

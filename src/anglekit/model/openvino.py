@@ -119,7 +119,13 @@ def export_openvino(
         shutil.rmtree(onnx_folder)
         embedder.tokenizer.save_pretrained(staging)
         embedder.config.save(staging)
-        agreement = _check_against_torch(embedder, staging, quantize)
+        try:
+            agreement = _check_against_torch(embedder, staging, quantize)
+        except ConfigError as exc:
+            if quantize != "int8-static":
+                raise
+            raise ConfigError(f"{exc}: the activation ranges come from the {len(calibration)} calibration texts; "
+                              "calibrate on more, and more varied, texts like the ones the model will embed") from exc
         info = {
             "format": 1,
             "openvino_file": OPENVINO_FILE,
