@@ -1,4 +1,4 @@
-"""The OpenVINO backend: exported IR (fp32 and int8 weights) and ONNX folders compiled by OpenVINO
+"""The OpenVINO backend: exported IR (fp32, int8 weights, static int8 of weights and activations) and ONNX folders compiled by OpenVINO
 embed like the torch model; folders are chosen automatically; bad folders and options fail clearly."""
 
 from __future__ import annotations
