@@ -1,5 +1,6 @@
-"""The OpenVINO backend: exported IR (fp32, int8 weights, static int8 of weights and activations) and ONNX folders compiled by OpenVINO
-embed like the torch model; folders are chosen automatically; bad folders and options fail clearly."""
+"""The OpenVINO backend: exported IR (fp32, int8 weights, static int8 of weights and activations)
+and ONNX folders compiled by OpenVINO embed like the torch model; folders are chosen automatically;
+bad folders and options fail clearly."""
 
 from __future__ import annotations
 
