@@ -20,6 +20,7 @@ from typing import Any
 
 from anglekit.errors import ConfigError, DataError
 from anglekit.evaluation.tables import markdown_table
+from anglekit.io.read import describe, read_json, require_object
 
 SUITE_ORDER = ("sts", "non-transfer", "transfer", "retrieval", "geometry")
 SUITE_TITLES = {
@@ -41,25 +42,49 @@ def published_rows(suite: str | None = None) -> list[dict[str, Any]]:
 def load_run(run_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """``{suite: result}`` of the suite JSON files in ``run_dir``."""
     directory = Path(run_dir)
+    if directory.is_file():
+        raise DataError("is a file; expected a folder of <suite>.json files written by 'anglekit eval --suite "
+                        "NAME --output-dir DIR' (the JSON of 'eval --data --output' is not a suite result)", source=str(directory))
     if not directory.is_dir():
         raise DataError("run folder not found; expected a folder of <suite>.json files written by run_suite",
                         source=str(directory))
     results: dict[str, dict[str, Any]] = {}
     for suite in SUITE_ORDER:
         path = directory / f"{suite}.json"
-        if not path.is_file():
+        if not path.exists():
             continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON ({exc}); expected a suite result", source=str(path)) from exc
-        if not isinstance(data, dict) or "scores" not in data or "columns" not in data:
-            raise DataError("expected a suite result with 'columns' and 'scores'", source=str(path))
-        results[suite] = data
+        results[suite] = _check_result(read_json(path, expected=_EXPECTED), str(path))
     if not results:
         raise DataError(f"no suite results here; expected one of {', '.join(f'{s}.json' for s in SUITE_ORDER)}",
                         source=str(directory))
     return results
+
+
+_EXPECTED = ("a suite result written by 'anglekit eval --suite' (an object with 'columns', a list of "
+             "names, and 'scores', an object of numbers)")
+
+
+def _check_result(data: Any, source: str) -> dict[str, Any]:
+    """``data`` if it has the shape :func:`anglekit.evaluation.suites.run_suite` writes, else a
+    :class:`DataError` naming the key and what it expected."""
+    require_object(data, source=source, expected=_EXPECTED)
+    missing = [key for key in ("columns", "scores") if key not in data]
+    if missing:
+        raise DataError(f"no {' or '.join(repr(k) for k in missing)} key (keys: {', '.join(map(repr, data)) or 'none'}); "
+                        f"expected {_EXPECTED}", source=source)
+    columns = data["columns"]
+    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        raise DataError(f"expected a list of column names, got {describe(columns)}", source=source, field="columns")
+    scores = require_object(data["scores"], source=source, field="scores", expected="an object of column name -> number")
+    for name, value in scores.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise DataError(f"expected a number or null, got {describe(value)}", source=source, field=f"scores.{name}")
+    for key, kind in (("model", dict), ("variant", str)):
+        value = data.get(key)
+        if value is not None and not isinstance(value, kind):
+            what = "an object" if kind is dict else "a string"
+            raise DataError(f"expected {what} or null, got {describe(value)}", source=source, field=key)
+    return data
 
 
 def report(run_dirs: Sequence[str | os.PathLike[str]], *, suites: Sequence[str] | None = None,

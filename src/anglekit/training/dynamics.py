@@ -14,7 +14,6 @@ Several runs can be drawn together (e.g. SimCSE next to SimACE): each gets its o
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from typing import Any
 
 from anglekit.io.atomic import atomic_path
 from anglekit.errors import ConfigError, DataError
+from anglekit.io.read import describe, read_jsonl, require_object
 
 __all__ = ["load_metrics", "plot_dynamics", "series"]
 
@@ -32,21 +32,34 @@ def load_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     path = Path(run_dir)
     if path.is_dir():
         path = path / "metrics.jsonl"
-    if not path.is_file():
+    if not path.exists():
         raise DataError("no metrics.jsonl here (is this a training output_dir?)", source=str(run_dir))
     records = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"malformed JSON: {exc.msg}", source=str(path), row=lineno) from None
-        if isinstance(record, dict) and "step" in record:
-            records.append(record)
+    source = str(path)
+    for row, record in read_jsonl(path, expected=_EXPECTED):
+        records.append(_check_record(record, source, row))
     if not records:
         raise DataError("no records", source=str(path))
     return records
+
+
+_EXPECTED = "training log records written by 'anglekit train' (one JSON object a line with a numeric 'step')"
+_PLOTTED = ("loss", "probe_")
+
+
+def _check_record(record: Any, source: str, row: int) -> dict[str, Any]:
+    """``record`` if it is a log record whose step and plotted values are numbers, else a
+    :class:`DataError` naming the row and the key."""
+    require_object(record, source=source, row=row, expected=_EXPECTED)
+    if "step" not in record:
+        raise DataError(f"no 'step' key; expected {_EXPECTED}", source=source, row=row)
+    step = record["step"]
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step):
+        raise DataError(f"expected the step as a number, got {describe(step)}", source=source, row=row, field="step")
+    for key, value in record.items():
+        if key.startswith(_PLOTTED) and value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise DataError(f"expected a number (or null), got {describe(value)}", source=source, row=row, field=key)
+    return record
 
 
 def series(records: Sequence[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
