@@ -212,7 +212,9 @@ def build_dataset(
 
     repos = read_collection(collection)
     if not repos:
-        raise DataError("the collection has no repositories with data", source=os.fspath(collection))
+        raise DataError("the collection has no repositories with data: none of those in collection.json has a "
+                        "<owner>__<name>/state.json with issues (was 'github-issues collect' run, and did it reach them?)",
+                        source=os.fspath(collection))
     if duplicate_authors is None:
         duplicate_authors = read_manifest(collection).get("duplicate_authors")
     authors = parse_authors(duplicate_authors)

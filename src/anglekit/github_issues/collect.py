@@ -29,6 +29,7 @@ from typing import Any
 
 from anglekit.io.atomic import atomic_write_json
 from anglekit.errors import DataError
+from anglekit.io.read import describe, read_json, require_object
 from anglekit.github_issues.client import GitHubClient, GitHubError, NotFound
 from anglekit.github_issues.duplicates import IssueRef, find_duplicate_pairs, is_candidate, parse_authors
 from anglekit.github_issues.repos import parse_repos, repo_dirname
@@ -94,8 +95,23 @@ def _append(path: Path, lines: Iterable[dict[str, Any]], committed: int) -> int:
         return handle.tell()
 
 
+def _check_length(path: Path, committed: int) -> None:
+    """A :class:`DataError` when ``path`` is shorter than the ``committed`` bytes ``state.json``
+    records: the file was cut or replaced, so committed pages are lost."""
+    size = path.stat().st_size if path.is_file() else 0
+    if path.exists() and not path.is_file():
+        raise DataError("is a folder; expected the JSON Lines file of a collection", source=str(path))
+    if size < committed:
+        raise DataError(
+            f"holds {size} bytes but state.json records {committed} committed: the file was cut short or replaced and "
+            "the collection is incomplete; collect again into a new folder", source=str(path),
+        )
+
+
 def _read_jsonl(path: Path, committed: int | None = None) -> list[dict[str, Any]]:
-    """JSONL lines of ``path`` up to ``committed`` bytes (everything when None)."""
+    """JSON objects of the lines of ``path`` up to ``committed`` bytes (everything when None)."""
+    if committed is not None:
+        _check_length(path, committed)
     if not path.exists():
         return []
     data = path.read_bytes()
@@ -105,9 +121,10 @@ def _read_jsonl(path: Path, committed: int | None = None) -> list[dict[str, Any]
     for row, line in enumerate(data.splitlines(), start=1):
         if line.strip():
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as error:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError) as error:
                 raise DataError(f"not JSON: {error}", source=str(path), row=row) from None
+            out.append(require_object(record, source=str(path), row=row, expected="a JSON object a line"))
     return out
 
 
@@ -130,16 +147,28 @@ def _new_state(repo: str) -> dict[str, Any]:
     }
 
 
+_PHASES = ("issues", "details", "originals", "done", "missing")
+_STATE_COUNTS = ("issues_bytes", "details_bytes", "originals_bytes", "issues_count", "details_index", "originals_index", "pages_done")
+_STATE = "the state of one repository written by 'anglekit github-issues collect'"
+
+
 def _load_state(folder: Path, repo: str) -> dict[str, Any]:
     path = folder / "state.json"
     if not path.exists():
         return _new_state(repo)
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise DataError(f"unreadable collection state: {error}", source=str(path)) from None
+    source = str(path)
+    state = require_object(read_json(path, expected=_STATE), source=source, expected=_STATE)
     if state.get("version") != STATE_VERSION or state.get("repo") != repo:
-        raise DataError(f"state is for {state.get('repo')!r} (version {state.get('version')}), expected {repo!r}", source=str(path))
+        raise DataError(f"state is for {state.get('repo')!r} (version {state.get('version')}), expected {repo!r}", source=source)
+    if state.get("phase") not in _PHASES:
+        raise DataError(f"expected one of {', '.join(_PHASES)}, got {describe(state.get('phase'))}", source=source, field="phase")
+    for key in _STATE_COUNTS:
+        value = state.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise DataError(f"expected a count (an integer >= 0), got {describe(value)}", source=source, field=key)
+    for key in ("candidates", "targets"):
+        if state.get(key) is not None and not isinstance(state[key], list):
+            raise DataError(f"expected a list or null, got {describe(state[key])}", source=source, field=key)
     return state
 
 
@@ -343,7 +372,7 @@ def collect(
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     manifest = root / "collection.json"
-    previous = json.loads(manifest.read_text(encoding="utf-8")) if manifest.exists() else {}
+    previous = _read_collection_manifest(manifest) if manifest.exists() else {}
     known = list(dict.fromkeys([*previous.get("repos", []), *names]))
     atomic_write_json(manifest, {"repos": known, "base_url": client.base_url, "max_issues": max_issues, "candidates": candidates,
                                  "duplicate_authors": list(authors)})
@@ -383,16 +412,58 @@ class RepoData:
 
 
 def read_repo(out: str | os.PathLike[str], repo: str) -> RepoData:
-    """The committed data of one repository of a collection (whatever its phase)."""
+    """The committed data of one repository of a collection (whatever its phase); a record of the
+    wrong shape is a :class:`DataError` naming its file, row and key."""
     folder = Path(out) / repo_dirname(repo)
     state = _load_state(folder, repo)
-    issues = {int(i["number"]): i for i in _read_jsonl(folder / "issues.jsonl", state["issues_bytes"])}
-    details = {int(d["number"]): d for d in _read_jsonl(folder / "details.jsonl", state["details_bytes"])}
-    originals = {
-        IssueRef(o["repo"], int(o["number"])).key(): o
-        for o in _read_jsonl(folder / "originals.jsonl", state["originals_bytes"])
-    }
+    issues = {_number(i, folder / "issues.jsonl", row): _check_issue(i, folder / "issues.jsonl", row)
+              for row, i in enumerate(_read_jsonl(folder / "issues.jsonl", state["issues_bytes"]), start=1)}
+    details = {_number(d, folder / "details.jsonl", row): _check_detail(d, folder / "details.jsonl", row)
+               for row, d in enumerate(_read_jsonl(folder / "details.jsonl", state["details_bytes"]), start=1)}
+    originals = {}
+    for row, o in enumerate(_read_jsonl(folder / "originals.jsonl", state["originals_bytes"]), start=1):
+        _check_issue(o, folder / "originals.jsonl", row)
+        originals[IssueRef(o["repo"], _number(o, folder / "originals.jsonl", row)).key()] = o
     return RepoData(repo, state["phase"], issues, details, originals)
+
+
+def _number(record: dict[str, Any], path: Path, row: int) -> int:
+    """The issue ``number`` of a collected record (a positive integer)."""
+    value = record.get("number")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise DataError(f"expected an issue number (an integer >= 1), got {describe(value)}", source=str(path), row=row, field="number")
+    return value
+
+
+def _check_issue(record: dict[str, Any], path: Path, row: int) -> dict[str, Any]:
+    """``record`` if it is an issue as collected: ``repo`` a string, ``title``/``body`` text or null."""
+    if record.get("missing"):
+        fields: tuple[tuple[str, type], ...] = (("repo", str),)
+    else:
+        fields = (("repo", str), ("title", str), ("body", str))
+    for key, kind in fields:
+        value = record.get(key)
+        if key == "repo" and not isinstance(value, str):
+            raise DataError(f"expected the repository as owner/name, got {describe(value)}", source=str(path), row=row, field=key)
+        if value is not None and not isinstance(value, kind):
+            raise DataError(f"expected text or null, got {describe(value)}", source=str(path), row=row, field=key)
+    return record
+
+
+def _check_detail(record: dict[str, Any], path: Path, row: int) -> dict[str, Any]:
+    """``record`` if its ``comments`` and ``timeline`` are lists of objects (or absent)."""
+    for key in ("comments", "timeline"):
+        value = record.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            raise DataError(f"expected a list of objects, got {describe(value)}", source=str(path), row=row, field=key)
+        for index, item in enumerate(value):
+            require_object(item, source=str(path), row=row, field=f"{key}[{index}]", expected="an object")
+            body = item.get("body")
+            if body is not None and not isinstance(body, str):
+                raise DataError(f"expected text or null, got {describe(body)}", source=str(path), row=row, field=f"{key}[{index}].body")
+    return record
 
 
 def read_manifest(out: str | os.PathLike[str]) -> dict[str, Any]:
@@ -404,13 +475,31 @@ def read_manifest(out: str | os.PathLike[str]) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+_MANIFEST = "the manifest of a collection written by 'anglekit github-issues collect' (an object with 'repos', a list of owner/name)"
+
+
+def _read_collection_manifest(path: Path) -> dict[str, Any]:
+    """``collection.json`` checked: an object whose ``repos`` is a list of ``owner/name`` strings."""
+    data = require_object(read_json(path, expected=_MANIFEST), source=str(path), expected=_MANIFEST)
+    repos = data.get("repos", [])
+    if not isinstance(repos, list) or not all(isinstance(r, str) for r in repos):
+        raise DataError(f"expected a list of owner/name strings, got {describe(repos)}", source=str(path), field="repos")
+    try:
+        parse_repos(repos) if repos else None
+    except ValueError as error:
+        raise DataError(str(error), source=str(path), field="repos") from None
+    return data
+
+
 def read_collection(out: str | os.PathLike[str]) -> list[RepoData]:
     """Every repository of a collection folder (from ``collection.json``; missing ones skipped)."""
     root = Path(out)
     manifest = root / "collection.json"
+    if not root.is_dir():
+        raise DataError("not a folder; expected a collection folder written by 'github-issues collect'", source=str(root))
     if not manifest.exists():
         raise DataError("not a collection folder (no collection.json); run 'github-issues collect' first", source=str(root))
-    repos = json.loads(manifest.read_text(encoding="utf-8")).get("repos", [])
+    repos = _read_collection_manifest(manifest).get("repos", [])
     data = []
     for repo in repos:
         if (root / repo_dirname(repo) / "state.json").exists():
