@@ -60,8 +60,11 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_options(items: list[str], suites: list[str]) -> dict[str, dict[str, Any]]:
-    """``SUITE.KEY=VALUE`` strings -> {suite: {key: value}}; values are read as YAML."""
+    """``SUITE.KEY=VALUE`` strings -> {suite: {key: value}}; values are read as YAML and checked
+    against the suite's option types before any model is loaded."""
     import yaml
+
+    from anglekit.evaluation.suites import check_suite_options
 
     options: dict[str, dict[str, Any]] = {}
     for item in items:
@@ -75,10 +78,8 @@ def parse_options(items: list[str], suites: list[str]) -> dict[str, dict[str, An
             value = yaml.safe_load(raw) if raw else ""
         except yaml.YAMLError as exc:
             raise ConfigError(f"--option {item!r}: cannot read the value ({exc})") from exc
-        if isinstance(value, list):
-            value = tuple(value)
         options.setdefault(suite, {})[key] = value
-    return options
+    return {suite: check_suite_options(suite, values) for suite, values in options.items()}
 
 
 def load_model(args: argparse.Namespace) -> Any:

@@ -54,6 +54,46 @@ def suite_options(name: str) -> dict[str, Any]:
             if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in skip}
 
 
+def check_suite_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` of suite ``name`` checked against its keywords' types (a :class:`ConfigError`
+    naming the option and the type it expected), lists as tuples and integers as floats where a
+    float is expected; a lone value where a list is expected becomes a list of one."""
+    import typing
+
+    allowed = suite_options(name)
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ConfigError(f"unknown option(s) {unknown} for suite {name!r}; it takes {sorted(allowed)}")
+    hints = typing.get_type_hints(_get(name)[0])
+    return {key: _typed(f"{name}.{key}", value, hints.get(key, Any)) for key, value in options.items()}
+
+
+_TYPE_NAMES = {str: "a string", bool: "true or false", int: "an integer", float: "a number"}
+
+
+def _typed(where: str, value: Any, hint: Any) -> Any:
+    """``value`` converted to ``hint`` (str, bool, int, float, X | None, Sequence[X]), else a ConfigError."""
+    import typing
+    from collections.abc import Sequence as AbcSequence
+
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return value
+    if args and type(None) in args and origin is not AbcSequence:  # X | None
+        if value is None:
+            return None
+        return _typed(where, value, next(a for a in args if a is not type(None)))
+    if origin is AbcSequence:
+        items = value if isinstance(value, (list, tuple)) else [value]
+        return tuple(_typed(f"{where}[{i}]", item, args[0] if args else Any) for i, item in enumerate(items))
+    ok = (isinstance(value, hint) and not (hint in (int, float) and isinstance(value, bool))) or (
+        hint is float and isinstance(value, int) and not isinstance(value, bool))
+    if not ok:
+        shown = f"{type(value).__name__} {value!r}" if value is not None else "nothing (null)"
+        raise ConfigError(f"option {where}: expected {_TYPE_NAMES.get(hint, getattr(hint, '__name__', str(hint)))}, got {shown}")
+    return float(value) if hint is float else value
+
+
 def _get(name: str) -> tuple[Callable[..., dict[str, Any]], Callable[..., str]]:
     if name not in _RUNNERS:
         raise ConfigError(f"unknown suite {name!r}; choose one of {', '.join(SUITES)}")
@@ -110,9 +150,7 @@ def run_suite(name: str, encode: Any, *, data_root: str | os.PathLike[str] | Non
     """
     runner, render = _get(name)
     allowed = suite_options(name)
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise ConfigError(f"unknown option(s) {unknown} for suite {name!r}; it takes {sorted(allowed)}")
+    options = check_suite_options(name, options)
     root = _data_root(data_root)
     if isinstance(encode, CachedEncoder):
         if cache not in (False, None):
