@@ -82,6 +82,12 @@ def parse_options(items: list[str], suites: list[str]) -> dict[str, dict[str, An
     return {suite: check_suite_options(suite, values) for suite, values in options.items()}
 
 
+def _data_name(spec: str, dataset: Any) -> str:
+    """How an error names a ``--data`` dataset: the spec and the file it resolved to."""
+    source = str(getattr(dataset, "source", "") or "")
+    return f"--data {spec}" + (f" ({source})" if source and source != spec else "")
+
+
 def load_model(args: argparse.Namespace) -> Any:
     """The model to evaluate: an Embedder, or (``--backend sentence-transformers``, or ``auto`` for a
     model whose modules anglekit does not apply) a sentence-transformers encoder."""
@@ -112,7 +118,7 @@ def _sentence_transformer(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from anglekit.data.catalog import resolve_dataset
-    from anglekit.evaluation.similarity import evaluate_pairs
+    from anglekit.evaluation.similarity import check_scorable, evaluate_pairs
     from anglekit.evaluation.suites import SUITES, run_suites
     from anglekit.io.atomic import atomic_write_json
 
@@ -124,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"unknown suite(s) {unknown}; choose from {', '.join(SUITES)} or all")
     options = parse_options(args.option, suites)
     datasets = [(spec, resolve_dataset(spec, default_split="test")) for spec in args.data]
+    for spec, dataset in datasets:  # an undefined score is found before the model loads, and names its data
+        check_scorable(dataset.labels, _data_name(spec, dataset))
     model = load_model(args)
 
     if datasets:
@@ -133,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         results: dict[str, Any] = {"model": args.model, "datasets": {}}
         print(f"{'dataset':<40} {'pairs':>7} {'spearman':>9} {'pearson':>9}")
         for spec, dataset in datasets:
-            scores = evaluate_pairs(encode, dataset.text1, dataset.text2, dataset.labels)
+            scores = evaluate_pairs(encode, dataset.text1, dataset.text2, dataset.labels, source=_data_name(spec, dataset))
             results["datasets"][spec] = scores.as_dict()
             print(f"{spec:<40} {scores.n_pairs:>7} {scores.spearman:>9.2f} {scores.pearson:>9.2f}")
         if args.output:

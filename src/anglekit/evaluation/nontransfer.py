@@ -26,7 +26,7 @@ import numpy as np
 from anglekit.data.senteval import ScoredPairs, read_lines
 from anglekit.errors import ConfigError, DataError
 from anglekit.evaluation.encoders import encode_unique, rows
-from anglekit.evaluation.similarity import correlation_scores, paired_cosine
+from anglekit.evaluation.similarity import check_scorable, correlation_scores, paired_cosine
 from anglekit.evaluation.tables import markdown_table, mean
 
 NONTRANSFER_DATASETS = ("MRPC", "STS-B", "QNLI")
@@ -83,13 +83,15 @@ def evaluate_nontransfer(encode: Callable[..., np.ndarray], data_root: str | os.
             loaded[spec] = resolve_dataset(spec, default_split="test", data_root=root)
     if not loaded:
         raise ConfigError("the non-transfer suite needs at least one dataset")
+    for name, ds in loaded.items():  # an undefined score is found before the encoding, and names its data
+        check_scorable(ds.labels, f"non-transfer {name} ({ds.source})")
     groups = [t for ds in loaded.values() for t in (ds.text1, ds.text2)]
     vectors, index = encode_unique(encode, *groups, desc="non-transfer: encode")
     scores: dict[str, float] = {}
     details: dict[str, Any] = {}
     for name, ds in loaded.items():
         cos = paired_cosine(rows(vectors, index, ds.text1), rows(vectors, index, ds.text2))
-        result = correlation_scores(cos, ds.labels)
+        result = correlation_scores(cos, ds.labels, source=f"non-transfer {name} ({ds.source})")
         scores[name] = result.spearman
         details[name] = {**result.as_dict(), "source": str(ds.source), "dataset": getattr(ds, "name", name),
                          "split": getattr(ds, "split", None) or str(getattr(ds, "name", "")).rpartition(":")[2]}

@@ -83,11 +83,12 @@ def year_scores(year: se.StsYear, cosines: Sequence[np.ndarray]) -> dict[str, An
     """SentEval's per-year numbers from each subset's cosines: per subset, all, mean, wmean."""
     subsets: dict[str, Any] = {}
     for sub, cos in zip(year.subsets, cosines):
-        scores = correlation_scores(cos, sub.gold)
+        scores = correlation_scores(cos, sub.gold, source=sub.gold_path)
         subsets[sub.name] = {**scores.as_dict(), "n_skipped_blank_gold": sub.n_skipped, "n_lines": sub.n_lines,
                              "input": sub.input_path, "gold": sub.gold_path, "encoding": sub.encoding}
     weights = np.array([s["n_pairs"] for s in subsets.values()], dtype=np.float64)
-    all_scores = correlation_scores(np.concatenate(list(cosines)), np.concatenate([s.gold for s in year.subsets]))
+    all_scores = correlation_scores(np.concatenate(list(cosines)), np.concatenate([s.gold for s in year.subsets]),
+                                    source=str(year.directory))
     out: dict[str, Any] = {"all": all_scores.as_dict(), "subsets": subsets}
     for stat in ("spearman", "pearson"):
         values = np.array([s[stat] for s in subsets.values()])
@@ -111,7 +112,7 @@ def evaluate_sts(encode: Callable[..., np.ndarray], data_root: str | os.PathLike
             scores[task] = details[task]["all"]["spearman"]
         else:
             cos = paired_cosine(rows(vectors, index, item.text1), rows(vectors, index, item.text2))
-            result = correlation_scores(cos, item.labels)
+            result = correlation_scores(cos, item.labels, source=str(item.source))
             details[task] = {**result.as_dict(), "split": item.split, "source": item.source, "encoding": item.encoding}
             scores[task] = result.spearman
     columns = [t for t in STS_COLUMNS if t in scores]

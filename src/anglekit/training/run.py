@@ -141,6 +141,12 @@ def last_complete_checkpoint(output_dir: Path) -> Path | None:
     return None
 
 
+def _data_name(flag: str, spec: Any, pairs: Any) -> str:
+    """How an error names a pair dataset: the flag, the spec and the file it resolved to."""
+    source = str(getattr(pairs, "source", "") or "")
+    return f"{flag} {spec}" + (f" ({source})" if source and source != str(spec) else "")
+
+
 def _trim_metrics(path: Path, last_step: int) -> None:
     """Drop metric records logged after ``last_step`` (a killed run's steps that will be redone)."""
     if not path.is_file():
@@ -345,7 +351,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     from transformers.trainer_callback import PrinterCallback
 
     from anglekit.data.catalog import resolve_dataset
-    from anglekit.evaluation.similarity import evaluate_pairs
+    from anglekit.evaluation.similarity import check_scorable, evaluate_pairs
     from anglekit.training.card import record_scores, training_card
     from anglekit.training.callbacks import ComponentProgressCallback, JsonlMetricsCallback, ProbeCallback
     from anglekit.training.probes import ProbeAccumulator, dataset_probes
@@ -369,6 +375,9 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     dev_set = resolve_dataset(data.dev_data, default_split="dev") if data.dev_data else None
     test_set = resolve_dataset(data.test_data, default_split="test") if data.test_data else None
     probe_set = resolve_dataset(data.probe_data, default_split="dev") if data.probe_data else None
+    for flag, spec, pairs in (("--dev-data", data.dev_data, dev_set), ("--test-data", data.test_data, test_set)):
+        if pairs is not None:  # an undefined Spearman is found now, not at the first evaluation
+            check_scorable(pairs.labels, _data_name(flag, spec, pairs))
 
     device = "cpu" if run.device == "cpu" else None
     embedder = load_embedder(config, device)
@@ -385,7 +394,8 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
 
     before: dict[str, float] = {}
     if test_set is not None:
-        before = evaluate_pairs(lambda t: embedder.encode(t, run.eval_batch_size), test_set.text1, test_set.text2, test_set.labels).as_dict()
+        before = evaluate_pairs(lambda t: embedder.encode(t, run.eval_batch_size), test_set.text1, test_set.text2, test_set.labels,
+                                source=_data_name("--test-data", data.test_data, test_set)).as_dict()
 
     tokenize_started = time.perf_counter()
     tokenized, collator = task.tokenize(train_set, embedder)
@@ -479,7 +489,8 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     model_dir = embedder.save_pretrained(out / "model", card=card) if writer else out / "model"
     after: dict[str, float] = {}
     if test_set is not None:
-        after = evaluate_pairs(lambda t: embedder.encode(t, run.eval_batch_size), test_set.text1, test_set.text2, test_set.labels).as_dict()
+        after = evaluate_pairs(lambda t: embedder.encode(t, run.eval_batch_size), test_set.text1, test_set.text2, test_set.labels,
+                               source=_data_name("--test-data", data.test_data, test_set)).as_dict()
     result = TrainResult(
         output_dir=out,
         model_dir=model_dir,

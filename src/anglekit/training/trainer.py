@@ -162,7 +162,7 @@ class AnglETrainer(Trainer):
             raise ValueError("evaluate() needs an eval_dataset of pairs")
         model = self.accelerator.unwrap_model(self.model)
         encode = partial(model.encode, batch_size=self.eval_batch_size)
-        scores = evaluate_pairs(encode, dataset.text1, dataset.text2, dataset.labels)
+        scores = evaluate_pairs(encode, dataset.text1, dataset.text2, dataset.labels, source=getattr(dataset, "source", None) or None)
         metrics = {f"{metric_key_prefix}_spearman": scores.spearman, f"{metric_key_prefix}_pearson": scores.pearson}
         self.log(dict(metrics))
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
