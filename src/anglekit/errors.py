@@ -50,6 +50,18 @@ class OutputError(AnglekitError):
     needed, ...). Raised before the work whose result it would hold starts, where possible."""
 
 
+class DiskFullError(OutputError):
+    """A write ran out of space (ENOSPC, a quota, or a short write). The message names the file,
+    the bytes asked for and written, and which finished parts are intact; ``path``, ``requested``
+    and ``written`` (bytes, ``None`` when unknown) say the same to code."""
+
+    def __init__(self, message: str, *, path: str, requested: int | None = None, written: int | None = None) -> None:
+        self.path = path
+        self.requested = requested
+        self.written = written
+        super().__init__(message)
+
+
 class UndefinedScoreError(AnglekitError, ValueError):
     """A score is undefined for the data given (e.g. a correlation over fewer than 2 pairs, or over
     gold labels that are all equal). The message says which and why."""

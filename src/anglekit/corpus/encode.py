@@ -30,12 +30,13 @@ from anglekit.corpus.shards import (
     SHARD_FORMATS,
     check_shard,
     file_digest,
+    finished_shards,
     read_manifest,
     record_path,
     shard_files,
     shard_name,
 )
-from anglekit.errors import ConfigError, OutputError
+from anglekit.errors import ConfigError, DiskFullError, OutputError
 
 __all__ = ["EncodeReport", "encode_corpus"]
 
@@ -119,7 +120,31 @@ def _prepare_folder(folder: Path, manifest: dict[str, Any]) -> None:
 
 
 def _write_shard(folder: Path, index: int, first_row: int, ids: list[str], vectors: Any, fmt: str) -> None:
-    """Write shard ``index``: its files atomically, then its record (the commit)."""
+    """Write shard ``index``: its files atomically, then its record (the commit). A full disk is a
+    :class:`DiskFullError` that says which shards are finished and intact."""
+    try:
+        _write_shard_files(folder, index, first_row, ids, vectors, fmt)
+    except DiskFullError as exc:
+        done = finished_shards(folder)
+        kept = f"the {len(done)} finished shards ({_ranges(done)}) are intact" if done else "no shard is finished yet"
+        raise DiskFullError(
+            f"{exc} Shard {index} (rows {first_row}-{first_row + len(ids) - 1}) is not finished; {kept} in {folder}: "
+            "free some space and rerun the same command to resume.", path=exc.path, requested=exc.requested, written=exc.written,
+        ) from exc
+
+
+def _ranges(indices: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
+    spans: list[list[int]] = []
+    for i in indices:
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def _write_shard_files(folder: Path, index: int, first_row: int, ids: list[str], vectors: Any, fmt: str) -> None:
     import json
 
     import numpy as np

@@ -28,6 +28,7 @@ from anglekit.errors import ConfigError, DataError
 
 __all__ = [
     "MANIFEST",
+    "finished_shards",
     "SHARD_FORMATS",
     "ShardSet",
     "check_shard",
@@ -57,6 +58,16 @@ def shard_files(index: int, fmt: str) -> list[str]:
 
 def record_path(folder: Path, index: int) -> Path:
     return folder / f"{shard_name(index)}.json"
+
+
+def finished_shards(folder: Path) -> list[int]:
+    """Indices of the shards in ``folder`` whose record exists: finished (unless a file was changed since)."""
+    indices = []
+    for path in Path(folder).glob("shard-*.json"):
+        number = path.name[len("shard-") : -len(".json")]
+        if number.isdigit():
+            indices.append(int(number))
+    return sorted(indices)
 
 
 def file_digest(path: Path) -> dict[str, Any]:

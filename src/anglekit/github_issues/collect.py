@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anglekit.io.atomic import atomic_write_json
+from anglekit.io.atomic import atomic_write_json, out_of_space
 from anglekit.errors import DataError
 from anglekit.io.read import describe, read_json, require_object
 from anglekit.github_issues.client import GitHubClient, GitHubError, NotFound
@@ -84,15 +84,25 @@ def _slim_comment(comment: dict[str, Any]) -> dict[str, Any]:
 
 def _append(path: Path, lines: Iterable[dict[str, Any]], committed: int) -> int:
     """Cut ``path`` back to ``committed`` bytes, append ``lines`` as JSONL, fsync; the new length."""
-    path.touch(exist_ok=True)
-    with open(path, "r+b") as handle:
-        handle.truncate(committed)
-        handle.seek(committed)
-        for line in lines:
-            handle.write(json.dumps(line, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-        return handle.tell()
+    _check_length(path, committed)
+    try:
+        path.touch(exist_ok=True)
+        with open(path, "r+b") as handle:
+            handle.truncate(committed)
+            handle.seek(committed)
+            for line in lines:
+                handle.write(json.dumps(line, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+            return handle.tell()
+    except OSError as exc:
+        size = path.stat().st_size if path.is_file() else 0
+        full = out_of_space(path, exc, written=max(size - committed, 0), intact=(
+            f"The {committed} bytes committed before (state.json) are intact and the rest is cut off on the next run: "
+            "free some space and rerun the same command to resume."))
+        if full is None:
+            raise
+        raise full from exc
 
 
 def _check_length(path: Path, committed: int) -> None:

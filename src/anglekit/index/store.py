@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from anglekit.errors import ConfigError, DataError, ModelMismatchError
+from anglekit.errors import ConfigError, DataError, DiskFullError, ModelMismatchError
 from anglekit.index.graph import GraphSettings, load_graph, make_graph, resolve_backend
 from anglekit.index.quantize import QUANTIZATIONS, binary_codes, block_scorer, int8_codes, int8_scale, rescore, top_k
 
@@ -395,7 +395,18 @@ class VectorIndex:
 
     # ----------------------------------------------------------------- save and load
     def save(self, directory: str | os.PathLike[str]) -> Path:
-        """Write the index to ``directory`` (see the module doc): the old generation stays valid until the new one is complete."""
+        """Write the index to ``directory`` (see the module doc): the old generation stays valid until the new one is complete
+        (a full disk is a :class:`DiskFullError` that says so)."""
+        try:
+            return self._save(directory)
+        except DiskFullError as exc:
+            folder = Path(directory)
+            before = f"its {INDEX_FILE} was not replaced, so the index saved before is intact" if (folder / INDEX_FILE).is_file() \
+                else f"no {INDEX_FILE} was written, so {folder} holds no usable index"
+            raise DiskFullError(f"{exc} The index was not saved: {before}; free some space and save again.",
+                                path=exc.path, requested=exc.requested, written=exc.written) from exc
+
+    def _save(self, directory: str | os.PathLike[str]) -> Path:
         from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
         from anglekit.version import __version__
 

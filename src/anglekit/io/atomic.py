@@ -7,8 +7,11 @@ results, configs and vectors stay readable by the other users and services they 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -16,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from anglekit.errors import OutputError
+from anglekit.errors import DiskFullError, OutputError
 
 _UMASK_LOCK = threading.Lock()
 
@@ -31,6 +34,42 @@ def _umask() -> int:
 
 def _why(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
+
+
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_SHORT_WRITE = re.compile(r"(\d+) requested and (\d+) written")  # numpy's tofile/save on a full disk
+
+
+def out_of_space(path: str | os.PathLike[str], exc: OSError, *, written: int | None = None, intact: str = "") -> DiskFullError | None:
+    """A :class:`DiskFullError` for ``exc`` when it is a full disk, a quota or a short write while
+    writing ``path`` (``written``: bytes of it on disk when the write failed); else None.
+
+    The message names the file, ENOSPC, the bytes asked for and written, the space left, and
+    ``intact``: what the caller knows is still whole (e.g. "the shards before it are intact")."""
+    short = _SHORT_WRITE.search(str(exc)) if exc.errno is None else None
+    if exc.errno not in _NO_SPACE and short is None:
+        return None
+    requested = int(short.group(1)) if short else None
+    if short and written is None:
+        written = int(short.group(2))
+    cause = errno.errorcode.get(exc.errno or errno.ENOSPC, "ENOSPC")
+    what = os.strerror(exc.errno) if exc.errno else "a short write: the disk is full or over quota"
+    if short:
+        amount = f"{short.group(1)} bytes requested and {short.group(2)} written in the last call"
+        amount += f", {written} bytes of the file in all" if written is not None and written != int(short.group(2)) else ""
+    else:
+        amount = f"{written} bytes written before it failed" if written is not None else "failed"
+    free = _free_bytes(Path(path).parent)
+    space = f"; {free} bytes free there" if free is not None else ""
+    message = f"{path}: out of disk space ({cause}: {what}): {amount}{space}"
+    return DiskFullError(f"{message}. {intact}" if intact else message, path=os.fspath(path), requested=requested, written=written)
+
+
+def _free_bytes(folder: Path) -> int | None:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
 
 
 def check_writable(path: str | os.PathLike[str], *, folder: bool = False) -> Path:
@@ -75,6 +114,14 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp_path
         os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, target)
+    except OSError as exc:
+        written = tmp_path.stat().st_size if tmp_path.exists() else None
+        before = "its previous version is intact" if target.exists() else "it was not created"
+        full = out_of_space(target, exc, written=written, intact=f"Nothing was changed at {target} ({before}); "
+                            "the partial temporary file was removed")
+        if full is None:
+            raise
+        raise full from exc
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
