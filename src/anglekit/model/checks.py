@@ -8,6 +8,7 @@ all), after data was read or minutes were spent. These checks read only headers 
 from __future__ import annotations
 
 import json
+import logging
 import struct
 import zipfile
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from anglekit.errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 TOKENIZER_FILES = (
     "tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "tokenizer.model", "sentencepiece.bpe.model", "merges.txt",
@@ -58,10 +61,23 @@ def check_safetensors(path: Path) -> None:
         )
 
 
+def has_safetensors_weights(folder: Path) -> bool:
+    """Whether a model folder holds safetensors weights (which transformers loads in preference)."""
+    return (folder / "model.safetensors").is_file() or (folder / "model.safetensors.index.json").is_file()
+
+
 def check_local_weights(folder: Path) -> None:
-    """Every weight file of a local model folder is complete (safetensors to the last byte,
-    pytorch ``.bin`` archives readable to their index at the end; shards all present)."""
-    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+    """Every weight file that loading will read from a local model folder is complete
+    (safetensors to the last byte, pytorch ``.bin`` archives readable to their index at the end;
+    shards all present). Beside safetensors weights, ``.bin`` weights are ignored (transformers
+    loads the safetensors ones) with a warning."""
+    index_names = ["model.safetensors.index.json", "pytorch_model.bin.index.json"]
+    if has_safetensors_weights(folder):
+        index_names.remove("pytorch_model.bin.index.json")
+        ignored = sorted(p.name for p in folder.glob("*.bin") if p.name.startswith(("pytorch_model", "model")))
+        if ignored:
+            logger.warning("%s: loading model.safetensors; ignoring %s beside it (remove it if it is stale)", folder, ", ".join(ignored))
+    for index_name in index_names:
         index_file = folder / index_name
         if index_file.is_file():
             try:
@@ -73,7 +89,7 @@ def check_local_weights(folder: Path) -> None:
                 raise ConfigError(f"{folder}: weight shard(s) {missing} named in {index_name} are missing")
     for path in sorted(folder.glob("*.safetensors")):
         check_safetensors(path)
-    for path in sorted(folder.glob("*.bin")):
+    for path in [] if has_safetensors_weights(folder) else sorted(folder.glob("*.bin")):
         if path.name.startswith(("pytorch_model", "model")) and not zipfile.is_zipfile(path):
             raise ConfigError(f"{path}: not a complete PyTorch archive; the download or copy may be incomplete")
 
@@ -105,4 +121,5 @@ __all__ = [
     "check_max_length",
     "check_safetensors",
     "facts_of",
+    "has_safetensors_weights",
 ]

@@ -27,6 +27,7 @@ from anglekit.model.checks import ModelFacts, check_local_tokenizer, check_local
 from anglekit.model.config import CONFIG_NAME, EmbedderConfig, EmbedderSettings
 from anglekit.model.devices import check_device, resolve_dtype
 from anglekit.model.hub import local_or_hub_file
+from anglekit.model.location import check_model_location
 from anglekit.model.offline import resolve_model_name
 from anglekit.model.sentence_transformers import read_sentence_transformers_settings
 
@@ -183,6 +184,7 @@ def load_model(
     name = resolve_model_name(given)
     if not name:
         raise ConfigError("model name or path is empty")
+    name = check_model_location(name, options.revision)
     check_device(options.device)
     if options.load_in_kbit is not None:
         from anglekit.llm.quantization import check_kbit
@@ -215,7 +217,7 @@ def _load_adapters(
     if base is None:
         raise ConfigError(f"{name}: the adapters record no base model; pass base_model=")
     base_gguf = gguf_file if gguf_file is not None else (saved.base_gguf_file if saved is not None and base_model is None else None)
-    base_name = resolve_model_name(base)
+    base_name = check_model_location(resolve_model_name(base))
     gguf = locate_gguf(base_name, base_gguf)
     base_options = replace(options, revision=None)  # the revision names the adapters' version
     settings, model_config = model_settings(base_name, gguf, base_options)
@@ -244,6 +246,7 @@ def inspect_model(
     name = resolve_model_name(given)
     if not name:
         raise ConfigError("model name or path is empty")
+    name = check_model_location(name, revision)
     if name.endswith(GGUF_SUFFIX) or gguf_file is not None or is_adapter_source(name, revision):
         return ModelFacts(None, None)
     local = Path(name)
