@@ -77,7 +77,8 @@ def parse_options(items: list[str], suites: list[str]) -> dict[str, dict[str, An
         try:
             value = yaml.safe_load(raw) if raw else ""
         except yaml.YAMLError as exc:
-            raise ConfigError(f"--option {item!r}: cannot read the value ({exc})") from exc
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ConfigError(f"--option {item!r}: cannot read the value as YAML ({problem})") from exc
         options.setdefault(suite, {})[key] = value
     return {suite: check_suite_options(suite, values) for suite, values in options.items()}
 

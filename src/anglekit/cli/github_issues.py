@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from anglekit.cli.common import add_output_dir, add_quiet, number, positive_int
-from anglekit.errors import ConfigError
+from anglekit.errors import ConfigError, DataError
 
 __all__ = ["add_parser", "run"]
 
@@ -111,12 +111,28 @@ def _read_repos(args: argparse.Namespace) -> list[str]:
     if args.repos:
         names += parse_repos(args.repos)
     if args.repos_file is not None:
-        try:
-            lines = args.repos_file.read_text(encoding="utf-8").splitlines()
-        except OSError as error:
-            raise ConfigError(f"cannot read --repos-file: {error}") from None
-        names += parse_repos([line.split("#", 1)[0] for line in lines if line.split("#", 1)[0].strip()])
+        names += _read_repos_file(args.repos_file)
     return parse_repos(names) if names else list(DEFAULT_REPOSITORIES)
+
+
+def _read_repos_file(path: Path) -> list[str]:
+    """The ``owner/name`` items of a ``--repos-file`` (one a line, ``#`` comments); a bad line is a
+    DataError naming the file and the line."""
+    from anglekit.github_issues.repos import parse_repos
+    from anglekit.io.read import read_user_text
+
+    expected = "one owner/name a line (# comments allowed)"
+    names: list[str] = []
+    for row, line in enumerate(read_user_text(path, expected=expected).splitlines(), start=1):
+        item = line.split("#", 1)[0].strip()
+        if item:
+            try:
+                names += parse_repos([item])
+            except ConfigError as error:
+                raise DataError(f"{error}; expected {expected}", source=str(path), row=row) from None
+    if not names:
+        raise DataError(f"no repositories in it (only comments or blank lines); expected {expected}", source=str(path))
+    return names
 
 
 def _collect(args: argparse.Namespace) -> int:

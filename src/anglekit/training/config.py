@@ -473,8 +473,10 @@ class TrainConfig:
             raise ConfigError(f"{path}: cannot read config ({exc})") from exc
         try:
             data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+        except yaml.YAMLError as exc:  # one line: the problem and where (PyYAML's own text spans several)
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            raise ConfigError(f"{path}: not valid YAML: {getattr(exc, 'problem', None) or str(exc).splitlines()[0]}{where}") from exc
         if data is None:
             raise ConfigError(f"{path}: config file is empty")
         if not isinstance(data, dict):
