@@ -17,7 +17,9 @@ from pathlib import Path
 
 from anglekit.errors import ConfigError
 
-__all__ = ["DATA_ENV_VAR", "default_data_root", "explicit_or_default_root", "missing_locally", "user_data_dir"]
+__all__ = [
+    "DATA_ENV_VAR", "default_data_root", "explicit_or_default_root", "missing_data_root", "missing_locally", "user_data_dir",
+]
 
 DATA_ENV_VAR = "ANGLEKIT_DATA"
 """Environment variable naming the local data root."""
@@ -66,4 +68,13 @@ def missing_locally(name: str, places: Sequence[str], root: Path | None) -> str:
     return (
         f"{name} is not found locally ({looked}; looked for {wanted}): set ${DATA_ENV_VAR} to the folder "
         f"holding it, or put it in the per-user data folder {user_data_dir()}"
+    )
+
+
+def missing_data_root(command: str, flag: str) -> str:
+    """Why ``command``, which needs a data root, found none, and how to give it one."""
+    return (
+        f"{command} needs a data root (the folder holding stsb/, mrpc/, senteval/ ...) and found none: pass "
+        f"{flag} DIR, set ${DATA_ENV_VAR}, or put the data in the per-user data folder {user_data_dir()} "
+        "(anglekit never looks relative to the current directory)"
     )

@@ -34,7 +34,11 @@ class ReproduceConfig:
     learning_rate: float | None = setting(None, minimum=0, exclusive_minimum=True, help="Learning rate (default: the preset's).")
     max_length: int | None = setting(None, minimum=1, help="Max tokens in training and evaluation (default: the preset's).")
     device: str | None = setting(None, help="cpu, cuda, cuda:N, mps (default: the best available).")
-    data_root: str | None = setting(None, help="Folder of the offline datasets (default: $ANGLEKIT_DATA or ../shared/data).")
+    data_root: str | None = setting(
+        None,
+        help="Folder of the offline datasets (default: $ANGLEKIT_DATA, else the per-user data folder "
+        "~/.local/share/anglekit/data; never the current directory).",
+    )
     nli_data: str = setting(
         "snli:dev",
         help="transfer-sts: NLI triplets to train on (the paper: MNLI + SNLI train, e.g. all-nli:train; offline: SNLI dev).",

@@ -39,21 +39,20 @@ class ReproduceResult:
 
 
 def data_root(given: str | None) -> Path:
-    """The offline data folder: ``given``, ``$ANGLEKIT_DATA``, the user data folder, or ../shared/data."""
-    from anglekit.data.root import default_data_root
+    """The offline data folder by anglekit's one rule (:mod:`anglekit.data.root`): ``given``
+    (``--data-root``), else ``$ANGLEKIT_DATA``, else the per-user data folder; never relative to
+    the current directory."""
+    from anglekit.data.root import explicit_or_default_root, missing_data_root
 
-    if given:
-        root = Path(given).expanduser()
-        if not root.is_dir():
-            raise ConfigError(f"--data-root {given!r} is not a directory")
-        return root.resolve()
-    found = default_data_root()
-    if found is not None:
-        return found.resolve()
-    for candidate in (Path("../shared/data"), Path("shared/data")):
-        if candidate.is_dir():
-            return candidate.resolve()
-    raise ConfigError("no data root: pass --data-root or set ANGLEKIT_DATA to the folder holding stsb/, mrpc/, senteval/")
+    if given is not None and not str(given).strip():
+        raise ConfigError("--data-root is empty: give the folder holding stsb/, mrpc/, senteval/")
+    try:
+        found = explicit_or_default_root(given)
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace("data_root ", "--data-root ", 1)) from None
+    if found is None:
+        raise ConfigError(missing_data_root("anglekit reproduce", "--data-root"))
+    return found.resolve()
 
 
 @contextlib.contextmanager
@@ -176,10 +175,10 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
     protocol = make_protocol(config.preset, start=config.start, model=config.model, max_length=config.max_length,
                              batch_size=config.batch_size, learning_rate=config.learning_rate, epochs=config.epochs,
                              max_steps=config.max_steps, device=config.device)
+    root = data_root(config.data_root)  # before anything is written
     out = Path(config.output_dir)
     cells_dir = out / "cells"
     cells_dir.mkdir(parents=True, exist_ok=True)
-    root = data_root(config.data_root)
     data, options = prepare_data(names, config, protocol, root, out / "data")
     specs = build_tables(data, options)
     ran = reused = missing = 0
