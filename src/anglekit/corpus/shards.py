@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from anglekit.errors import ConfigError, DataError
+from anglekit.io.read import describe
 
 __all__ = [
     "MANIFEST",
@@ -92,7 +93,14 @@ def read_manifest(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
         raise DataError(f"unreadable shard manifest ({exc})", source=str(path)) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise DataError("not a manifest of anglekit shards", source=str(path))
-    if int(data.get("version", 0)) > FORMAT_VERSION:
+    for key, required in (("version", True), ("shard_size", True), ("shards", False), ("rows", False), ("dim", False)):
+        value = data.get(key)
+        if (value is not None or required) and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise DataError(f"expected an integer >= 0{'' if required else ' or null'}, got {describe(value)}", source=str(path), field=key)
+    if data.get("shard_format") not in SHARD_FORMATS:
+        raise DataError(f"expected one of {', '.join(SHARD_FORMATS)}, got {describe(data.get('shard_format'))}", source=str(path),
+                        field="shard_format")
+    if data["version"] > FORMAT_VERSION:
         raise ConfigError(f"{path}: written by a newer anglekit (shard format {data['version']}); upgrade anglekit")
     return data
 
@@ -106,8 +114,10 @@ def check_shard(folder: Path, index: int, fmt: str, *, hashes: bool = True) -> t
         record = json.loads(path.read_text(encoding="utf-8"))
         files = record["files"]
         int(record["rows"]), int(record["first_row"])
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        return None, f"unreadable record {path.name} ({exc})"
+        if not all(isinstance(e, dict) and isinstance(e.get("bytes"), int) and isinstance(e.get("sha256"), str) for e in files.values()):
+            raise TypeError("each file needs its bytes and sha256")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        return None, f"unreadable record {path.name} ({type(exc).__name__}: {exc})"
     if sorted(files) != sorted(shard_files(index, fmt)):
         return None, f"record {path.name} lists {sorted(files)}, expected {shard_files(index, fmt)}"
     for name, expected in files.items():

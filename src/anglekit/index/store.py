@@ -505,6 +505,22 @@ class VectorIndex:
         return index
 
 
+def _check_manifest(data: dict[str, Any], source: str) -> None:
+    """The keys :meth:`VectorIndex.load` reads have their types, else a DataError naming the key."""
+    from anglekit.io.read import describe
+
+    for key in ("version", "generation", "count", "next_label"):
+        value = data.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise DataError(f"expected an integer >= 0, got {describe(value)}", source=source, field=key)
+    for key in ("files", "digests", "settings", "model"):
+        if not isinstance(data.get(key), dict):
+            raise DataError(f"expected an object, got {describe(data.get(key))}", source=source, field=key)
+    for name, digest in data["digests"].items():
+        if not (isinstance(digest, dict) and isinstance(digest.get("bytes"), int) and isinstance(digest.get("sha256"), str)):
+            raise DataError(f"expected {{'bytes': N, 'sha256': HEX}}, got {describe(digest)}", source=source, field=f"digests.{name}")
+
+
 def _read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / INDEX_FILE
     if not path.is_file():
@@ -515,6 +531,7 @@ def _read_manifest(folder: Path) -> dict[str, Any]:
         raise DataError(f"unreadable {INDEX_FILE} ({exc})", source=str(folder)) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise DataError(f"{INDEX_FILE} is not an anglekit index manifest", source=str(folder))
+    _check_manifest(data, str(path))
     if int(data.get("version", 0)) > FORMAT_VERSION:
         raise ConfigError(f"{folder}: written by a newer anglekit (index format {data['version']}); upgrade anglekit")
     return data
