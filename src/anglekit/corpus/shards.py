@@ -85,6 +85,8 @@ def file_digest(path: Path) -> dict[str, Any]:
 def read_manifest(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The folder's manifest, or None when it has none."""
     path = Path(folder) / MANIFEST
+    if path.exists() and not path.is_file():
+        raise DataError("is a folder; expected the JSON manifest of 'anglekit encode --output-dir'", source=str(path))
     if not path.is_file():
         return None
     try:

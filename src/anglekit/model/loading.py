@@ -23,7 +23,7 @@ from anglekit.errors import ConfigError
 from anglekit.llm.gguf import SUFFIX as GGUF_SUFFIX
 from anglekit.llm.gguf import GGUFSource, dequantize_config, drop_quantization_marker, locate_gguf, require_gguf
 from anglekit.llm.lora import ADAPTER_CONFIG
-from anglekit.model.checks import ModelFacts, check_local_tokenizer, check_local_weights, check_max_length, facts_of
+from anglekit.model.checks import ModelFacts, check_local_json, check_local_tokenizer, check_local_weights, check_max_length, facts_of
 from anglekit.model.config import CONFIG_NAME, EmbedderConfig, EmbedderSettings
 from anglekit.model.devices import check_device, resolve_dtype
 from anglekit.model.hub import local_or_hub_file
@@ -100,10 +100,14 @@ def model_settings(name: str, gguf: GGUFSource | None, options: LoadOptions) -> 
         raise ConfigError(f"{name}: not a model directory (no such folder or file)")
     if (local.exists() or name.startswith((".", "/"))) and not (local / "config.json").is_file():
         raise ConfigError(f"{name}: not a model directory (no config.json there)")
+    if local.is_dir():
+        check_local_json(local)
     try:
         model_config = AutoConfig.from_pretrained(name, revision=options.revision, trust_remote_code=options.trust_remote_code)
     except OSError as exc:
         raise ConfigError(f"{name}: cannot load model ({exc})") from exc
+    except ValueError as exc:  # e.g. a config.json without a model_type transformers knows
+        raise ConfigError(f"{name}: cannot load model from its config.json ({exc})") from exc
     settings = _defaults(model_config, "last_token" if is_causal_lm(model_config) else "cls")
     # Read even under a saved config: modules anglekit cannot apply are refused either way.
     from_st = read_sentence_transformers_settings(name, revision=options.revision, model_config=model_config)
