@@ -241,3 +241,172 @@ def test_a_bad_file_is_one_line_exit_2_naming_it(name: str, kind: str, context: 
     assert "Traceback" not in err and "unexpected error" not in err, err
     assert lines and lines[-1].startswith(f"anglekit {argv[0]}: error: "), err
     assert _names(lines[-1], path), (str(path), lines[-1])
+
+
+# ------------------------------------------------------------------ the issue's cases, and more of each class
+
+
+def _run_ok_or_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code, _, err = helpers.run_cli(argv, capsys)
+    assert "Traceback" not in err and "unexpected error" not in err, err
+    return code, err.strip()
+
+
+@pytest.mark.parametrize(("content", "needle"), [
+    ({"model": "m", "datasets": {"stsb:test": {"spearman": 80.0}}}, "no 'columns' or 'scores' key"),  # eval --data --output's JSON
+    ({"columns": ["STS12"], "scores": {"STS12": "80.1"}}, "field 'scores.STS12': expected a number or null, got a string"),
+    ({"columns": "STS12", "scores": {}}, "field 'columns': expected a list of column names"),
+    ({"columns": ["STS12"], "scores": [80.1]}, "field 'scores'"),
+    ({"columns": ["STS12"], "scores": {"STS12": 1.0}, "model": "m"}, "field 'model': expected an object"),
+])
+def test_report_on_a_scores_file_of_another_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: Any, needle: str) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "sts.json").write_text(json.dumps(content))
+    code, err = _run_ok_or_error(["report", str(tmp_path / "run")], capsys)
+    assert code == 2 and str(tmp_path / "run" / "sts.json") in err and needle in err, err
+
+
+def test_report_given_the_json_file_instead_of_its_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "scores.json"
+    path.write_text(json.dumps({"model": "m", "datasets": {}}))
+    code, err = _run_ok_or_error(["report", str(path)], capsys)
+    assert code == 2 and str(path) in err and "is a file; expected a folder" in err, err
+
+
+@pytest.mark.parametrize(("lines", "needle"), [
+    ('{"step": 1, "loss": 0.5}\n{"step": 2, "loss": "0.4"}\n', "row 2, field 'loss': expected a number (or null), got a string"),
+    ('{"step": "two", "loss": 0.5}\n', "row 1, field 'step': expected the step as a number"),
+    ('{"step": 1, "probe_alignment": [0.1]}\n', "row 1, field 'probe_alignment'"),
+    ('{"step": 1, "loss": true}\n', "field 'loss': expected a number (or null), got a boolean"),
+    ('{"loss": 0.5}\n', "row 1: no 'step' key"),
+    ('{"step": 1, "loss": 0.5}\n{"step": 2, "lo\n', "row 2: malformed JSON"),
+])
+def test_plot_dynamics_on_non_numeric_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str], lines: str, needle: str) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_text(lines)
+    code, err = _run_ok_or_error(["plot-dynamics", str(tmp_path / "run"), "--output", str(tmp_path / "f.png")], capsys)
+    assert code == 2 and str(tmp_path / "run" / "metrics.jsonl") in err and needle in err, err
+    assert not (tmp_path / "f.png").exists()
+
+
+def _edit_jsonl(path: Path, change: Callable[[dict[str, Any]], Any]) -> None:
+    """Rewrite each record of a collection file and the committed byte count of its state."""
+    state_path = path.parent / "state.json"
+    state = json.loads(state_path.read_text())
+    text = "".join(json.dumps(change(json.loads(line))) + "\n" for line in path.read_text().splitlines())
+    path.write_text(text)
+    state[path.stem + "_bytes"] = len(text.encode())
+    state_path.write_text(json.dumps(state))
+
+
+@pytest.mark.parametrize(("case", "needle"), [
+    ("issues cut short", "state.json records"),
+    ("issues deleted", "holds 0 bytes but state.json records"),
+    ("number not an integer", "row 1, field 'number': expected an issue number"),
+    ("title a list", "row 1, field 'title': expected text or null"),
+    ("comments not a list", "field 'comments': expected a list of objects"),
+    ("byte count a string", "field 'issues_bytes': expected a count"),
+    ("repos not a list", "field 'repos': expected a list of owner/name strings"),
+    ("unknown phase", "field 'phase': expected one of"),
+])
+def test_github_issues_build_on_a_corrupt_or_incomplete_collection(
+    case: str, needle: str, context: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv, _ = _collection(tmp_path, context, "collection.json")
+    repo = tmp_path / "collection" / "acme__bad"
+    state = json.loads((repo / "state.json").read_text())
+    if case == "issues cut short":
+        data = (repo / "issues.jsonl").read_bytes()
+        (repo / "issues.jsonl").write_bytes(data[: len(data) // 2])
+    elif case == "issues deleted":
+        (repo / "issues.jsonl").unlink()
+    elif case == "number not an integer":
+        _edit_jsonl(repo / "issues.jsonl", lambda r: {**r, "number": str(r["number"])})
+    elif case == "title a list":
+        _edit_jsonl(repo / "issues.jsonl", lambda r: {**r, "title": [r["title"]]})
+    elif case == "comments not a list":
+        _edit_jsonl(repo / "details.jsonl", lambda r: {**r, "comments": "Duplicate of #1"})
+    elif case == "byte count a string":
+        (repo / "state.json").write_text(json.dumps({**state, "issues_bytes": str(state["issues_bytes"])}))
+    elif case == "repos not a list":
+        (tmp_path / "collection" / "collection.json").write_text(json.dumps({"repos": "acme/bad"}))
+    else:
+        (repo / "state.json").write_text(json.dumps({**state, "phase": "finished"}))
+    code, err = _run_ok_or_error(argv, capsys)
+    assert code == 2 and needle in err and str(tmp_path / "collection") in err, err
+    assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize(("option", "needle"), [
+    ("transfer.seed=abc", "option transfer.seed: expected an integer, got str 'abc'"),
+    ("transfer.c_grid=[1, x]", "option transfer.c_grid[1]: expected a number, got str 'x'"),
+    ("sts.check_counts=1", "option sts.check_counts: expected true or false, got int 1"),
+    ("sts.tasks=[STS12, 5]", "option sts.tasks[1]: expected a string, got int 5"),
+    ("geometry.plot=[1]", "option geometry.plot: expected true or false, got list"),
+    ("retrieval.split=[test]", "option retrieval.split: expected a string"),
+    ("sts.variant=[a", "cannot read the value as YAML"),
+])
+def test_eval_option_values_of_the_wrong_type_fail_before_the_model_loads(
+    option: str, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = option.split(".")[0]
+    missing_model = str(tmp_path / "no-model-here")  # loading it would fail: the option is checked first
+    code, err = _run_ok_or_error(["eval", missing_model, "--suite", suite, "--option", option, "--output-dir", str(tmp_path / "o")], capsys)
+    assert code == 2 and needle in err and "no-model-here" not in err, err
+    assert len(err.splitlines()) == 1
+
+
+def test_eval_options_of_the_right_type_are_converted() -> None:
+    from anglekit.cli.eval import parse_options
+
+    options = parse_options(["transfer.seed=3", "geometry.positive_threshold=4", "sts.tasks=STS12", "transfer.blas_threads=null",
+                             "retrieval.ks=[1, 5]"], ["transfer", "geometry", "sts", "retrieval"])
+    assert options == {"transfer": {"seed": 3, "blas_threads": None}, "geometry": {"positive_threshold": 4.0},
+                       "sts": {"tasks": ("STS12",)}, "retrieval": {"ks": (1, 5)}}
+    assert isinstance(options["geometry"]["positive_threshold"], float)
+
+
+# ------------------------------------------------------------------ b. an undefined score names its data
+
+
+def _pairs(path: Path, labels: list[float]) -> Path:
+    path.write_text("".join(json.dumps({"text1": f"first {i}", "text2": f"second {i}", "label": y}) + "\n" for i, y in enumerate(labels)))
+    return path
+
+
+@pytest.mark.parametrize(("labels", "needle"), [([3.0], "at least 2 pairs, got 1"), ([2.0, 2.0, 2.0], "all 3 gold labels equal 2")])
+def test_eval_data_on_one_pair_or_constant_labels_names_the_file(
+    labels: list[float], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _pairs(tmp_path / "few.jsonl", labels)
+    code, err = _run_ok_or_error(["eval", str(tmp_path / "no-model-here"), "--data", str(path)], capsys)
+    assert code == 2 and f"--data {path}" in err and needle in err, err  # found before the (missing) model loads
+
+
+@pytest.mark.parametrize("flag", ["--dev-data", "--test-data"])
+@pytest.mark.parametrize(("labels", "needle"), [([3.0], "at least 2 pairs"), ([1.0, 1.0], "all 2 gold labels equal 1")])
+def test_train_dev_and_test_data_with_an_undefined_score_name_the_file_before_training(
+    flag: str, labels: list[float], needle: str, tiny_bert_dir: Path, pair_file: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = _pairs(tmp_path / "dev.jsonl", labels)
+    out = tmp_path / "run"
+    code, err = _run_ok_or_error(["train", str(tiny_bert_dir), "--train-data", str(pair_file), flag, str(path), "--output-dir", str(out),
+                                  "--max-steps", "1", "--positive-threshold", "2.5", "--device", "cpu"], capsys)
+    assert code == 2 and f"{flag} {path}" in err and needle in err, err
+    assert not (out / "metrics.jsonl").exists() and not (out / "model").exists()  # no step was trained
+
+
+def test_evaluate_pairs_finds_an_undefined_score_before_encoding() -> None:
+    import numpy as np
+
+    from anglekit.errors import UndefinedScoreError
+    from anglekit.evaluation.similarity import evaluate_pairs
+
+    def encode(texts: Any) -> Any:
+        raise AssertionError("encoded although the score is undefined")
+
+    with pytest.raises(UndefinedScoreError, match=r"^data/dev\.tsv: the correlation is undefined: all 2 gold labels equal 4"):
+        evaluate_pairs(encode, ["a", "b"], ["c", "d"], np.array([4.0, 4.0]), source="data/dev.tsv")
+    with pytest.raises(UndefinedScoreError, match=r"^a correlation needs at least 2 pairs, got 1$"):
+        evaluate_pairs(encode, ["a"], ["c"], np.array([4.0]))
