@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from anglekit.errors import ExportError
+from anglekit.io.atomic import settle_modes, staging_dir
 
 FORMATS: dict[str, str] = {
     "sentence-transformers": "anglekit.export.sentence_transformers",
@@ -148,7 +149,7 @@ def export(
         raise ExportError(f"{', '.join(unknown)}: not an option of the {format} format")
     target = _prepare_target(output_dir, overwrite)
     embedder = _embedder(model, dict(load_kwargs))
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    staging = staging_dir(target)  # mkdir's mode under the umask: it becomes the target
     try:
         layout = writer.write(embedder, staging, card=card, **options)
         difference, how = (None, "not checked (verify=False)")
@@ -160,6 +161,7 @@ def export(
                     f"the {format} folder embeds differently from the model (max difference {difference:.2e} "
                     f"> {limit:.0e}, {how}); nothing was written to {target}"
                 )
+        settle_modes(staging)  # mkdir's and open()'s modes under the umask, whatever wrote the files
         _move_into_place(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

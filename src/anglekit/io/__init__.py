@@ -1,5 +1,18 @@
 """Files written safely: atomic writes and early writability checks (:mod:`anglekit.io.atomic`)."""
 
-from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json, atomic_write_text, check_writable
+from anglekit.io.atomic import (
+    atomic_path,
+    atomic_write,
+    atomic_write_json,
+    atomic_write_text,
+    check_writable,
+    file_mode,
+    folder_mode,
+    settle_modes,
+    staging_dir,
+)
 
-__all__ = ["atomic_path", "atomic_write", "atomic_write_json", "atomic_write_text", "check_writable"]
+__all__ = [
+    "atomic_path", "atomic_write", "atomic_write_json", "atomic_write_text", "check_writable", "file_mode", "folder_mode",
+    "settle_modes", "staging_dir",
+]

@@ -1,7 +1,9 @@
 """Atomic writes: write to a temporary file in the target's folder, then rename over the target.
 
-Files get the mode ``open()`` would give them (0666 less the umask), not ``mkstemp``'s 0600, so
-results, configs and vectors stay readable by the other users and services they are meant for.
+Files get the mode ``open()`` would give them (0666 less the umask), not ``mkstemp``'s 0600, and
+staging folders (:func:`staging_dir`) the mode ``mkdir`` would give (0777 less the umask), not
+``mkdtemp``'s 0700, so results, configs, vectors and exported folders stay readable by the other
+users and services they are meant for.
 :func:`check_writable` tells before hours of work whether an output can be written at all.
 """
 
@@ -30,6 +32,43 @@ def _umask() -> int:
         mask = os.umask(0o022)
         os.umask(mask)
     return mask
+
+
+def folder_mode() -> int:
+    """The mode ``mkdir`` gives a new folder under the process's umask (0777 less the umask)."""
+    return 0o777 & ~_umask()
+
+
+def file_mode() -> int:
+    """The mode ``open()`` gives a new file under the process's umask (0666 less the umask)."""
+    return 0o666 & ~_umask()
+
+
+def staging_dir(target: str | os.PathLike[str], *, prefix: str | None = None) -> Path:
+    """A new empty folder beside ``target`` (in its parent, which must exist) to build ``target``
+    in, then rename onto it or move its content into it.
+
+    ``tempfile.mkdtemp`` makes a 0700 folder whatever the umask; this one gets the mode ``mkdir``
+    would give (:func:`folder_mode`), so a folder renamed into place is as readable as one made
+    with ``mkdir``.
+    """
+    target = Path(target)
+    path = Path(tempfile.mkdtemp(prefix=prefix if prefix is not None else f".{target.name}.", dir=target.parent))
+    os.chmod(path, folder_mode())
+    return path
+
+
+def settle_modes(root: str | os.PathLike[str]) -> None:
+    """Give ``root`` and every folder under it :func:`folder_mode`, every file :func:`file_mode`
+    (symlinks are left alone): a staged tree written by libraries that use ``mkstemp``/``mkdtemp``
+    (0600/0700, e.g. safetensors files) ends up as if written with ``mkdir`` and ``open()``."""
+    dirs, files = folder_mode(), file_mode()
+    for folder, subfolders, names in os.walk(root):
+        os.chmod(folder, dirs)
+        for name in names:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                os.chmod(path, files)
 
 
 def _why(exc: OSError) -> str:
@@ -112,7 +151,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        os.chmod(tmp_path, 0o666 & ~_umask())
+        os.chmod(tmp_path, file_mode())
         os.replace(tmp_path, target)
     except OSError as exc:
         written = tmp_path.stat().st_size if tmp_path.exists() else None

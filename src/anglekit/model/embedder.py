@@ -15,7 +15,6 @@ import inspect
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -27,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from anglekit.errors import ConfigError
+from anglekit.io.atomic import settle_modes, staging_dir
 from anglekit.llm.bidirectional import enable_bidirectional, is_bidirectional
 from anglekit.llm.lora import ALL_LINEAR, DEFAULT_ALPHA, DEFAULT_DROPOUT, DEFAULT_RANK, is_peft_model, unwrap
 from anglekit.model import DEFAULT_BATCH_SIZE
@@ -245,7 +245,7 @@ class Embedder(nn.Module):
         """
         target = Path(directory)
         target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        staging = staging_dir(target)
         try:
             if self.has_lora:
                 from anglekit.llm.lora import set_adapter_base
@@ -256,6 +256,7 @@ class Embedder(nn.Module):
             self.config.save(staging)
             self.card = card if card is not None else self.card
             write_card(self, staging, name=str(target))
+            settle_modes(staging)  # libraries write some files 0600 (safetensors)
             target.mkdir(exist_ok=True)
             for path in sorted(staging.rglob("*")):
                 destination = target / path.relative_to(staging)

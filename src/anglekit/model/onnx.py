@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any, Literal
 import numpy as np
 
 from anglekit.errors import ConfigError
+from anglekit.io.atomic import settle_modes, staging_dir
 from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.model.config import CONFIG_NAME, EmbedderConfig
 from anglekit.model.encoding import encode_texts, prepare_tokenizer, tokenize_texts
@@ -201,7 +201,7 @@ def export_onnx(
         raise ConfigError("the ONNX export needs onnxscript (torch.onnx's exporter): pip install 'anglekit[onnx]'")
     target = Path(output_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    staging = staging_dir(target)
     try:
         graph = _Graph(embedder).to("cpu")
         example = embedder.pad(embedder.tokenize_unpadded(["a b", "a longer example sentence to export"]), device=torch.device("cpu"))
@@ -257,6 +257,7 @@ def export_onnx(
             "check": agreement,
         }
         (staging / ONNX_CONFIG).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        settle_modes(staging)
         target.mkdir(exist_ok=True)
         for path in sorted(staging.iterdir()):
             os.replace(path, target / path.name)

@@ -21,7 +21,6 @@ import logging
 import json
 import os
 import shutil
-import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from anglekit.errors import ConfigError
+from anglekit.io.atomic import settle_modes, staging_dir
 from anglekit.model.config import CONFIG_NAME, EmbedderConfig
 from anglekit.model.onnx import (
     ONNX_CONFIG,
@@ -103,7 +103,7 @@ def export_openvino(
         raise ConfigError("int8 weights for OpenVINO need NNCF: pip install 'anglekit[openvino]'")
     target = Path(output_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    staging = staging_dir(target)
     try:
         onnx_folder = export_onnx(embedder, staging / "onnx")
         model = ov.convert_model(str(onnx_folder / ONNX_FILE))
@@ -140,6 +140,7 @@ def export_openvino(
             "check": agreement,
         }
         (staging / OPENVINO_CONFIG).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        settle_modes(staging)
         target.mkdir(exist_ok=True)
         for path in sorted(staging.iterdir()):
             os.replace(path, target / path.name)

@@ -113,3 +113,15 @@ class ProbeCallback(TrainerCallback):
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         if state.global_step % self.steps == 0:
             self._write(state, self._measure(state))
+
+
+class SettleModesCallback(TrainerCallback):
+    """After each checkpoint, give its folders and files the modes ``mkdir`` and ``open()`` would
+    under the umask (safetensors writes its files 0600 whatever the umask)."""
+
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        from anglekit.io.atomic import settle_modes
+
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.is_world_process_zero and folder.is_dir():
+            settle_modes(folder)

@@ -353,7 +353,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     from anglekit.data.catalog import resolve_dataset
     from anglekit.evaluation.similarity import check_scorable, evaluate_pairs
     from anglekit.training.card import record_scores, training_card
-    from anglekit.training.callbacks import ComponentProgressCallback, JsonlMetricsCallback, ProbeCallback
+    from anglekit.training.callbacks import ComponentProgressCallback, JsonlMetricsCallback, ProbeCallback, SettleModesCallback
     from anglekit.training.probes import ProbeAccumulator, dataset_probes
     from anglekit.training.trainer import AnglETrainer
 
@@ -437,7 +437,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         **optional,
         **precision,
     )
-    every_callback: list[Any] = [JsonlMetricsCallback(out / "metrics.jsonl")]
+    every_callback: list[Any] = [JsonlMetricsCallback(out / "metrics.jsonl"), SettleModesCallback()]
     if not run.quiet:
         every_callback.append(ComponentProgressCallback())
     accumulator = ProbeAccumulator() if task.probes_batches else None
@@ -473,9 +473,9 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         gather_candidates=config.objective.gather_candidates,
         gradcache_chunk_size=run.gradcache_chunk_size,
     )
-    if not run.quiet:
-        # Our bar shows the components; the default printer would repeat each log as a dict.
-        trainer.remove_callback(PrinterCallback)
+    # Our bar shows the components (none under --quiet); the default printer would print each log,
+    # and the final {'train_runtime': ...}, as a dict.
+    trainer.remove_callback(PrinterCallback)
     logger.info("training %s on %s, objective %s", config.model.name, train_set.summary(), objective_config)
     started = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume_from)
