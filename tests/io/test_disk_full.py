@@ -190,3 +190,20 @@ def test_the_command_line_prints_one_line_and_exits_2(tmp_path: Path, tiny_bert_
     assert line.startswith("anglekit encode: error: ") and "\n" not in line and "Traceback" not in line
     assert str(out) in line and "ENOSPC" in line and re.search(r"\d+ bytes requested and \d+ written", line), line
     assert not out.exists() and stdout == ""
+
+
+def test_a_full_disk_outside_the_atomic_helpers_is_named_at_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A write the helpers do not wrap (a library's own save) still says ENOSPC and the file, in one line."""
+    import anglekit.cli.report as report_cli
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out.md"))
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "sts.json").write_text('{"columns": ["STS12"], "scores": {"STS12": 70.0}}')
+    monkeypatch.setattr(report_cli, "run", lambda args: full())  # main() reads each command's run when it parses
+    code, _, err = helpers.run_cli(["report", str(tmp_path / "run"), "--output", str(tmp_path / "out.md")], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"{tmp_path / 'out.md'}: out of disk space (ENOSPC: No space left on device)" in err, err

@@ -66,7 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except OSError as exc:
         where = _save_traceback(args.command, args.debug)
-        print(f"{prefix}: error: {exc}{where}", file=sys.stderr)
+        from anglekit.io.atomic import out_of_space
+
+        full = out_of_space(exc.filename or "a file being written", exc)  # a write outside the atomic helpers
+        print(f"{prefix}: error: {full or exc}{where}", file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - the boundary: one line, the traceback in a file
         where = _save_traceback(args.command, args.debug)
