@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from anglekit.io.atomic import atomic_path, atomic_write_json
+from anglekit.io.read import read_json, require_object
 from anglekit.errors import ConfigError, DataError
 
 KEY_BYTES = 16
@@ -76,10 +77,8 @@ class EmbeddingCache:
         index: dict[bytes, np.ndarray] = {}
         meta_path = self.directory / "meta.json"
         if meta_path.is_file():
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as exc:
-                raise DataError(f"cache metadata is not valid JSON ({exc})", source=str(meta_path)) from exc
+            expected = "the embedding cache's metadata (a JSON object)"
+            meta = require_object(read_json(meta_path, expected=expected), source=str(meta_path), expected=expected)
             if {k: meta.get(k) for k in self.meta} != self.meta:
                 raise DataError(f"cache metadata {meta} does not match the key {self.meta} (hash collision?)",
                                 source=str(meta_path))

@@ -92,7 +92,7 @@ def _score_pairs(encode: Any, test: str, data_root: str | None) -> float:
     from anglekit.evaluation.similarity import evaluate_pairs
 
     data = resolve_dataset(test, data_root=data_root)
-    return float(evaluate_pairs(encode, data.text1, data.text2, data.labels).spearman)
+    return float(evaluate_pairs(encode, data.text1, data.text2, data.labels, source=test).spearman)
 
 
 def _score(encode: Any, cell: Cell, data_root: str | None, metric: str) -> dict[str, float]:
