@@ -410,3 +410,16 @@ def test_evaluate_pairs_finds_an_undefined_score_before_encoding() -> None:
         evaluate_pairs(encode, ["a", "b"], ["c", "d"], np.array([4.0, 4.0]), source="data/dev.tsv")
     with pytest.raises(UndefinedScoreError, match=r"^a correlation needs at least 2 pairs, got 1$"):
         evaluate_pairs(encode, ["a"], ["c"], np.array([4.0]))
+
+
+@pytest.mark.parametrize("kind", ["empty", "binary", "not-utf8", "truncated", "wrong-shape", "folder"])
+def test_a_bad_embedding_cache_metadata_file_names_it(kind: str, tmp_path: Path) -> None:
+    from anglekit.errors import DataError
+    from anglekit.evaluation.cache import EmbeddingCache
+
+    cache = EmbeddingCache(tmp_path / "cache", fingerprint="f" * 16, max_length=32)
+    cache.directory.mkdir(parents=True)
+    _spoil(cache.directory / "meta.json", kind)
+    with pytest.raises(DataError) as info:
+        cache.lookup(["a"])
+    assert str(cache.directory / "meta.json") in str(info.value)

@@ -76,7 +76,7 @@ class EmbeddingCache:
             return self._index
         index: dict[bytes, np.ndarray] = {}
         meta_path = self.directory / "meta.json"
-        if meta_path.is_file():
+        if meta_path.exists():
             expected = "the embedding cache's metadata (a JSON object)"
             meta = require_object(read_json(meta_path, expected=expected), source=str(meta_path), expected=expected)
             if {k: meta.get(k) for k in self.meta} != self.meta:
