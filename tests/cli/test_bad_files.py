@@ -154,6 +154,16 @@ def _model_file(name: str) -> Reader:
     return reader
 
 
+def _adapter_file(name: str) -> Reader:
+    def reader(tmp: Path, ctx: dict[str, Any]) -> tuple[list[str], Path]:
+        folder = tmp / "adapters"
+        shutil.copytree(ctx["adapters"], folder)
+        return ["merge-lora", str(folder), "--output-dir", str(tmp / "merged"), "--quiet"], folder / name
+
+    reader.__name__ = f"adapters_{name}"
+    return reader
+
+
 READERS: dict[str, tuple[Reader, bool]] = {
     "report RUN_DIR/sts.json": (_report, False),
     "plot-dynamics RUN_DIR/metrics.jsonl": (_plot, False),
@@ -171,6 +181,9 @@ READERS: dict[str, tuple[Reader, bool]] = {
     "MODEL/config.json": (_model_file("config.json"), False),
     "MODEL/tokenizer.json": (_model_file("tokenizer.json"), False),
     "MODEL/tokenizer_config.json": (_model_file("tokenizer_config.json"), False),
+    "merge-lora ADAPTERS/adapter_config.json": (_adapter_file("adapter_config.json"), False),
+    "merge-lora ADAPTERS/adapter_model.safetensors": (_adapter_file("adapter_model.safetensors"), False),
+    "merge-lora ADAPTERS/anglekit_config.json": (_adapter_file("anglekit_config.json"), False),
 }
 """Name -> (reader, text_only: the file is plain text, one item a line)."""
 
@@ -195,7 +208,11 @@ def context(tmp_path_factory: pytest.TempPathFactory, tiny_bert_dir: Path) -> di
                             "--shard-size", "2", "--quiet", "--device", "cpu"], _NoCapture())[0] == 0
     assert helpers.run_cli(["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(root / "index"),
                             "--quiet", "--device", "cpu"], _NoCapture())[0] == 0
-    return {"model": str(tiny_bert_dir), "collection": root / "collection", "shards": root / "shards", "index": root / "index"}
+    from anglekit.model.embedder import Embedder
+
+    Embedder.from_pretrained(tiny_bert_dir, device="cpu").add_lora(rank=4, alpha=8, dropout=0.0).save_pretrained(root / "adapters")
+    return {"model": str(tiny_bert_dir), "collection": root / "collection", "shards": root / "shards", "index": root / "index",
+            "adapters": root / "adapters"}
 
 
 class _NoCapture:

@@ -109,7 +109,9 @@ def load_adapters(backbone: Any, adapter_dir: str, *, trainable: bool = False, r
         kwargs["revision"] = revision
     try:
         return PeftModel.from_pretrained(backbone, adapter_dir, **kwargs)
-    except (OSError, ValueError, KeyError) as exc:
+    except KeyError as exc:  # a key PEFT needs is missing from the adapters' config
+        raise ConfigError(f"{adapter_dir}: cannot load LoRA adapters (adapter_config.json has no {exc} key)") from exc
+    except (OSError, ValueError) as exc:
         raise ConfigError(f"{adapter_dir}: cannot load LoRA adapters ({exc})") from exc
 
 

@@ -105,26 +105,31 @@ def check_local_tokenizer(folder: Path) -> None:
 
 
 MODEL_JSON_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                    "sentence_bert_config.json", "config_sentence_transformers.json", "adapter_config.json")
+                    "sentence_bert_config.json", "config_sentence_transformers.json", "adapter_config.json",
+                    "anglekit_config.json")
 """JSON files of a model folder read by transformers or sentence-transformers: each must hold an object."""
 
 
 def check_local_json(folder: Path) -> None:
-    """A DataError naming the file when one of :data:`MODEL_JSON_FILES` in ``folder`` is empty,
+    """A ConfigError naming the file when one of :data:`MODEL_JSON_FILES` in ``folder`` is empty,
     binary, truncated, malformed or not an object (transformers would fail with a bare
     JSONDecodeError or AttributeError far from the cause)."""
     from anglekit.io.read import describe, read_json, require_object
 
     for name in MODEL_JSON_FILES:
         path = folder / name
-        if path.exists():
-            expected = f"the model's {name} (a JSON object)"
+        if not path.exists():
+            continue
+        expected = f"a JSON object (the model's {name})"
+        try:
             data = require_object(read_json(path, expected=expected), source=str(path), expected=expected)
-            if name == "tokenizer.json":  # a fast tokenizer's file: the keys the tokenizers library reads first
-                for key, kind, what in (("model", dict, "an object"), ("added_tokens", list, "a list")):
-                    if not isinstance(data.get(key), kind):
-                        raise DataError(f"expected {what} (a tokenizers file saved by save_pretrained), got {describe(data.get(key))}",
-                                        source=str(path), field=key)
+        except DataError as exc:  # a model folder's file: a configuration problem, like the other checks here
+            raise ConfigError(str(exc)) from None
+        if name == "tokenizer.json":  # a fast tokenizer's file: the keys the tokenizers library reads first
+            for key, kind, what in (("model", dict, "an object"), ("added_tokens", list, "a list")):
+                if not isinstance(data.get(key), kind):
+                    raise ConfigError(f"{path}, field {key!r}: expected {what} (a tokenizers file saved by save_pretrained), "
+                                      f"got {describe(data.get(key))}")
 
 
 def check_max_length(max_length: int, facts: ModelFacts, source: str) -> None:

@@ -23,7 +23,9 @@ from anglekit.errors import ConfigError
 from anglekit.llm.gguf import SUFFIX as GGUF_SUFFIX
 from anglekit.llm.gguf import GGUFSource, dequantize_config, drop_quantization_marker, locate_gguf, require_gguf
 from anglekit.llm.lora import ADAPTER_CONFIG
-from anglekit.model.checks import ModelFacts, check_local_json, check_local_tokenizer, check_local_weights, check_max_length, facts_of
+from anglekit.model.checks import (
+    ModelFacts, check_local_json, check_local_tokenizer, check_local_weights, check_max_length, check_safetensors, facts_of,
+)
 from anglekit.model.config import CONFIG_NAME, EmbedderConfig, EmbedderSettings
 from anglekit.model.devices import check_device, resolve_dtype
 from anglekit.model.hub import local_or_hub_file
@@ -98,10 +100,10 @@ def model_settings(name: str, gguf: GGUFSource | None, options: LoadOptions) -> 
     local = Path(name)
     if name.startswith((".", "/")) and not local.exists():
         raise ConfigError(f"{name}: not a model directory (no such folder or file)")
+    if local.is_dir():  # a config file that is a folder, empty, binary or truncated is named as such
+        check_local_json(local)
     if (local.exists() or name.startswith((".", "/"))) and not (local / "config.json").is_file():
         raise ConfigError(f"{name}: not a model directory (no config.json there)")
-    if local.is_dir():
-        check_local_json(local)
     try:
         model_config = AutoConfig.from_pretrained(name, revision=options.revision, trust_remote_code=options.trust_remote_code)
     except OSError as exc:
@@ -213,6 +215,13 @@ def _load_adapters(
     the adapters' ``anglekit_config.json`` records, else the one PEFT's adapter config records."""
     from anglekit.llm.lora import load_adapters, read_adapter_base
 
+    if Path(name).is_dir():  # a bad file of the folder is named, not met deep inside PEFT or tokenizers
+        check_local_json(Path(name))
+        weights = Path(name) / "adapter_model.safetensors"
+        if weights.exists() and not weights.is_file():
+            raise ConfigError(f"{weights}: is a folder; expected the adapters' weights (a safetensors file)")
+        if weights.is_file():
+            check_safetensors(weights)
     saved = saved_settings(name, options.revision)
     base = base_model or (saved.base_model if saved is not None else None)
     if base is None:
@@ -256,6 +265,8 @@ def inspect_model(
     local = Path(name)
     if name.startswith((".", "/")) and not local.exists():
         raise ConfigError(f"{name}: not a model directory (no such folder or file)")
+    if local.is_dir():  # a config file that is a folder, empty, binary or truncated is named as such
+        check_local_json(local)
     if (local.exists() or name.startswith((".", "/"))) and not (local / "config.json").is_file():
         raise ConfigError(f"{name}: not a model directory (no config.json there)")
     if local.is_dir():
