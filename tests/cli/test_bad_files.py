@@ -440,3 +440,16 @@ def test_a_bad_embedding_cache_metadata_file_names_it(kind: str, tmp_path: Path)
     with pytest.raises(DataError) as info:
         cache.lookup(["a"])
     assert str(cache.directory / "meta.json") in str(info.value)
+
+
+@pytest.mark.parametrize("kind", list(BAD))
+def test_a_bad_github_issues_split_file_names_it(kind: str, tmp_path: Path) -> None:
+    """The dataset ``github-issues build`` writes, read back (eval --data, reproduce --github-issues)."""
+    from anglekit.errors import DataError
+    from anglekit.github_issues.dataset import load_github_issues
+
+    path = tmp_path / "test.jsonl"
+    _spoil(path, kind)
+    with pytest.raises(DataError) as info:
+        load_github_issues(tmp_path, "test")
+    assert str(path) in str(info.value)

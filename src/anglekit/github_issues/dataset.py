@@ -53,6 +53,8 @@ def _split_file(folder: Path, split: str) -> Path | None:
         candidate = folder / f"{split}.{ext}"
         if candidate.is_file():
             return candidate
+        if candidate.exists():
+            raise DataError(f"is a folder; expected the {split} pairs (text1, text2, label)", source=str(candidate))
     for sub in ("data", "default"):
         matches = sorted((folder / sub).glob(f"{split}-*.parquet")) + sorted((folder / sub / split).glob("*.parquet"))
         if matches:
