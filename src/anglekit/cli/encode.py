@@ -7,6 +7,7 @@ of any size into numbered shards in constant memory, resumable after a kill (:mo
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,7 @@ def _run_shards(args: argparse.Namespace) -> int:
         args.model, args.input, args.output_dir, text_column=args.column, id_column=args.id_column,
         shard_size=args.shard_size or 10_000, shard_format=args.shard_format or "npy", batch_size=args.batch_size,
         normalize=args.normalize, role=args.role, shard_id=shard_id, num_shards=num_shards, workers=args.workers or 1,
-        model_kwargs=_model_kwargs(args), show_progress=not args.quiet,
+        model_kwargs=_model_kwargs(args), show_progress=not args.quiet, say=lambda line: print(line, file=sys.stderr, flush=True),
     )  # fmt: skip
     print(report.summary())
     if num_shards > 1:

@@ -57,10 +57,17 @@ class EncodeReport:
     reused: int
     dim: int
     seconds: float
+    resumed: str | None = None
+    """Where a resumed run restarted (which shards and rows were already done), else None."""
+    loaded_model: bool = True
+    """False when every shard was already done and the model was not even loaded."""
 
     def summary(self) -> str:
-        return (f"{self.rows} texts in {self.shards} shards of {self.dim}-d vectors in {self.output_dir}: "
+        done = (f"{self.rows} texts in {self.shards} shards of {self.dim}-d vectors in {self.output_dir}: "
                 f"{self.encoded} encoded now, {self.reused} already done ({self.seconds:.1f} s)")
+        if not self.loaded_model:
+            return done + "; nothing to do (the model was not loaded)"
+        return done + (f"; {self.resumed}" if self.resumed else "")
 
 
 @dataclass(frozen=True)
@@ -100,8 +107,9 @@ def _check_arguments(shard_size: int, shard_format: str, batch_size: int, shard_
         raise ConfigError(f"role must be 'query', 'document' or None, got {role!r}")
 
 
-def _prepare_folder(folder: Path, manifest: dict[str, Any]) -> None:
-    """Create ``folder`` with ``manifest``, or check that the one there describes the same encode."""
+def _prepare_folder(folder: Path, manifest: dict[str, Any]) -> bool:
+    """Create ``folder`` with ``manifest`` (False), or check that the one there describes the same
+    encode (True: a rerun)."""
     from anglekit.io.atomic import atomic_write_json
 
     old = read_manifest(folder)
@@ -110,13 +118,92 @@ def _prepare_folder(folder: Path, manifest: dict[str, Any]) -> None:
             raise OutputError(f"{folder}: holds files but no {MANIFEST}; give a new or empty folder for the shards")
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(folder / MANIFEST, manifest)
-        return
+        return False
     differ = [key for key in _IDENTITY if old.get(key) != manifest.get(key)]
     if differ:
         raise ConfigError(
             f"{folder} holds the shards of another encode (it differs in: {', '.join(differ)}); "
             "give another --output-dir, or delete this one to start over"
         )
+    return True
+
+
+def _model_files(name: str) -> list[list[Any]] | None:
+    """A cheap signature of a local model: each file's path, size and modification time; None for
+    a name that is not a local file or folder (a hub id's files are known only once loaded)."""
+    from anglekit.model.offline import resolve_model_name
+
+    try:
+        path = Path(resolve_model_name(name)).expanduser()
+    except ConfigError:
+        return None
+    if path.is_file():
+        base, files = path.parent, [path]
+    elif path.is_dir():
+        base, files = path, sorted(p for p in path.rglob("*") if p.is_file())
+    else:
+        return None
+    signature = []
+    for file in files:
+        stat = file.stat()
+        signature.append([file.relative_to(base).as_posix(), stat.st_size, stat.st_mtime_ns])
+    return signature
+
+
+def _request(name: str, kwargs: dict[str, Any], normalize: bool | None, role: str | None, text_column: str | None,
+             id_column: str | None, shard_size: int, shard_format: str, source: Path) -> dict[str, Any] | None:
+    """What the caller asked for, as the manifest stores it (JSON), when the model is local; a
+    rerun asking the same of unchanged files and input has nothing to do if every shard is done."""
+    import json
+
+    files = _model_files(name)
+    if files is None:
+        return None
+    request = {"model": name, "model_files": files, "model_kwargs": kwargs, "normalize": normalize, "role": role,
+               "columns": {"text": text_column, "id": id_column}, "shard_size": shard_size, "shard_format": shard_format,
+               "input": corpus_signature(source)}  # fmt: skip
+    return json.loads(json.dumps(request, sort_keys=True, default=str))
+
+
+def _all_done(folder: Path, request: dict[str, Any] | None, shard_id: int, num_shards: int) -> tuple[int, int, int, int] | None:
+    """(rows, shards, shards of this split, dim) when a finished encode of the same request has
+    every shard of this split finished and intact; else None (the model is needed)."""
+    if request is None:
+        return None
+    manifest = read_manifest(folder) if folder.is_dir() else None
+    if manifest is None or manifest.get("request") != request or manifest.get("rows") is None or manifest.get("shards") is None:
+        return None
+    rows, shards, size = int(manifest["rows"]), int(manifest["shards"]), int(manifest["shard_size"])
+    owned = [k for k in range(shards) if k % num_shards == shard_id]
+    for index in owned:
+        record, _ = check_shard(folder, index, manifest["shard_format"])
+        first = index * size
+        if record is None or int(record["first_row"]) != first or int(record["rows"]) != min(size, rows - first):
+            return None
+    return rows, shards, len(owned), int(manifest.get("dim") or 0)
+
+
+def _resume_note(folder: Path, shard_id: int, num_shards: int, shard_size: int) -> str | None:
+    """Which shards of this split a rerun found finished, and where it restarts (None: none)."""
+    import json
+
+    done = [k for k in finished_shards(folder) if k % num_shards == shard_id]
+    if not done:
+        return None
+    texts = 0
+    for index in done:
+        try:
+            texts += int(json.loads(record_path(folder, index).read_text(encoding="utf-8"))["rows"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # an unreadable record: the shard is redone, with a warning, when its turn comes
+    restart = shard_id
+    while restart in done:
+        restart += num_shards
+    manifest = read_manifest(folder) or {}
+    total = manifest.get("shards")
+    where = ("every shard was done; checking them against the model" if isinstance(total, int) and restart >= total
+             else f"restarting at shard {restart} (row {restart * shard_size})")
+    return f"resumed: shards {_ranges(done)} ({texts} texts) were already done; {where}"
 
 
 def _write_shard(folder: Path, index: int, first_row: int, ids: list[str], vectors: Any, fmt: str) -> None:
@@ -206,7 +293,10 @@ def _worker_main(job: _Job, worker: int, results: Any) -> None:
     """A worker process: load the model once, encode its shards, report (or report the error)."""
     try:
         import torch
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # a spawned process has the defaults; its bars would interleave
+        hf_logging.set_verbosity_error()  # the parent loaded the same model first and said what there was to say
         if job.threads:
             torch.set_num_threads(job.threads)
         results.put((worker, "ok", _run(job, _load(job), worker, None)))
@@ -240,11 +330,15 @@ def _run_workers(job: _Job) -> tuple[int, int, int, int]:
                 raise value
             rows, shards, encoded, reused = value
             totals = [rows, shards, totals[2] + encoded, totals[3] + reused]
+        for process in processes:  # done: let them exit by themselves (a terminated process leaks its semaphores)
+            process.join(timeout=60)
     finally:
         for process in processes:
             if process.is_alive():
                 process.terminate()
             process.join(timeout=30)
+        results.close()
+        results.join_thread()
     return totals[0], totals[1], totals[2], totals[3]
 
 
@@ -265,14 +359,19 @@ def encode_corpus(
     workers: int = 1,
     model_kwargs: dict[str, Any] | None = None,
     show_progress: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> EncodeReport:
     """Embed the corpus file ``input`` into shards under ``output_dir`` (see the module doc).
 
     ``model``: an :class:`~anglekit.model.embedder.Embedder`, or a name loaded with
     ``model_kwargs`` (needed for ``workers > 1``: each process loads it). ``role`` picks the
     model's query or document prompt; ``normalize`` defaults to the model's setting.
+
+    A rerun says where it resumes (``say``, default: the log): the shards already done and the
+    shard and row it restarts at. When the model is a local name whose files, the settings and
+    the input are those of a finished encode whose shards are all intact, there is nothing to do:
+    it returns at once, without loading the model.
     """
-    from anglekit.model.embedder import Embedder
     from anglekit.version import __version__
 
     started = time.perf_counter()
@@ -287,6 +386,15 @@ def encode_corpus(
     if folder.resolve() == source.resolve() or folder.resolve() in source.resolve().parents:
         raise ConfigError(f"--output-dir {folder} would hold the input {source}; give another folder")
     kwargs = dict(model_kwargs or {})
+    request = None
+    if isinstance(model, (str, os.PathLike)):
+        request = _request(os.fspath(model), kwargs, normalize, role, text_column, id_column, shard_size, shard_format, source)
+        finished = _all_done(folder, request, shard_id, num_shards)
+        if finished is not None:
+            rows, shards, owned, dim = finished
+            return EncodeReport(folder, rows, shards, 0, owned, dim, time.perf_counter() - started, loaded_model=False)
+    from anglekit.model.embedder import Embedder
+
     if isinstance(model, Embedder):
         if workers > 1:
             raise ConfigError("workers > 1 needs the model's name (each process loads it), not an Embedder object")
@@ -315,7 +423,9 @@ def encode_corpus(
         "rows": None,
         "shards": None,
     }
-    _prepare_folder(folder, manifest)
+    resumed = _resume_note(folder, shard_id, num_shards, shard_size) if _prepare_folder(folder, manifest) else None
+    if resumed is not None:
+        (say or logger.info)(f"{folder}: {resumed}")
     threads = max(1, (os.cpu_count() or 1) // workers) if workers > 1 else None
     job = _Job(os.fspath(source), os.fspath(folder), text_column, id_column, shard_size, shard_format, batch_size, normalize,
                role, shard_id, num_shards, workers, name, kwargs, threads)  # fmt: skip
@@ -333,16 +443,17 @@ def encode_corpus(
         finally:
             if bar is not None:
                 bar.close()
-    _finish_manifest(folder, rows, shards)
-    return EncodeReport(folder, rows, shards, encoded, reused, int(manifest["dim"]), time.perf_counter() - started)
+    _finish_manifest(folder, rows, shards, request)
+    return EncodeReport(folder, rows, shards, encoded, reused, int(manifest["dim"]), time.perf_counter() - started, resumed)
 
 
-def _finish_manifest(folder: Path, rows: int, shards: int) -> None:
-    """Record the corpus's size (every split of it computes the same), once known."""
+def _finish_manifest(folder: Path, rows: int, shards: int, request: dict[str, Any] | None) -> None:
+    """Record the corpus's size (every split of it computes the same), once known, and the request
+    that a rerun with nothing to do recognises."""
     from anglekit.io.atomic import atomic_write_json
 
     manifest = read_manifest(folder)
     assert manifest is not None
-    if manifest.get("rows") != rows or manifest.get("shards") != shards:
-        manifest.update(rows=rows, shards=shards)
+    if manifest.get("rows") != rows or manifest.get("shards") != shards or manifest.get("request") != request:
+        manifest.update(rows=rows, shards=shards, request=request)
         atomic_write_json(folder / MANIFEST, manifest)
