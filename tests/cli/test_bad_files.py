@@ -129,6 +129,13 @@ def _train_data(tmp: Path, ctx: dict[str, Any]) -> tuple[list[str], Path]:
             "--positive-threshold", "2.5", "--device", "cpu"], pairs
 
 
+def _train_dev_data(tmp: Path, ctx: dict[str, Any]) -> tuple[list[str], Path]:
+    pairs = helpers.write_pairs(tmp / "pairs.jsonl", 8, seed=0)
+    dev = helpers.write_pairs(tmp / "dev.jsonl", 8, seed=1)
+    return ["train", ctx["model"], "--train-data", str(pairs), "--dev-data", str(dev), "--output-dir", str(tmp / "t"),
+            "--max-steps", "1", "--positive-threshold", "2.5", "--device", "cpu"], dev
+
+
 def _search_index(tmp: Path, ctx: dict[str, Any]) -> tuple[list[str], Path]:
     folder = tmp / "index"
     shutil.copytree(ctx["index"], folder)
@@ -176,6 +183,7 @@ READERS: dict[str, tuple[Reader, bool]] = {
     "encode --input (jsonl)": (_encode_input, False),
     "train --config": (_train_config, False),
     "train --train-data": (_train_data, False),
+    "train --dev-data": (_train_dev_data, False),
     "search INDEX_DIR/index.json": (_search_index, False),
     "index build --input SHARDS/manifest.json": (_index_shards, False),
     "MODEL/config.json": (_model_file("config.json"), False),
