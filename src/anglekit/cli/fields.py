@@ -9,11 +9,12 @@ from ``--help`` but named in the flag's help. Booleans get ``--x/--no-x``. Use t
 from __future__ import annotations
 
 import argparse
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from anglekit.cli.common import ranged
-from anglekit.config import Setting, settings_of
+from anglekit.cli.common import note, ranged
+from anglekit.config import OldName, Setting, settings_of
 
 SECTION_TITLES = {
     "model": "model",
@@ -53,6 +54,36 @@ def add_setting(container: Any, s: Setting) -> None:
     container.add_argument(flag, dest=s.key, help=_help(s), **kwargs)
     for alias in aliases:
         container.add_argument(alias, dest=s.key, help=argparse.SUPPRESS, **kwargs)
+    for old in s.old_names:  # hidden; --old (and --no-old for a switch) set the new setting, with a warning
+        dashed = "--" + old.key.replace("_", "-")
+        if s.base is bool:
+            for spelled, given in ((dashed, True), ("--no-" + dashed[2:], False)):
+                container.add_argument(spelled, dest=s.key, action=OldFlag, old=old, new_key=s.key, nargs=0, const=given)
+        else:
+            container.add_argument(dashed, dest=s.key, action=OldFlag, old=old, new_key=s.key,
+                                   **{k: v for k, v in kwargs.items() if k != "metavar"})
+
+
+class OldFlag(argparse.Action):
+    """A former flag of a setting (hidden): sets the setting, through the old name's converter, and
+    warns (a DeprecationWarning, and a note on stderr) with the new spelling."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, old: OldName, new_key: str, **kwargs: Any) -> None:
+        self.old, self.new_key = old, new_key
+        kwargs["help"] = argparse.SUPPRESS
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        given = self.const if self.nargs == 0 else values
+        flag = option_string or self.option_strings[0]
+        value = self.old.value(given, self.new_key, parser.prog)
+        new_flag = "--" + self.new_key.replace("_", "-")
+        if self.nargs == 0 and value is False:
+            new_flag = "--no-" + new_flag[2:]
+        message = f"{flag} is now {new_flag} (deprecated: the old spelling will stop working in a later version)"
+        warnings.warn(f"{parser.prog}: {message}", DeprecationWarning, stacklevel=2)
+        note(parser.prog, message)
+        setattr(namespace, self.dest, value)
 
 
 def add_settings(parser: argparse.ArgumentParser, config_class: type, *, exclude: Sequence[str] = ()) -> list[Setting]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from anglekit.cli.common import add_renamed
 from anglekit.cli.fields import add_settings, overrides
 from anglekit.errors import ConfigError
 
@@ -29,12 +28,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help="backbone: hub name, local folder, .gguf file or pypi:NAME (the same as --model; or model: in the YAML)",
     )
     parser.add_argument("--config", metavar="YAML", help="YAML file of settings (keys as the flags, with _ or -; or in sections)")
-    settings = add_settings(parser, TrainConfig)
-    flags = {flag for s in settings for flag in s.flags}
-    keys = {s.key for s in settings}
-    if "quiet" in keys and "--no-progress" not in flags:  # the flags before --quiet
-        add_renamed(parser, "--no-progress", "--quiet", "quiet", nargs=0, const=True)
-        add_renamed(parser, "--progress", "--no-quiet", "quiet", nargs=0, const=False)
+    settings = add_settings(parser, TrainConfig)  # with the settings' old flags (--progress/--no-progress)
     parser.set_defaults(_settings=settings)
     return parser
 

@@ -4,18 +4,75 @@ Declare a field with :func:`setting`; :func:`settings_of` lists a (sectioned) co
 settings with their flat keys, flags and help; :func:`check_fields` checks an instance's values
 against the annotations; :func:`read_sections` turns flat keys and/or nested section mappings into
 the keyword arguments of each section.
+
+A renamed setting declares its former names (:class:`OldName`, ``setting(..., old_names=...)``):
+for a minor version they keep working, as YAML keys and as flags, with a DeprecationWarning (and a
+logged warning) that names the new spelling; a converter maps an old value whose meaning changed
+(``progress: true`` is ``quiet: false``: :func:`negate`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import types
 import typing
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass
 from typing import Any
 
 from anglekit.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+def negate(value: Any) -> bool:
+    """The converter of a switch renamed to its opposite (``progress`` -> ``quiet``)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"must be true or false, got {type(value).__name__} {value!r}")
+    return not value
+
+
+@dataclass(frozen=True)
+class OldName:
+    """A former key of a setting, still accepted (YAML key and flag) with a deprecation warning.
+
+    ``convert`` maps a value given under the old name to the new setting's value (None: the same
+    value); it raises TypeError or ValueError for a value it cannot map.
+    """
+
+    key: str
+    convert: Callable[[Any], Any] | None = None
+
+    def value(self, value: Any, new_key: str, source: str) -> Any:
+        """``value`` (given as this old key) for the new setting; a ConfigError naming both keys."""
+        if self.convert is None:
+            return value
+        try:
+            return self.convert(value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{source}: {self.key} (now {new_key}) {exc}") from None
+
+    def message(self, new_key: str, source: str, value: Any = MISSING) -> str:
+        """The deprecation message: the old and the new key (and how the value maps, if it does)."""
+        mapped = ""
+        if self.convert is not None and value is not MISSING:
+            try:
+                mapped = f" ({self.key}: {_show(value)} is {new_key}: {_show(self.convert(value))})"
+            except (TypeError, ValueError):
+                mapped = ""
+        return f"{source}: {self.key} is deprecated, it is now {new_key}{mapped}; the old spelling will stop working in a later version"
+
+
+def _show(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else repr(value)
+
+
+def warn_old_name(message: str) -> None:
+    """Say that an old spelling was used: a DeprecationWarning and a logged warning."""
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
+    logger.warning("%s", message)
 
 
 def setting(
@@ -30,13 +87,16 @@ def setting(
     exclusive_minimum: bool = False,
     exclusive_maximum: bool = False,
     default_factory: Any = MISSING,
+    old_names: tuple[OldName | str, ...] = (),
 ) -> Any:
     """A dataclass field with its help text (``--help`` and docs), its flat key (default: the
     field's name), alias keys (other spellings accepted in YAML and as flags, e.g. transformers'
     ``per_device_train_batch_size``), allowed values and, for numbers, their range (inclusive
-    unless ``exclusive_*``), checked in configs and when a flag is parsed."""
+    unless ``exclusive_*``), checked in configs and when a flag is parsed. ``old_names``: former
+    keys (a string, or an :class:`OldName` with a converter), accepted with a deprecation warning."""
     bounds = Bounds(minimum, maximum, exclusive_minimum, exclusive_maximum) if (minimum, maximum) != (None, None) else None
-    metadata = {"help": help, "key": key, "aliases": tuple(aliases), "choices": choices, "bounds": bounds}
+    olds = tuple(OldName(o) if isinstance(o, str) else o for o in old_names)
+    metadata = {"help": help, "key": key, "aliases": tuple(aliases), "choices": choices, "bounds": bounds, "old_names": olds}
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -88,6 +148,8 @@ class Setting:
     bounds: Bounds | None = None
     item: type | None = None
     """For a list setting (``tuple[int, ...]``): the type of its items (choices and bounds apply to each)."""
+    old_names: tuple[OldName, ...] = ()
+    """Former keys, accepted with a deprecation warning (flags ``--old-key``, hidden from --help)."""
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -141,7 +203,7 @@ def _settings_of_flat(cls: type, section: str | None) -> list[Setting]:
             Setting(
                 section=section, name=f.name, key=f.metadata["key"] or f.name, base=base, optional=optional,
                 default=default, help=f.metadata["help"], aliases=f.metadata["aliases"], choices=f.metadata["choices"],
-                bounds=f.metadata.get("bounds"), item=item_type(hints[f.name]),
+                bounds=f.metadata.get("bounds"), item=item_type(hints[f.name]), old_names=f.metadata.get("old_names", ()),
             )
         )
     return out
@@ -160,7 +222,7 @@ def settings_of(cls: type) -> list[Setting]:
             break
     seen: dict[str, Setting] = {}
     for s in out:
-        for k in s.keys:
+        for k in (*s.keys, *(o.key for o in s.old_names)):
             if k in seen and seen[k] is not s:
                 raise TypeError(f"{cls.__name__}: key {k!r} is used by two settings")
             seen[k] = s
@@ -216,8 +278,10 @@ def read_sections(cls: type, data: Mapping[str, Any], *, source: str, hint: str 
     setting given twice, are ConfigErrors naming ``source``."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: expected a mapping of settings, got {type(data).__name__}")
-    by_key = {k: s for s in settings_of(cls) for k in s.keys}
-    sections = {s.section for s in by_key.values()}
+    every = settings_of(cls)
+    by_key = {k: s for s in every for k in s.keys}
+    old_by_key = {o.key: (s, o) for s in every for o in s.old_names}
+    sections = {s.section for s in every}
     out: dict[str, dict[str, Any]] = {name: {} for name in sections}
     given: dict[tuple[str, str], str] = {}
 
@@ -228,19 +292,30 @@ def read_sections(cls: type, data: Mapping[str, Any], *, source: str, hint: str 
         given[where] = spelled
         out[s.section][s.name] = value
 
+    def put_old(s: Setting, old: OldName, value: Any, spelled: str) -> None:
+        new = spelled[: -len(old.key)] + (s.name if "." in spelled else s.key)
+        converted = old.value(value, new, source)
+        warn_old_name(OldName(spelled, old.convert).message(new, source, value))
+        put(s, converted, spelled)
+
     unknown = []
     for raw_key, value in data.items():
         key = str(raw_key).replace("-", "_")
         if key in sections and isinstance(value, Mapping):
-            names = {s.name: s for s in settings_of(cls) if s.section == key}
+            names = {s.name: s for s in every if s.section == key}
+            olds = {o.key: (s, o) for s in every if s.section == key for o in s.old_names}
             for inner_raw, inner in value.items():
                 inner_key = str(inner_raw).replace("-", "_")
                 if inner_key in names:
                     put(names[inner_key], inner, f"{key}.{inner_key}")
+                elif inner_key in olds:
+                    put_old(*olds[inner_key], inner, f"{key}.{inner_key}")
                 else:
                     unknown.append(f"{key}.{inner_key}")
         elif key in by_key:
             put(by_key[key], value, key)
+        elif key in old_by_key:
+            put_old(*old_by_key[key], value, key)
         else:
             unknown.append(key)
     if unknown:

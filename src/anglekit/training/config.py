@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anglekit.config import check_fields, read_sections, setting, settings_of
+from anglekit.config import OldName, check_fields, negate, read_sections, setting, settings_of
 from anglekit.errors import ConfigError
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
@@ -370,7 +370,7 @@ class TrainerSection:
         help="cpu, cuda (an error without a CUDA GPU), or auto: cuda when there is one, else the CPU (default: auto; "
         "pick GPUs with CUDA_VISIBLE_DEVICES).",
     )
-    quiet: bool = setting(False, help="No progress bar.")
+    quiet: bool = setting(False, help="No progress bar.", old_names=(OldName("progress", negate),))
     report_to: str = setting(
         "none", aliases=("report_to",),
         help="Where transformers also reports metrics: none, all, or a comma-separated list (tensorboard, wandb, mlflow, ...).",
