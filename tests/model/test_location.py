@@ -78,10 +78,13 @@ class _CountingHub(http.server.BaseHTTPRequestHandler):
     requests: list[str] = []
     status = 404
 
-    def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
         type(self).requests.append(self.path)
+        body = b"{}"
         self.send_response(type(self).status)
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        self.wfile.write(body)
 
     def log_message(self, *args: object) -> None:
         pass

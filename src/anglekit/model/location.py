@@ -55,7 +55,7 @@ def in_hub_cache(repo_id: str) -> bool:
 
 
 def probe_hub(repo_id: str, revision: str | None = None, timeout: float | None = None) -> tuple[bool, str]:
-    """(whether the hub has the model ``repo_id``, why not) from one request with no retries."""
+    """(whether the hub has the model ``repo_id``, why not) from one GET of its model info, no retries."""
     from huggingface_hub import constants
     from huggingface_hub.utils import build_hf_headers, get_session
 
@@ -63,7 +63,7 @@ def probe_hub(repo_id: str, revision: str | None = None, timeout: float | None =
         timeout = float(os.environ.get("ANGLEKIT_HUB_TIMEOUT", HUB_PROBE_TIMEOUT))
     url = f"{constants.ENDPOINT}/api/models/{repo_id}" + (f"/revision/{revision}" if revision else "")
     try:
-        response = get_session().head(url, headers=build_hf_headers(), timeout=timeout, follow_redirects=True)
+        response = get_session().get(url, headers=build_hf_headers(), timeout=timeout, follow_redirects=True)
     except Exception as exc:  # noqa: BLE001 - any transport failure (httpx/requests/OS) means unreachable
         return False, f"the hub ({constants.ENDPOINT}) is unreachable: {type(exc).__name__}: {exc}"
     if response.status_code < 400:
