@@ -115,3 +115,28 @@ def test_workers_exit_cleanly_and_a_rerun_is_quick(tmp_path: Path, tiny_bert_dir
     assert again.returncode == 0, again.stderr
     assert "0 encoded now, 5 already done" in again.stdout and "nothing to do" in again.stdout
     assert again.stdout.strip().endswith("NO-TORCH 0"), again.stdout
+
+
+def test_workers_are_joined_not_terminated(tmp_path: Path, tiny_bert_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker killed with terminate() while it exits leaks its semaphores (the warning at exit):
+    finished workers are waited for, and all exit with status 0."""
+    from multiprocessing.context import SpawnProcess
+
+    terminated: list[int] = []
+    started: list[SpawnProcess] = []
+    real_terminate, real_start = SpawnProcess.terminate, SpawnProcess.start
+
+    def terminate(self: SpawnProcess) -> None:
+        terminated.append(self.pid or -1)
+        real_terminate(self)
+
+    def start(self: SpawnProcess) -> None:
+        started.append(self)
+        real_start(self)
+
+    monkeypatch.setattr(SpawnProcess, "terminate", terminate)
+    monkeypatch.setattr(SpawnProcess, "start", start)
+    _corpus(tmp_path / "c.txt", 14)
+    report = encode_corpus(str(tiny_bert_dir), tmp_path / "c.txt", tmp_path / "out", shard_size=3, workers=2, model_kwargs={"device": "cpu"})
+    assert report.encoded == 5
+    assert len(started) == 2 and terminated == [] and [p.exitcode for p in started] == [0, 0]
