@@ -157,3 +157,10 @@ def test_safetensors_is_preferred_over_a_stray_incomplete_bin(
     state = Embedder.from_pretrained(tiny_bert_dir, device="cpu", dtype="fp32").backbone.state_dict()
     torch.save(state, folder / "pytorch_model.bin")
     np.testing.assert_allclose(Embedder.from_pretrained(folder, device="cpu", dtype="fp32").encode(["a b c"]), reference, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", ["soon", "0", "-1", "nan"])
+def test_a_bad_hub_timeout_is_named(bad: str, online: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANGLEKIT_HUB_TIMEOUT", bad)
+    with pytest.raises(ConfigError, match="ANGLEKIT_HUB_TIMEOUT"):
+        location.check_model_location("org/name")

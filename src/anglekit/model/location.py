@@ -60,7 +60,13 @@ def probe_hub(repo_id: str, revision: str | None = None, timeout: float | None =
     from huggingface_hub.utils import build_hf_headers, get_session
 
     if timeout is None:
-        timeout = float(os.environ.get("ANGLEKIT_HUB_TIMEOUT", HUB_PROBE_TIMEOUT))
+        raw = os.environ.get("ANGLEKIT_HUB_TIMEOUT", "").strip()
+        try:
+            timeout = float(raw) if raw else HUB_PROBE_TIMEOUT
+        except ValueError:
+            timeout = -1.0
+        if not timeout > 0:
+            raise ConfigError(f"ANGLEKIT_HUB_TIMEOUT={raw!r}: expected a number of seconds > 0")
     url = f"{constants.ENDPOINT}/api/models/{repo_id}" + (f"/revision/{revision}" if revision else "")
     try:
         response = get_session().get(url, headers=build_hf_headers(), timeout=timeout, follow_redirects=True)
