@@ -280,7 +280,15 @@ def test_kill_mid_run_then_resume_asks_nothing_twice_and_loses_nothing(tmp_path:
     assert summary["requests"]["cache_hits"] == len(first_run) and summary["complete"]
 
 
-def test_ctrl_c_writes_what_is_done_and_exits_130(tmp_path: Path) -> None:
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # what a shell without job control does to `cmd &`
+
+
+@pytest.mark.parametrize("sigint_ignored_at_start", [False, True], ids=["sigint-default", "sigint-ignored-by-parent"])
+def test_ctrl_c_writes_what_is_done_and_exits_130(tmp_path: Path, sigint_ignored_at_start: bool) -> None:
+    """SIGINT while a request is held by the server (reached by construction): exit 130, not complete,
+    the done pairs written, and a rerun asks only the rest. Also when the parent ignored SIGINT (a script's
+    `anglekit generate ... &`), where the run used to go on to the end and exit 0 as complete."""
     sentences = [f"Sentence number {i} talks about topic {chr(97 + i)}." for i in range(6)]
     source = tmp_path / "in.txt"
     source.write_text("\n".join(sentences) + "\n")
@@ -293,7 +301,8 @@ def test_ctrl_c_writes_what_is_done_and_exits_130(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "anglekit.cli", "generate", "--input", str(source), "--output", str(out), "--quiet", "--concurrency", "1"]
     with FakeOpenAIServer(script) as server:
         command += ["--llm", f"openai:fake@{server.url}"]
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   preexec_fn=_ignore_sigint if sigint_ignored_at_start else None)
         try:
             deadline = time.monotonic() + 60
             while not any(r.status == 0 for r in server.log):

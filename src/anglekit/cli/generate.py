@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import threading
 from typing import Any
@@ -121,11 +122,24 @@ def _report(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _restore_sigint() -> None:
+    """Make SIGINT interrupt the run even when it was ignored at start.
+
+    A shell without job control starts ``anglekit generate ... &`` with SIGINT ignored, so a
+    ``kill -INT`` (or Ctrl-C to the script) was dropped: the run went on to the end and exited 0.
+    Stopping is always safe here (answers are cached, the output is written atomically, exit 130),
+    so SIGINT raises ``KeyboardInterrupt`` whatever the parent chose.
+    """
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``anglekit generate``: 0 when complete, 3 when some requests failed (rerun to retry), 130 on Ctrl-C."""
     from anglekit.data.readers import read_texts
     from anglekit.generation.pipeline import generate_pairs, summary_path
 
+    _restore_sigint()
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {args.limit}")
     config = config_from_args(args)
