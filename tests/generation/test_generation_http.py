@@ -77,6 +77,9 @@ ANSWERS = {
     "json-objects": ('```json\n{"sentences": [{"sentence": "First answer here."}, {"text": "Second answer here."}, {"sentence": "Third answer here."}]}\n```', "json"),
     "json-malformed": ('["First answer here.", "Second answer here.", "Third answer here.",', "json-malformed"),
     "lines": ("First answer here.\nSecond answer here.\nThird answer here.", "lines"),
+    "json-nested-object": ('{"result": {"synonyms": ["First answer here.", "Second answer here.", "Third answer here."]}}', "json"),
+    "json-nested-list": ('[{"sentences": ["First answer here.", "Second answer here."]}, {"sentences": ["Third answer here."]}]', "json"),
+    "json-list-of-lists": ('{"data": [["First answer here."], ["Second answer here."], [{"id": "s3", "value": "Third answer here."}]], "n": 3}', "json"),
 }
 
 
@@ -87,6 +90,16 @@ def test_each_answer_format_is_parsed(name: str, tmp_path: Path) -> None:
         result = generate_pairs(["An input sentence."], tmp_path / "p.jsonl", _config(server, tmp_path, kinds=("synonym",)))
     assert [r["text2"] for r in result.records] == ["First answer here.", "Second answer here.", "Third answer here."]
     assert result.summary["answer_formats"] == {fmt: 1}
+
+
+@pytest.mark.parametrize("content", ["42", "3.5", "[1, 2, 3]", "null", "1. 42\n2. 17\n3. --"])
+def test_an_answer_of_numbers_yields_no_pair_and_is_counted(content: str, tmp_path: Path) -> None:
+    """A bare number (or only numbers) is not a sentence: no pair, counted as non-text or as 'no words'."""
+    with FakeOpenAIServer(lambda body, n: Reply(content=content)) as server:
+        result = generate_pairs(["An input sentence."], tmp_path / "p.jsonl", _config(server, tmp_path, kinds=("synonym",)))
+    assert result.records == [] and _lines(tmp_path / "p.jsonl") == [] and result.complete
+    formats, drops = result.summary["answer_formats"], result.summary["drops"]
+    assert formats == {"non-text": 1} or (formats == {"numbered": 1} and drops == {"no words": 3}), (formats, drops)
 
 
 def test_empty_and_bad_answers_are_counted_not_fatal(tmp_path: Path) -> None:

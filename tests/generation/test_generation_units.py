@@ -53,11 +53,28 @@ def test_user_templates() -> None:
         ('"One here." "Two here."', ["One here.", "Two here."], "quoted"),
         ("One here.\nTwo here.", ["One here.", "Two here."], "lines"),
         ("   \n", [], "empty"),
+        ('{"result": {"synonyms": ["One here.", "Two here."]}}', ["One here.", "Two here."], "json"),
+        ('{"output": {"items": [{"text": "One here.", "score": 0.9}, {"text": "Two here."}]}}', ["One here.", "Two here."], "json"),
+        ('[["One here."], ["Two here."]]', ["One here.", "Two here."], "json"),
+        ('[{"id": "a1", "s": "One here."}, {"id": "a2", "s": "Two here."}]', ["One here.", "Two here."], "json"),
+        ('{"count": 2, "synonyms": ["One here.", "Two here."]}', ["One here.", "Two here."], "json"),
+        ("[" * 3000 + "]" * 3000, [], "non-text"),
+        ("42", [], "non-text"),
+        ("3.5\n", [], "non-text"),
+        ("-7", [], "non-text"),
+        ("true", [], "non-text"),
+        ('{"n": 3}', [], "non-text"),
+        ("1. 2. 3.", [], "non-text"),
     ],
 )
 def test_parse_answer(answer: str, items: list[str], fmt: str) -> None:
     parsed = parse_answer(answer)
     assert [strip_candidate(i) for i in parsed.items] == items and parsed.format == fmt
+
+
+def test_candidates_without_a_letter_are_dropped_as_no_words() -> None:
+    kept, drops = clean_candidates(["42", "3.14", "12 % 34", "Straße 5 is closed.", "日本語の文です。"], "An input.")
+    assert kept == ["Straße 5 is closed.", "日本語の文です。"] and drops == {"no words": 3}
 
 
 def test_cleaning_counts_every_drop() -> None:

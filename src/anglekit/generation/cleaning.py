@@ -1,7 +1,8 @@
 """Clean candidate sentences: strip leftover markers and quotes, then drop what is unusable, counting
 every drop by reason (nothing is dropped silently).
 
-Reasons (keys of the returned counter): ``empty``, ``too short``, ``too long``, ``copy of input``
+Reasons (keys of the returned counter): ``empty``, ``no words`` (not a single letter: ``42``,
+``3.5``, ``--``), ``too short``, ``too long``, ``copy of input``
 (same as the input once case, punctuation and spacing are ignored), ``duplicate`` (same normalised
 text as an earlier candidate), ``near-duplicate of input`` (``difflib`` similarity ratio of the
 normalised texts >= ``near_duplicate_ratio`` with the input; synonyms only: an antonym is *meant*
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 from anglekit.errors import ConfigError
 
-DROP_REASONS = ("empty", "too short", "too long", "copy of input", "duplicate", "near-duplicate of input",
+DROP_REASONS = ("empty", "no words", "too short", "too long", "copy of input", "duplicate", "near-duplicate of input",
                 "near-duplicate of a candidate")
 
 _MARKER = re.compile(r"^\s*(?:\(\d{1,3}\)|\[\d{1,3}\]|\d{1,3}\s*[.):\]]|[-*•·–—+>])\s*")
@@ -89,6 +90,8 @@ def clean_candidates(
         norm = normalize(text)
         if not text or not norm:
             drops["empty"] += 1
+        elif not any(unicodedata.category(ch).startswith("L") for ch in text):
+            drops["no words"] += 1
         elif len(text) < config.min_chars:
             drops["too short"] += 1
         elif len(text) > config.max_chars:

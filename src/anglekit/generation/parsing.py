@@ -3,8 +3,9 @@
 Recognised shapes (``ParsedAnswer.format``):
 
 * ``json``: a JSON array of strings, an array of objects (the first string field, preferring
-  ``sentence``/``text``/``output``), or an object holding such an array; a Markdown code fence
-  around it is removed;
+  ``sentence``/``text``/``output``), or an object holding such an array, nested to any depth
+  (``{"result": {"synonyms": [...]}}``, ``[{"sentences": [...]}]``, ``[["a"], ["b"]]``); a Markdown
+  code fence around it is removed;
 * ``json-malformed``: text that starts like JSON but does not parse (truncated, trailing commas):
   the double-quoted strings that are not object keys are taken;
 * ``numbered`` (``1.``, ``1)``, ``(1)``, ``1:``), ``bulleted`` (``-``, ``*``, ``•``): only the marked
@@ -12,6 +13,8 @@ Recognised shapes (``ParsedAnswer.format``):
   numbers run together on one line ("1. A. 2. B.") are split;
 * ``quoted``: one line holding several quoted sentences;
 * ``lines``: anything else, one candidate per non-empty line;
+* ``non-text``: no sentence at all: a bare JSON number, ``true``/``false``/``null``, JSON without
+  any string, or text without a single letter (``42``, ``3.5``, ``1. 2. 3.``);
 * ``empty``: nothing at all.
 
 Parsing never raises: a malformed answer yields what can be read, and cleaning counts the rest.
@@ -21,10 +24,11 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-FORMATS = ("json", "json-malformed", "numbered", "bulleted", "quoted", "lines", "empty")
+FORMATS = ("json", "json-malformed", "numbered", "bulleted", "quoted", "lines", "non-text", "empty")
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _NUMBERED = re.compile(r"^\s*(?:\(\d{1,3}\)|\d{1,3}\s*[.):\]]|\[\d{1,3}\])\s*")
@@ -33,6 +37,8 @@ _INLINE_NUMBER = re.compile(r"(?:^|(?<=\s))\(?\d{1,3}[.)]\s+")
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"|“([^”]*)”')
 _JSON_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"(\s*:)?')
 _PREFERRED_KEYS = ("sentence", "text", "output", "paraphrase", "synonym", "antonym", "content")
+_MAX_DEPTH = 32
+"""JSON nested deeper than this is not searched for strings."""
 
 
 @dataclass(frozen=True)
@@ -41,39 +47,44 @@ class ParsedAnswer:
     format: str
 
 
-def _strings_from_json(obj: Any) -> list[str] | None:
+def _strings_from_json(obj: Any, depth: int = 0, *, item: bool = False) -> list[str] | None:
+    """The candidate strings in parsed JSON, at any depth; None when it holds no string at all.
+    ``item``: ``obj`` is an element of an array, where an object is one candidate (its first string)."""
     if isinstance(obj, str):
         return [obj]
+    if depth >= _MAX_DEPTH:
+        return None
     if isinstance(obj, list):
-        out: list[str] = []
-        for item in obj:
-            if isinstance(item, str):
-                out.append(item)
-            elif isinstance(item, dict):
-                value = _first_string(item)
-                if value is not None:
-                    out.append(value)
-            elif isinstance(item, list):
-                out.extend(s for s in item if isinstance(s, str))
-        return out
+        found = [_strings_from_json(element, depth + 1, item=True) for element in obj]
+        if all(f is None for f in found):
+            return None
+        return [s for f in found if f is not None for s in f]
     if isinstance(obj, dict):
-        for value in obj.values():
-            if isinstance(value, list):
-                return _strings_from_json(value)
+        preferred = _preferred_string(obj)
+        if preferred is not None:  # {"sentence": "...", "explanation": "..."}: one candidate
+            return [preferred]
+        for value in obj.values():  # the first container holding strings: {"synonyms": [...], "count": 3}
+            if isinstance(value, (list, dict)):
+                inner = _strings_from_json(value, depth + 1)
+                if inner:
+                    return inner
         values = [v for v in obj.values() if isinstance(v, str)]
+        if item:  # one candidate: the first sentence-like string ({"id": "x1", "s": "A sentence."})
+            values = [v for v in values if " " in v.strip()][:1] or values[:1]
         return values or None
     return None
 
 
-def _first_string(obj: dict[str, Any]) -> str | None:
+def _preferred_string(obj: dict[str, Any]) -> str | None:
     for key in _PREFERRED_KEYS:
         for k, v in obj.items():
             if k.lower() == key and isinstance(v, str):
                 return v
-    for v in obj.values():
-        if isinstance(v, str):
-            return v
     return None
+
+
+def _has_letter(text: str) -> bool:
+    return any(unicodedata.category(ch).startswith("L") for ch in text)
 
 
 def _unescape(raw: str) -> str:
@@ -101,14 +112,20 @@ def parse_answer(answer: str | None) -> ParsedAnswer:
             text = text[4:].strip()
     if text[:1] in ("[", "{"):
         try:
-            strings = _strings_from_json(json.loads(text))
-        except json.JSONDecodeError:
-            strings = None
+            value = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
             found = _from_malformed_json(text)
             if found:
                 return ParsedAnswer(tuple(found), "json-malformed")
-        if strings is not None:
-            return ParsedAnswer(tuple(strings), "json")
+        else:
+            strings = _strings_from_json(value)
+            if strings is not None:
+                return ParsedAnswer(tuple(strings), "json")
+            return ParsedAnswer((), "non-text")  # [1, 2, 3], {"n": 3}: JSON without a single string
+    if not _has_letter(text):  # 42, 3.5, "1. 2. 3.", ---: no sentence in it
+        return ParsedAnswer((), "non-text")
+    if text in ("true", "false", "null"):
+        return ParsedAnswer((), "non-text")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     numbered = [line for line in lines if _NUMBERED.match(line)]
     bulleted = [line for line in lines if _BULLET.match(line)]
