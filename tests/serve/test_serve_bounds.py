@@ -29,6 +29,11 @@ BAD_EMBEDDINGS = [
     (b'{"input": []}', 400, "invalid_request", "input", "empty array"),
     (b'{"input": ""}', 400, "invalid_request", "input", "empty string"),
     (b'{"input": ["a", ""]}', 400, "invalid_request", "input", "input[1] is an empty string"),
+    (b'{"input": "   "}', 400, "invalid_request", "input", "input is blank"),
+    (b'{"input": ["ok", "  "]}', 400, "invalid_request", "input", "input[1] is blank"),
+    (b'{"input": ["ok", "\\t\\n\\r"]}', 400, "invalid_request", "input", "input[1] is blank"),
+    (b'{"input": ["\\u00a0\\u3000", "ok"]}', 400, "invalid_request", "input", "input[0] is blank"),
+    (b'{"input": "\\u200b\\ufeff "}', 400, "invalid_request", "input", "input is blank"),
     (b'{"input": 5}', 400, "invalid_request", "input", "string or an array"),
     (b'{"input": {"text": "a"}}', 400, "invalid_request", "input", "string or an array"),
     (b'{"input": ["a", 5]}', 400, "invalid_request", "input", "input[1] must be a string"),
@@ -53,6 +58,8 @@ BAD_EMBEDDINGS = [
 BAD_EMBED = [
     (b'{"inputs": []}', "inputs", "empty array"),
     (b'{"inputs": ""}', "inputs", "empty string"),
+    (b'{"inputs": [" "]}', "inputs", "inputs[0] is blank"),
+    (b'{"inputs": ["a", "\\n"]}', "inputs", "inputs[1] is blank"),
     (b'{"input": ["a"]}', "input", "unknown field 'input'"),
     (b'{"inputs": ["a"], "normalize": "yes"}', "normalize", "true or false"),
     (b'{"inputs": ["a"], "normalize": 1}', "normalize", "true or false"),
@@ -92,6 +99,28 @@ def test_unknown_routes_and_methods(client: httpx.Client) -> None:
     assert missing.status_code == 404 and error_of(missing)["code"] == "not_found"
     wrong = client.get("/v1/embeddings")
     assert wrong.status_code == 405 and error_of(wrong)["code"] == "method_not_allowed"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("GET", "/v1/embeddings", "POST"),
+        ("PUT", "/v1/embeddings", "POST"),
+        ("DELETE", "/embed", "POST"),
+        ("POST", "/health", "GET"),
+        ("POST", "/v1/models", "GET"),
+        ("PATCH", "/metrics", "GET"),
+        ("HEAD", "/health", "GET"),
+    ],
+)
+def test_every_405_names_the_allowed_methods(client: httpx.Client, method: str, path: str, allow: str) -> None:
+    """RFC 9110 15.5.6: a 405 carries Allow; each method it names is answered (not 405)."""
+    response = client.request(method, path)
+    assert response.status_code == 405 and response.headers["allow"] == allow
+    if method != "HEAD":  # a HEAD answer has no body
+        assert error_of(response)["code"] == "method_not_allowed" and allow in error_of(response)["message"]
+    for allowed in allow.split(", "):
+        assert client.request(allowed, path, json={"input": "a"} if allowed == "POST" else None).status_code != 405
 
 
 def test_the_server_survives_the_bad_requests(server: Running, client: httpx.Client, reference: Any) -> None:

@@ -188,6 +188,15 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
+def _allowed_methods(app: FastAPI, path: str) -> str:
+    """The ``Allow`` header for ``path``: the methods of every route on it."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        if getattr(route, "path", None) == path:
+            methods.update(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
 def create_app(settings: ServeSettings, load: Callable[[], Backend], *, model_name: str) -> FastAPI:
     """The server's ASGI app. ``load()`` returns the backend; ``model_name`` is what the API
     answers to. The app's ``state.server`` is its :class:`ServerState`."""
@@ -276,8 +285,10 @@ def create_app(settings: ServeSettings, load: Callable[[], Backend], *, model_na
         if exc.status_code == 404:
             return error_response(state, RouteNotFound(f"no route {request.method} {request.url.path}; see GET /openapi.json"))
         if exc.status_code == 405:
-            return error_response(state, MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}"))
-        error = ServeError(str(exc.detail))
+            allowed = _allowed_methods(app, request.url.path) or (exc.headers or {}).get("Allow", "")
+            return error_response(state, MethodNotAllowed(
+                f"{request.method} is not allowed on {request.url.path}; allowed: {allowed}", headers={"Allow": allowed}))
+        error = ServeError(str(exc.detail), headers=dict(exc.headers or {}))
         error.status = exc.status_code
         return error_response(state, error)
 
