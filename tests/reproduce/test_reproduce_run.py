@@ -126,3 +126,27 @@ def test_cli_rejects_bad_tables_and_settings(tmp_path, capsys):
     code, _, err = helpers.run_cli(["reproduce", "pooling", "--data-root", str(tmp_path / "missing"),
                                     "--output-dir", str(tmp_path / "o")], capsys)
     assert code != 0 and "data-root" in err
+
+
+@pytest.mark.parametrize("steps", ["0"])
+def test_max_steps_zero_is_refused_before_anything_is_written(tmp_path, capsys, steps):
+    """0 steps would record the start model's scores as trained rows."""
+    out = tmp_path / "o"
+    code, _, err = helpers.run_cli(["reproduce", "pooling", "--max-steps", steps, "--output-dir", str(out),
+                                    "--data-root", str(tmp_path)], capsys)
+    assert code == 2 and "max_steps is 0" in err and err.count("\n") == 1 and not out.exists(), err
+    code, _, err = helpers.run_cli(["reproduce", "pooling", "--max-steps", "-2", "--output-dir", str(out)], capsys)
+    assert code == 2 and "--max-steps" in err and not out.exists(), err
+
+
+def test_max_steps_bounds_in_the_api():
+    from anglekit.reproduce.config import ReproduceConfig
+    from anglekit.reproduce.protocol import make_protocol
+
+    with pytest.raises(ConfigError, match="max_steps is 0"):
+        ReproduceConfig(max_steps=0)
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ConfigError, match="max_steps must be >= 1, or -1"):
+            make_protocol("cpu", max_steps=bad)
+    assert make_protocol("cpu", max_steps=3).max_steps == 3 and make_protocol("cpu", max_steps=-1).max_steps == -1
+    assert ReproduceConfig(max_steps=1).max_steps == 1

@@ -72,6 +72,11 @@ def test_every_transformers_scheduler_is_accepted(scheduler: str) -> None:
         ({"model_dtype": "fp8"}, "dtype must be one of fp32, bf16, fp16"),
         ({"load_in_kbit": 3, "lora": True}, "load_in_kbit must be one of 4, 8"),
         ({"quiet": 1}, "quiet must be bool"),
+        ({"eval_steps": 10}, r"eval_steps \(10\) needs dev_data"),
+        ({"eval_steps": 1, "test_data": "stsb:test", "probe_data": "stsb:dev"}, r"eval_steps \(1\) needs dev_data"),
+        ({"eval_steps": 5, "dev_data": ""}, "needs dev_data"),
+        ({"max_steps": 0}, "max_steps is 0, which trains nothing"),
+        ({"max_steps": 0, "epochs": 2}, "max_steps is 0"),
     ],
 )
 def test_invalid_settings_fail_at_construction(data: dict[str, Any], match: str) -> None:
@@ -124,3 +129,21 @@ def test_wrong_objective_family_fails_before_any_data_is_read(tmp_path: Path) ->
     with pytest.raises(ConfigError, match="--margin-degrees applies to the contrastive"):
         train(config)
     assert not (tmp_path / "run").exists()
+
+
+def test_settings_that_need_each_other_are_accepted_together() -> None:
+    config = TrainConfig.from_dict({"eval_steps": 5, "dev_data": "dev.tsv", "max_steps": 1})
+    assert config.trainer.eval_steps == 5 and config.trainer.max_steps == 1
+    assert TrainConfig.from_dict({"max_steps": -1}).trainer.max_steps == -1
+
+
+def test_cli_train_eval_steps_without_dev_data_is_one_line_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from helpers import run_cli
+
+    code, _, err = run_cli(["train", "--model", str(tmp_path / "no-model"), "--train-data", str(tmp_path / "no.tsv"),
+                            "--eval-steps", "5", "--output-dir", str(tmp_path / "run")], capsys)
+    assert code == 2 and err.count("\n") == 1 and "needs dev_data" in err and "--dev-data" in err, err
+    assert not (tmp_path / "run").exists()
+    code, _, err = run_cli(["train", "--model", str(tmp_path / "no-model"), "--train-data", str(tmp_path / "no.tsv"),
+                            "--max-steps", "0", "--output-dir", str(tmp_path / "run")], capsys)
+    assert code == 2 and "max_steps is 0" in err and not (tmp_path / "run").exists(), err

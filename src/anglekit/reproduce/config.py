@@ -28,7 +28,7 @@ class ReproduceConfig:
         "re-initialised: not STS-tuned), bert-base (the paper's).",
     )
     model: str | None = setting(None, help="Train from this model instead of the start's (hub name, folder, pypi:NAME).")
-    max_steps: int = setting(-1, minimum=-1, help="Stop every training cell after this many steps (-1: the epochs).")
+    max_steps: int = setting(-1, minimum=-1, help="Stop every training cell after this many steps, >= 1 (-1: the epochs; 0 is refused).")
     epochs: float | None = setting(None, minimum=0, exclusive_minimum=True, help="Epochs per cell (default: the preset's).")
     batch_size: int | None = setting(None, minimum=1, help="Training batch (default: the preset's).")
     learning_rate: float | None = setting(None, minimum=0, exclusive_minimum=True, help="Learning rate (default: the preset's).")
@@ -64,6 +64,8 @@ class ReproduceConfig:
             raise ConfigError("give at least one seed")
         if len(set(self.seeds)) != len(self.seeds):
             raise ConfigError(f"seeds repeat: {list(self.seeds)}")
+        if self.max_steps == 0:  # a cell trained 0 steps is the start model, recorded as a trained row
+            raise ConfigError("max_steps is 0, which trains nothing: give a number of steps >= 1, or -1 to train for the epochs")
 
 
 def expand_tables(names: list[str] | tuple[str, ...]) -> list[str]:

@@ -121,6 +121,9 @@ def make_protocol(preset: str = "cpu", *, start: str | None = None, model: str |
             raise ConfigError(f"{name} must be a positive integer, got {values[name]!r}")
     if not values["learning_rate"] > 0 or not values["epochs"] > 0:
         raise ConfigError("learning_rate and epochs must be > 0")
+    steps = values.get("max_steps", -1)
+    if not isinstance(steps, int) or isinstance(steps, bool) or (steps < 1 and steps != -1):
+        raise ConfigError(f"max_steps must be >= 1, or -1 to train for the epochs; got {steps!r} (0 would train nothing)")
     return Protocol(preset=preset, start=STARTS[start_name], model=model, **values)
 
 

@@ -424,6 +424,13 @@ class TrainConfig:
     trainer: TrainerSection = field(default_factory=TrainerSection)
 
     def __post_init__(self) -> None:
+        if self.trainer.eval_steps is not None and not self.data.dev_data:
+            raise ConfigError(
+                f"eval_steps ({self.trainer.eval_steps}) needs dev_data: it sets how often dev_data is scored; "
+                "add --dev-data PAIRS or drop --eval-steps"
+            )
+        if self.trainer.max_steps == 0:
+            raise ConfigError("max_steps is 0, which trains nothing: give a number of steps >= 1, or -1 to train for the epochs")
         if self.model.load_in_kbit is not None and not self.lora.active:
             raise ConfigError("a k-bit model cannot be trained directly; add --lora (QLoRA) or --init-adapters")
         if self.trainer.gradcache_chunk_size is not None and self.objective.ese:
