@@ -318,7 +318,7 @@ class TrainerSection:
     resume: bool = setting(False, help="Continue from the last checkpoint in output_dir.")
     epochs: float = setting(1.0, minimum=0, exclusive_minimum=True, aliases=("num_train_epochs",), help="Passes over the training data (fractions allowed).")
     max_steps: int = setting(
-        -1, minimum=-1, aliases=("max_steps",), help="Stop after this many optimisation steps (overrides epochs when > 0)."
+        -1, minimum=-1, aliases=("max_steps",), help="Stop after this many optimisation steps, >= 1 (overrides epochs; -1: the epochs; 0 is refused)."
     )
     batch_size: int = setting(32, minimum=1, aliases=("per_device_train_batch_size",), help="Training rows (pairs, sentences, triplets) per device per step.")
     learning_rate: float = setting(2e-5, minimum=0, exclusive_minimum=True, aliases=("learning_rate",), help="Peak learning rate.")
@@ -352,7 +352,7 @@ class TrainerSection:
     group_by_length: bool = setting(True, help="Batch rows of similar token length together (less padding).")
     seed: int = setting(42, minimum=0, aliases=("seed",), help="Seed of initialisation, data order and dropout.")
     eval_steps: int | None = setting(
-        None, minimum=1, aliases=("eval_steps",), help="Evaluate dev_data every N steps (default: at the end of each epoch)."
+        None, minimum=1, aliases=("eval_steps",), help="Evaluate dev_data every N steps (default: at the end of each epoch; needs dev_data)."
     )
     save_steps: int | None = setting(
         None, minimum=1, aliases=("save_steps",), help="Checkpoint every N steps (default: with each evaluation, else every 500 steps)."
