@@ -156,3 +156,47 @@ def test_exported_config_keeps_the_anglekit_settings(tiny_bert_dir: Path, tmp_pa
     assert code == 0, err
     config = json.loads((tmp_path / "st" / CONFIG_NAME).read_text())
     assert config["pooling"] == "first_last_avg" and config["max_length"] == 16
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("where", ["same", "inside", "parent", "symlink-to-source", "source-via-symlink", "dot-dot"])
+def test_export_never_writes_into_its_source(where: str, tiny_bert_dir: Path, tmp_path: Path, copy_model: Any,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """--output-dir naming the model's folder, a folder inside it or one holding it (symlinks resolved)
+    is refused with --overwrite too, and the model is left byte for byte as it was."""
+    source = copy_model(tiny_bert_dir, "models/mine")
+    before = _tree(source)
+    model_arg, output = str(source), source
+    if where == "inside":
+        output = source / "exported"
+    elif where == "parent":
+        output = source.parent
+    elif where == "symlink-to-source":
+        output = tmp_path / "link"
+        output.symlink_to(source, target_is_directory=True)
+    elif where == "source-via-symlink":
+        link = tmp_path / "model-link"
+        link.symlink_to(source, target_is_directory=True)
+        model_arg = str(link)
+    elif where == "dot-dot":
+        output = source / ".." / "mine"
+    code, _, err = _run(["export", model_arg, "--format", "sentence-transformers", "--output-dir", str(output), "--overwrite"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "never writes into its source" in err and str(output) in err, err
+    assert _tree(source) == before
+    assert not (source / "exported").exists()
+
+
+def test_export_of_an_embedder_refuses_its_own_folder(tiny_bert_dir: Path, copy_model: Any, tmp_path: Path) -> None:
+    from anglekit.export import export
+
+    source = copy_model(tiny_bert_dir, "own")
+    before = _tree(source)
+    embedder = Embedder.from_pretrained(str(source), device="cpu")
+    with pytest.raises(ExportError, match="is the model being exported"):
+        export(embedder, "sentence-transformers", source, overwrite=True)
+    assert _tree(source) == before
+    sibling = export(embedder, "sentence-transformers", tmp_path / "sibling", verify=False)  # beside it is fine
+    assert sibling.folder.is_dir() and _tree(source) == before

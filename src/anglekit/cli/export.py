@@ -43,7 +43,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--optimize", choices=("O1", "O2", "O3"), default=None,
         help="onnx: onnxruntime's graph optimisations, O1 basic, O2 transformer fusions (attention, skip layer norm, bias GELU; BERT-like encoders) + extended, O3 the fusions + all (for this CPU)",
     )
-    add_output_dir(parser, required=True, help="folder to write (must be new or empty, unless --overwrite)")
+    add_output_dir(parser, required=True, help="folder to write (must be new or empty, unless --overwrite; never the model's own folder, inside it or holding it)")
     parser.add_argument("--overwrite", action="store_true", default=False, help="replace a folder that is not empty")
     parser.add_argument(
         "--verify", action=argparse.BooleanOptionalAction, default=True,

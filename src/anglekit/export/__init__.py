@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import json
 import os
 import shutil
 import tempfile
@@ -90,6 +91,48 @@ def _check_weights(model: Any) -> None:
         )
 
 
+def _source_paths(model: Any, load_kwargs: dict[str, Any]) -> list[str]:
+    """The local files and folders the export reads: the model (or an Embedder's own folder), and
+    the base its adapters merge into (given, or recorded in adapter_config.json)."""
+    found: list[Any] = []
+    if isinstance(model, (str, os.PathLike)):
+        found.append(model)
+        adapter_config = Path(model) / "adapter_config.json"
+        if adapter_config.is_file():
+            try:
+                found.append(json.loads(adapter_config.read_text(encoding="utf-8")).get("base_model_name_or_path"))
+            except (OSError, ValueError, AttributeError):
+                pass  # a bad adapter_config.json is named when the model loads
+    else:
+        for part in (getattr(model, "backbone", None), getattr(model, "tokenizer", None)):
+            found.append(getattr(part, "name_or_path", None))
+    found.append(load_kwargs.get("base_model"))
+    return [os.fspath(p) for p in found if isinstance(p, (str, os.PathLike)) and os.fspath(p) and os.path.exists(p)]
+
+
+def _check_not_source(output_dir: str | os.PathLike[str] | None, sources: list[str]) -> None:
+    """Refuse an output folder that is a source, inside one, or holds one (symlinks resolved): the
+    export replaces the whole folder, which would destroy the model it reads."""
+    if output_dir is None or not os.fspath(output_dir):
+        return
+    target = Path(os.path.realpath(output_dir))
+    for source in sources:
+        real = Path(os.path.realpath(source))
+        if target == real:
+            how = "is"
+        elif target.is_relative_to(real):
+            how = "is inside"
+        elif real.is_relative_to(target):
+            how = "contains"
+        else:
+            continue
+        shown = f"{source} ({real})" if str(real) != os.path.abspath(source) else str(source)
+        raise ExportError(
+            f"{output_dir}: the output folder {how} the model being exported, {shown}; an export never writes into "
+            "its source (--overwrite would replace the model): choose a folder outside it"
+        )
+
+
 def _prepare_target(output_dir: str | os.PathLike[str] | None, overwrite: bool) -> Path:
     if output_dir is None or not os.fspath(output_dir):
         raise ExportError("output_dir is required: the folder to write the exported model into")
@@ -147,8 +190,10 @@ def export(
     unknown = sorted(set(options) - set(getattr(writer, "OPTIONS", ())))
     if unknown:
         raise ExportError(f"{', '.join(unknown)}: not an option of the {format} format")
+    _check_not_source(output_dir, _source_paths(model, load_kwargs))
     target = _prepare_target(output_dir, overwrite)
     embedder = _embedder(model, dict(load_kwargs))
+    _check_not_source(target, _source_paths(embedder, {}))  # a hub name or pypi: model resolved to a local folder
     staging = staging_dir(target)  # mkdir's mode under the umask: it becomes the target
     try:
         layout = writer.write(embedder, staging, card=card, **options)
