@@ -125,3 +125,17 @@ def test_existing_index_needs_overwrite_and_bad_flags(tmp_path: Path, tiny_bert_
                            (["search", str(tmp_path / "ix"), "   "], "non-empty")):  # fmt: skip
         code, _, err = _run(argv2, capsys)
         assert code == 2 and message in err, (argv2, err)
+
+
+def test_search_of_an_index_corrupted_at_the_same_size_exits_2_naming_the_file(
+    tmp_path: Path, tiny_bert_dir: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = tmp_path / "ix"
+    code, _, err = _run(["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(index), "--quiet"], capsys)
+    assert code == 0, err
+    name = json.loads((index / "index.json").read_text())["files"]["vectors"]
+    data = bytearray((index / name).read_bytes())
+    data[-5] ^= 0x40  # a float of the last vector changes; the size does not
+    (index / name).write_bytes(bytes(data))
+    code, out, err = _run(["search", str(index), "a dog", "-k", "2"], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and name in err and "SHA-256" in err, err

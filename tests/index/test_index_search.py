@@ -3,6 +3,7 @@ bounded; add/delete by id; save/load round trips; damage and another model are r
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -197,9 +198,9 @@ def test_damaged_or_incomplete_index_is_refused(tmp_path: Path, model: Any) -> N
     data = bytearray(vectors.read_bytes())
     data[-3] ^= 0x55
     vectors.write_bytes(bytes(data))
-    VectorIndex.load(tmp_path / "ix")  # sizes match: only the checksum tells
-    with pytest.raises(DataError, match="does not match its SHA-256"):
-        VectorIndex.load(tmp_path / "ix", verify=True)
+    with pytest.raises(DataError, match=rf"{manifest['files']['vectors']} does not match the SHA-256"):
+        VectorIndex.load(tmp_path / "ix")  # sizes match: only the checksum tells
+    assert len(VectorIndex.load(tmp_path / "ix", verify=False)) == 50  # sizes only, when asked
     vectors.write_bytes(bytes(data[:-8]))
     with pytest.raises(DataError, match="truncated or rewritten"):
         VectorIndex.load(tmp_path / "ix")
@@ -266,3 +267,55 @@ def test_a_save_that_dies_before_index_json_leaves_the_old_index(tmp_path: Path,
     monkeypatch.undo()
     index.save(tmp_path / "ix")
     assert len(VectorIndex.load(tmp_path / "ix", verify=True)) == 200
+
+
+@pytest.mark.parametrize("part", ["vectors", "labels", "ids", "texts", "codes"])
+def test_a_file_corrupted_at_the_same_size_is_named_on_load(tmp_path: Path, model: Any, part: str) -> None:
+    """Every data file's SHA-256 is recorded at save and checked at load: one flipped byte, size unchanged."""
+    index = _index(model, _clustered(40, 2)[0], quantize="int8")
+    index.save(tmp_path / "ix")
+    manifest = json.loads((tmp_path / "ix" / "index.json").read_text())
+    name = manifest["files"][part]
+    recorded = manifest["digests"][name]
+    assert recorded["sha256"] == hashlib.sha256((tmp_path / "ix" / name).read_bytes()).hexdigest()  # an independent hash
+    path = tmp_path / "ix" / name
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle] = (data[middle] + 1) % 256 if part not in ("ids", "texts") else ord("X" if data[middle] != ord("X") else "Y")
+    path.write_bytes(bytes(data))
+    assert path.stat().st_size == recorded["bytes"]
+    with pytest.raises(DataError, match=rf"ix: {name} does not match the SHA-256 recorded in index.json") as caught:
+        VectorIndex.load(tmp_path / "ix")
+    assert "rebuild the index or restore this file" in str(caught.value)
+
+
+def test_an_index_saved_without_checksums_loads_with_a_warning(tmp_path: Path, model: Any, caplog: pytest.LogCaptureFixture) -> None:
+    vectors = _clustered(30, 3)[0]
+    index = _index(model, vectors)
+    index.save(tmp_path / "ix")
+    expected = index.search_vectors(vectors[:3], 5)
+    manifest_path = tmp_path / "ix" / "index.json"
+    manifest = json.loads(manifest_path.read_text())
+    for variant in ("no digests", "sizes only"):
+        if variant == "no digests":
+            old = {k: v for k, v in manifest.items() if k != "digests"}
+        else:
+            old = {**manifest, "digests": {n: {"bytes": d["bytes"]} for n, d in manifest["digests"].items()}}
+        manifest_path.write_text(json.dumps(old))
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="anglekit.index"):
+            again = VectorIndex.load(tmp_path / "ix")
+        assert "records no checksum" in caplog.text and manifest["files"]["vectors"] in caplog.text, variant
+        got = again.search_vectors(vectors[:3], 5)
+        assert got[0] == expected[0] and np.allclose(got[1], expected[1])
+    # still: a missing file is an error, and saving again records the checksums (no warning then)
+    again.save(tmp_path / "ix")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="anglekit.index"):
+        VectorIndex.load(tmp_path / "ix")
+    assert "records no checksum" not in caplog.text
+    assert all("sha256" in d for d in json.loads(manifest_path.read_text())["digests"].values())
+    bad = {**json.loads(manifest_path.read_text()), "digests": ["not", "an", "object"]}
+    manifest_path.write_text(json.dumps(bad))
+    with pytest.raises(DataError, match="digests"):
+        VectorIndex.load(tmp_path / "ix")

@@ -16,11 +16,15 @@ On disk (:meth:`save`): ``index.json`` and data files named by generation (``vec
 ``labels-…``, ``ids-….json``, ``texts-….json``, ``codes-….npy``, ``graph-….usearch|faiss``). Files
 of a new generation are written first, ``index.json`` (their sizes and SHA-256) atomically after,
 and the old generation removed last: a save killed at any moment leaves the old or the new index.
+:meth:`VectorIndex.load` checks every file against its size and SHA-256 (a file corrupted at the
+same size is a :class:`~anglekit.errors.DataError` naming it); an index.json without checksums (an
+older index) still loads, with a warning that its files are not verified.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -34,6 +38,8 @@ from anglekit.index.graph import GraphSettings, load_graph, make_graph, resolve_
 from anglekit.index.quantize import QUANTIZATIONS, binary_codes, block_scorer, int8_codes, int8_scale, rescore, top_k
 
 __all__ = ["INDEX_FILE", "KINDS", "Hit", "IndexSettings", "VectorIndex", "model_record"]
+
+logger = logging.getLogger("anglekit.index")
 
 INDEX_FILE = "index.json"
 FORMAT = "anglekit-index"
@@ -463,22 +469,15 @@ class VectorIndex:
         return folder
 
     @classmethod
-    def load(cls, directory: str | os.PathLike[str], *, model: Any = None, verify: bool = False, mmap: bool = True) -> VectorIndex:
+    def load(cls, directory: str | os.PathLike[str], *, model: Any = None, verify: bool = True, mmap: bool = True) -> VectorIndex:
         """Open a saved index. ``model``: the Embedder to search with (checked against the index's
         fingerprint; default: loaded from the recorded name and settings on the first text query).
-        Every file's size is checked (``verify``: its SHA-256 too); float vectors are memory-mapped
-        unless ``mmap=False``."""
+        Every file's size and SHA-256 are checked against index.json (``verify=False``: sizes only,
+        for a large index on trusted storage); float vectors are memory-mapped unless ``mmap=False``."""
         folder = Path(directory)
         manifest = _read_manifest(folder)
         files = manifest["files"]
-        for name, expected in manifest["digests"].items():
-            path = folder / name
-            if not path.is_file():
-                raise DataError(f"{name} is missing: the index is incomplete", source=str(folder))
-            if path.stat().st_size != expected["bytes"]:
-                raise DataError(f"{name} has {path.stat().st_size} bytes, index.json says {expected['bytes']} (truncated or rewritten)", source=str(folder))
-            if verify and _digest(path)["sha256"] != expected["sha256"]:
-                raise DataError(f"{name} does not match its SHA-256 in index.json (corrupt)", source=str(folder))
+        _check_files(folder, manifest, verify)
         try:
             settings = IndexSettings(**manifest["settings"])
             index = cls(manifest["model"], settings, model)
@@ -505,6 +504,36 @@ class VectorIndex:
         return index
 
 
+def _check_files(folder: Path, manifest: dict[str, Any], verify: bool) -> None:
+    """Each data file is present, of its recorded size and (``verify``) SHA-256; files without a
+    recorded checksum (an index saved by an older anglekit) are only warned about."""
+    digests = manifest.get("digests")
+    named = [name for name in manifest["files"].values() if isinstance(name, str) and name]
+    unverified = []
+    for name in dict.fromkeys([*named, *(digests or {})]):
+        path = folder / name
+        if not path.is_file():
+            raise DataError(f"{name} is missing: the index is incomplete", source=str(folder))
+        expected = (digests or {}).get(name)
+        if expected is None or "sha256" not in expected:
+            unverified.append(name)
+        if expected is None:
+            continue
+        size = path.stat().st_size
+        if size != expected["bytes"]:
+            raise DataError(f"{name} has {size} bytes, index.json says {expected['bytes']} (truncated or rewritten)", source=str(folder))
+        if verify and "sha256" in expected and _digest(path)["sha256"] != expected["sha256"]:
+            raise DataError(
+                f"{name} does not match the SHA-256 recorded in {INDEX_FILE} when the index was saved (corrupt, though its "
+                f"size of {size} bytes is right); rebuild the index or restore this file", source=str(folder),
+            )
+    if unverified:
+        logger.warning(
+            "%s: %s records no checksum for %s (an index saved by an older anglekit): not verified; save the index again "
+            "to record them", folder, INDEX_FILE, ", ".join(unverified),
+        )
+
+
 def _check_manifest(data: dict[str, Any], source: str) -> None:
     """The keys :meth:`VectorIndex.load` reads have their types, else a DataError naming the key."""
     from anglekit.io.read import describe
@@ -514,10 +543,14 @@ def _check_manifest(data: dict[str, Any], source: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise DataError(f"expected an integer >= 0, got {describe(value)}", source=source, field=key)
     for key in ("files", "digests", "settings", "model"):
+        if key == "digests" and key not in data:
+            continue  # an older index: loads with a warning that nothing is verified
         if not isinstance(data.get(key), dict):
             raise DataError(f"expected an object, got {describe(data.get(key))}", source=source, field=key)
-    for name, digest in data["digests"].items():
-        if not (isinstance(digest, dict) and isinstance(digest.get("bytes"), int) and isinstance(digest.get("sha256"), str)):
+    for name, digest in data.get("digests", {}).items():
+        old = isinstance(digest, dict) and "sha256" not in digest  # sizes only: an older index
+        if not (isinstance(digest, dict) and isinstance(digest.get("bytes"), int) and not isinstance(digest.get("bytes"), bool)
+                and (old or isinstance(digest.get("sha256"), str))):
             raise DataError(f"expected {{'bytes': N, 'sha256': HEX}}, got {describe(digest)}", source=source, field=f"digests.{name}")
 
 
