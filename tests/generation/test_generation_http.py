@@ -423,3 +423,28 @@ def test_cli_repeated_400_exits_with_the_servers_message(tmp_path: Path, capsys:
                    "--quiet", "--concurrency", "1", "--max-repeated-errors", "2"])
         assert len(server.log) == 2
     assert rc == 2 and MAX_TOKENS_ERROR in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--device", "cpu"], "--device applies"),
+        (["--dtype", "bf16", "--revision", "main"], "--dtype, --revision apply"),
+        (["--trust-remote-code"], "--trust-remote-code applies"),
+        (["--batch-size", "4"], "--batch-size applies"),
+    ],
+)
+def test_cli_hf_options_without_an_hf_llm_are_refused_before_any_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], named: str
+) -> None:
+    from anglekit.cli import main
+
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(SENTENCES) + "\n")
+    with FakeOpenAIServer() as server:
+        rc = main(["generate", "--input", str(source), "--output", str(tmp_path / "p.jsonl"), "--llm", f"openai:fake@{server.url}",
+                   "--quiet", *flags])
+        assert server.log == []
+    err = capsys.readouterr().err
+    assert rc == 2 and named in err and "no --llm hf:NAME" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "p.jsonl").exists()

@@ -101,6 +101,9 @@ def test_llm_specs() -> None:
     for bad in ("gpt-4", "vllm:m", "hf:"):
         with pytest.raises(ConfigError):
             parse_llm_spec(bad)
+    for blank in ("hf:   ", "openai:  @http://127.0.0.1:9/v1", "openai:\t", "openai:@http://h:1/v1"):
+        with pytest.raises(ConfigError, match="model name is blank"):
+            parse_llm_spec(blank)
 
 
 def test_retry_after() -> None:

@@ -122,6 +122,17 @@ def _report(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _check_hf_options(args: argparse.Namespace) -> None:
+    """The hf: backends' options given without an hf: LLM would be ignored: an error instead."""
+    if any(spec.startswith("hf:") for spec in args.llm):
+        return
+    given = [flag for flag, value in (("--device", args.device), ("--dtype", args.dtype), ("--revision", args.revision),
+                                      ("--trust-remote-code", args.trust_remote_code or None),
+                                      ("--batch-size", None if args.batch_size == 1 else args.batch_size)) if value is not None]
+    if given:
+        raise ConfigError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to hf: LLMs only, and no --llm hf:NAME is given")
+
+
 def _restore_sigint() -> None:
     """Make SIGINT interrupt the run even when it was ignored at start.
 
@@ -142,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     _restore_sigint()
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {args.limit}")
+    _check_hf_options(args)
     config = config_from_args(args)
     texts = read_texts(args.input, column=args.column)
     if args.limit is not None:

@@ -74,10 +74,16 @@ def parse_llm_spec(spec: str, default_base_url: str | None = None) -> LLMSpec:
     if not sep or kind not in ("openai", "hf") or not rest:
         raise ConfigError(f"--llm {spec!r}: expected openai:MODEL[@BASE_URL] or hf:NAME (hub name, folder, .gguf, pypi:NAME)")
     if kind == "hf":
+        if not rest.strip():
+            raise ConfigError(f"--llm {spec!r}: the model name is blank; expected hf:NAME (hub name, folder, .gguf, pypi:NAME)")
         return LLMSpec("hf", rest)
     model, at, url = rest.rpartition("@")
-    if at and url.startswith(("http://", "https://")) and model:
+    if at and url.startswith(("http://", "https://")):
+        if not model.strip():
+            raise ConfigError(f"--llm {spec!r}: the model name is blank; expected openai:MODEL@BASE_URL")
         return LLMSpec("openai", model, url.rstrip("/"))
+    if not rest.strip():
+        raise ConfigError(f"--llm {spec!r}: the model name is blank; expected openai:MODEL[@BASE_URL]")
     base = default_base_url or "https://api.openai.com/v1"
     if not base.startswith(("http://", "https://")):
         raise ConfigError(f"base URL must start with http:// or https://, got {base!r}")
