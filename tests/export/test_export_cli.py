@@ -200,3 +200,23 @@ def test_export_of_an_embedder_refuses_its_own_folder(tiny_bert_dir: Path, copy_
     assert _tree(source) == before
     sibling = export(embedder, "sentence-transformers", tmp_path / "sibling", verify=False)  # beside it is fine
     assert sibling.folder.is_dir() and _tree(source) == before
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    (["--private"], "private (--private) applies only when uploading"),
+    (["--push-to-hub", "  "], "must name a hub repository"),
+    (["--push-to-hub", ""], "must name a hub repository"),
+])
+def test_upload_options_without_an_upload_are_refused(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      flags: list[str], words: str) -> None:
+    out = tmp_path / "out"
+    code, _, err = _run(["export", str(tiny_bert_dir), "--format", "sentence-transformers", "--output-dir", str(out), *flags], capsys)
+    assert code == 2 and words in err and err.count("\n") == 1 and not out.exists(), err
+
+
+def test_api_token_without_push_is_refused(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    from anglekit.export import export
+
+    with pytest.raises(ExportError, match="token applies only when uploading"):
+        export(str(tiny_bert_dir), "sentence-transformers", tmp_path / "out", token="hf_x")
+    assert not (tmp_path / "out").exists()

@@ -185,6 +185,11 @@ def export(
     - ``load_kwargs``: :meth:`Embedder.from_pretrained` options when ``model`` is a name (device
       defaults to cpu).
     """
+    if push_to_hub is None and (private is not None or token is not None):
+        given = " and ".join(n for n, v in (("private (--private)", private), ("token", token)) if v is not None)
+        raise ExportError(f"{given} appl{'y' if ' and ' in given else 'ies'} only when uploading: add push_to_hub (--push-to-hub owner/name)")
+    if push_to_hub is not None and (not isinstance(push_to_hub, str) or not push_to_hub.strip()):
+        raise ExportError(f"push_to_hub must name a hub repository (owner/name), got {push_to_hub!r}")
     writer = format_module(format)
     options = {k: v for k, v in (options or {}).items() if v is not None}
     unknown = sorted(set(options) - set(getattr(writer, "OPTIONS", ())))
