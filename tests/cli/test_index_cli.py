@@ -139,3 +139,22 @@ def test_search_of_an_index_corrupted_at_the_same_size_exits_2_naming_the_file(
     (index / name).write_bytes(bytes(data))
     code, out, err = _run(["search", str(index), "a dog", "-k", "2"], capsys)
     assert code == 2 and out == "" and err.count("\n") == 1 and name in err and "SHA-256" in err, err
+
+
+def test_overwrite_never_deletes_the_corpus_or_the_model_inside_the_index_folder(
+    tmp_path: Path, tiny_bert_dir: Path, corpus: Path, capsys: pytest.CaptureFixture[str], copy_model: Any
+) -> None:
+    index = tmp_path / "ix"
+    code, _, err = _run(["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(index), "--quiet"], capsys)
+    assert code == 0, err
+    inner = index / "corpus.jsonl"
+    inner.write_bytes(corpus.read_bytes())
+    code, _, err = _run(["index", "build", str(tiny_bert_dir), "--input", str(inner), "--output-dir", str(index), "--overwrite", "--quiet"], capsys)
+    assert code == 2 and "would delete --input" in err and inner.is_file() and (index / "index.json").is_file(), err
+    model = copy_model(tiny_bert_dir, "ix/model")
+    link = tmp_path / "ix-link"
+    link.symlink_to(index, target_is_directory=True)
+    code, _, err = _run(["index", "build", str(model), "--input", str(corpus), "--output-dir", str(link), "--overwrite", "--quiet"], capsys)
+    assert code == 2 and "would delete the model" in err and (model / "config.json").is_file(), err
+    code, _, err = _run(["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(index), "--overwrite", "--quiet"], capsys)
+    assert code == 0, err  # input and model outside it: replaced as before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output_dir)
     if (out / INDEX_FILE).exists() and not args.overwrite:
         raise ConfigError(f"{out} already holds an index; pass --overwrite to replace it")
+    if (out / INDEX_FILE).exists():  # --overwrite removes the folder: never with the input or the model in it
+        for what, path in (("--input", args.input), ("the model", args.model)):
+            if os.path.exists(path) and Path(os.path.realpath(path)).is_relative_to(os.path.realpath(out)):
+                raise ConfigError(f"{out}: --overwrite would delete {what} {path}, which is inside it; give another --output-dir")
     if out.is_dir() and not (out / INDEX_FILE).exists() and any(out.iterdir()):
         raise ConfigError(f"{out}: holds files but no {INDEX_FILE}; give a new or empty folder for the index")
     if args.backend is not None and args.kind != "hnsw":
