@@ -448,3 +448,28 @@ def test_cli_hf_options_without_an_hf_llm_are_refused_before_any_request(
     err = capsys.readouterr().err
     assert rc == 2 and named in err and "no --llm hf:NAME" in err and err.count("\n") == 1, err
     assert not (tmp_path / "p.jsonl").exists()
+
+
+@pytest.mark.parametrize("where", ["same", "symlink", "cache", "summary"])
+def test_cli_output_over_the_input_is_refused_and_the_input_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str) -> None:
+    from anglekit.cli import main
+
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(SENTENCES) + "\n")
+    before = source.read_bytes()
+    output, extra = source, []
+    if where == "symlink":
+        output = tmp_path / "link.jsonl"
+        output.symlink_to(source)
+    elif where == "cache":
+        output, extra = tmp_path / "p.jsonl", ["--cache", str(source)]
+    elif where == "summary":
+        source = tmp_path / "p.jsonl.summary.json"
+        source.write_bytes(before)
+        output = tmp_path / "p.jsonl"
+    with FakeOpenAIServer() as server:
+        rc = main(["generate", "--input", str(source), "--output", str(output), "--llm", f"openai:fake@{server.url}", "--quiet", *extra])
+        assert server.log == []
+    err = capsys.readouterr().err
+    assert rc == 2 and "would overwrite the input" in err and err.count("\n") == 1, err
+    assert source.read_bytes() == before

@@ -133,6 +133,18 @@ def _check_hf_options(args: argparse.Namespace) -> None:
         raise ConfigError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to hf: LLMs only, and no --llm hf:NAME is given")
 
 
+def _check_not_input(args: argparse.Namespace) -> None:
+    """The pairs, the summary and the cache are never written over the input (symlinks resolved)."""
+    from anglekit.generation.pipeline import default_cache_dir, summary_path
+
+    source = os.path.realpath(args.input)
+    for what, path in (("--output", args.output), ("the summary", summary_path(args.output)),
+                       ("--cache", args.cache or default_cache_dir(args.output))):
+        real = os.path.realpath(path)
+        if real == source:
+            raise ConfigError(f"{what} {path} would overwrite the input {args.input}; write the pairs elsewhere")
+
+
 def _restore_sigint() -> None:
     """Make SIGINT interrupt the run even when it was ignored at start.
 
@@ -154,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {args.limit}")
     _check_hf_options(args)
+    _check_not_input(args)
     config = config_from_args(args)
     texts = read_texts(args.input, column=args.column)
     if args.limit is not None:
