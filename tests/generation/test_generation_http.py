@@ -473,3 +473,16 @@ def test_cli_output_over_the_input_is_refused_and_the_input_kept(tmp_path: Path,
     err = capsys.readouterr().err
     assert rc == 2 and "would overwrite the input" in err and err.count("\n") == 1, err
     assert source.read_bytes() == before
+
+
+@pytest.mark.parametrize("flags", [["--positive-label", "nan"], ["--temperature", "nan"], ["--backoff-max", "inf"]])
+def test_cli_non_finite_numbers_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str]) -> None:
+    from anglekit.cli import main
+
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(SENTENCES) + "\n")
+    with FakeOpenAIServer() as server:
+        rc = main(["generate", "--input", str(source), "--output", str(tmp_path / "p.jsonl"), "--llm", f"openai:fake@{server.url}", "--quiet", *flags])
+        assert server.log == []
+    err = capsys.readouterr().err
+    assert rc == 2 and "must be a finite number" in err and not (tmp_path / "p.jsonl").exists(), err

@@ -121,6 +121,14 @@ def test_config_checks() -> None:
         GenerationConfig(concurrency=0)
 
 
+@pytest.mark.parametrize("name", ["positive_label", "negative_label", "temperature", "top_p", "timeout", "backoff_max", "price_prompt"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_config_numbers_must_be_finite(name: str, value: float) -> None:
+    """NaN passes every range comparison: a nan label would be written into every pair."""
+    with pytest.raises(ConfigError, match=f"{name} must be a finite number"):
+        GenerationConfig(**{name: value})
+
+
 def test_cache_roundtrip_and_corrupt_entry(tmp_path: Path) -> None:
     cache = AnswerCache(tmp_path)
     key = cache_key("openai:m@u", "prompt", "input", {"temperature": 0.7})

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import threading
 import time
 from collections import Counter
@@ -83,6 +84,11 @@ class GenerationConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        for name in ("positive_label", "negative_label", "temperature", "top_p", "timeout", "backoff_base", "backoff_max",
+                     "near_duplicate_ratio", "price_prompt", "price_completion"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):  # nan passes every comparison below
+                raise ConfigError(f"{name} must be a finite number, got {value!r}")
         if not self.kinds or any(k not in KINDS for k in self.kinds):
             raise ConfigError(f"kinds must be a non-empty subset of {KINDS}, got {self.kinds!r}")
         if self.size < 1:
