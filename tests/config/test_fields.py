@@ -122,3 +122,17 @@ def test_an_int_is_a_float_but_a_bool_is_not_an_int() -> None:
     with pytest.raises(ConfigError, match="rate must be float"):
         _Other(rate="1")  # type: ignore[arg-type]
     assert dataclasses.asdict(_Inner(size=None)) == {"name": "", "size": None}
+
+
+def test_nan_is_outside_every_range() -> None:
+    """nan compares False with everything, so a plain range check let it through (--learning-rate nan)."""
+    from anglekit.config import Bounds
+
+    nan = float("nan")
+    for bounds in (Bounds(0, None, True), Bounds(None, 1), Bounds(0, 1), Bounds(-1, None)):
+        assert "got nan" in (bounds.problem(nan) or "")
+        assert bounds.problem(0.5) is None
+    from anglekit.training.config import TrainConfig
+
+    with pytest.raises(ConfigError, match="learning_rate must be a number > 0, got nan"):
+        TrainConfig.from_dict({"learning_rate": nan})

@@ -114,6 +114,8 @@ class Bounds:
     def problem(self, value: float) -> str | None:
         """What is wrong with ``value`` (None when it is in range)."""
         low, high = self.minimum, self.maximum
+        if value != value:  # nan: every comparison below is False, so it would pass any range
+            return f"must be a number {self}, got nan"
         if low is not None and (value <= low if self.exclusive_minimum else value < low):
             return f"must be {'>' if self.exclusive_minimum else '>='} {low:g}, got {value!r}"
         if high is not None and (value >= high if self.exclusive_maximum else value > high):
