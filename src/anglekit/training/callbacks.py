@@ -14,17 +14,26 @@ class JsonlMetricsCallback(TrainerCallback):
     """Append every log record (step, loss, components, eval metrics) to ``metrics.jsonl``.
 
     The file is opened in append mode so a resumed run continues it; each line is flushed at once.
+    ``run_facts`` (e.g. the precision ``auto`` chose) are written as one record at the start of
+    training, with ``"event": "train_begin"``.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, run_facts: dict[str, Any] | None = None) -> None:
         self.path = Path(path)
+        self.run_facts = dict(run_facts or {})
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        if state.is_world_process_zero and self.run_facts:
+            self._write({"event": "train_begin", "step": state.global_step, **self.run_facts})
 
     def on_log(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, logs: dict[str, Any] | None = None, **kwargs: Any
     ) -> None:
         if not state.is_world_process_zero or not logs:
             return
-        record = {"step": state.global_step, "epoch": state.epoch, **logs}
+        self._write({"step": state.global_step, "epoch": state.epoch, **logs})
+
+    def _write(self, record: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, default=float) + "\n")

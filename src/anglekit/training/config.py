@@ -341,7 +341,7 @@ class TrainerSection:
     max_grad_norm: float = setting(1.0, minimum=0, aliases=("max_grad_norm",), help="Clip gradients to this norm.")
     precision: str = setting(
         "auto", choices=PRECISIONS,
-        help="auto (bf16 on GPUs that support it, else fp16 on GPU, fp32 on CPU), fp32, fp16, bf16.",
+        help="auto (bf16 autocast on GPUs that support it, else fp16 on GPU; bf16 autocast on CPUs with avx512_bf16/amx_bf16, else fp32), fp32, fp16 (GPU only), bf16. Weights stay fp32 and the objective computes in fp32; the choice is in results.json.",
     )
     gradient_checkpointing: bool = setting(False, help="Recompute activations in the backward pass (less memory, slower).")
     gradcache_chunk_size: int | None = setting(

@@ -110,7 +110,7 @@ def gradcache_step(
                 parts.append(model(**chunk).float())
     cached = torch.cat(parts).requires_grad_(True)
     with forward_context():
-        vectors, out, size = task.loss_from_vectors(services, objective, task.pool(model, cached, windows), inputs)
+        vectors, out, size = task.fp32_loss(services, objective, task.pool(model, cached, windows), inputs)
     backward(out.loss * loss_scale)
     if cached.grad is None:  # the loss does not depend on the embeddings (no term active)
         return vectors.detach(), out, size

@@ -19,6 +19,7 @@ import numpy as np
 from anglekit.io.atomic import atomic_write_json, atomic_write_text
 from anglekit.errors import ConfigError
 from anglekit.training.config import TrainConfig, TrainerSection
+from anglekit.training.precision import describe, resolve_precision
 from anglekit.training.tasks import TrainingTask, default_positive_threshold, objective_overrides, task_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,6 +50,8 @@ class TrainResult:
     None in results written before it was measured."""
     already_complete: bool = False
     """True when ``--resume`` found the run finished and changed nothing."""
+    precision: str | None = None
+    """The arithmetic the run used (fp32, bf16, fp16; what ``auto`` chose); None in older results."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +67,7 @@ class TrainResult:
             "before": self.before,
             "after": self.after,
             "best_checkpoint": self.best_checkpoint,
+            "precision": self.precision,
         }
 
     @classmethod
@@ -81,6 +85,7 @@ class TrainResult:
                 rows.append((name, f"{scores['spearman']:.2f}", f"{scores['pearson']:.2f}"))
         lines = [f"{a:<8} {b:>14} {c:>14}" for a, b, c in rows] if len(rows) > 1 else []
         threads = f", {self.threads} CPU threads" if self.threads else ""
+        threads += f", {self.precision}" if self.precision else ""
         tokenize = f" (+ {self.tokenize_seconds:.1f} s tokenizing)" if self.tokenize_seconds is not None else ""
         lines += [
             f"steps {self.steps}, train time {self.train_seconds:.1f} s{tokenize}, {self.pairs_per_second:.1f} {self.unit}/s{threads}, "
@@ -102,20 +107,6 @@ def _cuda_in_use(device: str | None) -> bool:
     import torch
 
     return torch.cuda.is_available() and device != "cpu"
-
-
-def _precision_flags(precision: str, device: str | None) -> dict[str, bool]:
-    import torch
-
-    cuda = _cuda_in_use(device)
-    if precision == "auto":
-        if not cuda:
-            return {"bf16": False, "fp16": False}
-        bf16 = torch.cuda.is_bf16_supported()
-        return {"bf16": bf16, "fp16": not bf16}
-    if precision == "fp16" and not cuda:
-        raise ConfigError("precision fp16 needs a CUDA GPU; use fp32 or bf16 on the CPU")
-    return {"bf16": precision == "bf16", "fp16": precision == "fp16"}
 
 
 def last_complete_checkpoint(output_dir: Path) -> Path | None:
@@ -363,7 +354,8 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     if finished is not None:
         logger.info("%s: the run is complete; nothing to resume", run.output_dir)
         return finished
-    precision = _precision_flags(run.precision, run.device)
+    precision = resolve_precision(run.precision, run.device)
+    logger.info("precision %s (%s: %s)", precision.name, precision.requested, precision.reason)
     resume_from = _prepare_output_dir(run)
     out = Path(run.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -433,11 +425,10 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         remove_unused_columns=False,
         dataloader_num_workers=run.dataloader_workers,
         dataloader_pin_memory=_cuda_in_use(run.device),
-        use_cpu=run.device == "cpu",
         **optional,
-        **precision,
+        **precision.training_arguments(),
     )
-    every_callback: list[Any] = [JsonlMetricsCallback(out / "metrics.jsonl"), SettleModesCallback()]
+    every_callback: list[Any] = [JsonlMetricsCallback(out / "metrics.jsonl", describe(precision)), SettleModesCallback()]
     if not run.quiet:
         every_callback.append(ComponentProgressCallback())
     accumulator = ProbeAccumulator() if task.probes_batches else None
@@ -508,6 +499,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     if writer:
         if after:
             record_scores(embedder, model_dir, config.data.test_data, after)  # the card gets them too
+        precision=precision.name,
         atomic_write_json(out / "results.json", result.as_dict())
     trainer.accelerator.wait_for_everyone()
     return result

@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any, ClassVar, Protocol
 
+import torch
 from torch import Tensor
 
 from anglekit.losses.combined import ObjectiveOutput
@@ -92,7 +93,16 @@ class TrainingTask(ABC):
         extra = {"layers": True} if getattr(objective, "needs_layers", False) else {}
         rows, windows = self.embedding_rows(model, inputs)
         vectors = self.pool(model, model(**rows, **extra), windows)
-        return self.loss_from_vectors(services, objective, vectors, inputs)
+        return self.fp32_loss(services, objective, vectors, inputs)
+
+    def fp32_loss(
+        self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]
+    ) -> tuple[Tensor, ObjectiveOutput, int]:
+        """:meth:`loss_from_vectors` in fp32: the pooled embeddings are cast up and autocast (bf16
+        or fp16 mixed precision) is off while the objective computes, so its cosines, angles and
+        exponentials never round to 8 mantissa bits; the gradient flows back through the cast."""
+        with torch.autocast(device_type=vectors.device.type, enabled=False):
+            return self.loss_from_vectors(services, objective, vectors.float(), inputs)
 
     @staticmethod
     def reading(data: Any) -> AbstractContextManager[Any]:
