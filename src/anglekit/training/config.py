@@ -62,6 +62,16 @@ class ModelSection:
     load_in_kbit: int | None = setting(
         None, choices=(4, 8), help="Load the backbone in 4 or 8 bits (bitsandbytes, CUDA only): QLoRA with --lora."
     )
+    attn_implementation: str = setting(
+        "auto", choices=("auto", "eager", "sdpa", "flash_attention_2"),
+        help="Attention kernel: auto (flash_attention_2 on CUDA when flash_attn is installed and the model supports it, "
+        "else sdpa when supported, else eager), or one by name (an error where it cannot run). docs/gpu.md.",
+    )
+    unpad: bool = setting(
+        False,
+        help="Attend over unpadded variable-length batches (ModernBERT-style); needs a model supporting flash_attention_2 "
+        "and that kernel (CUDA + flash_attn), else an error.",
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -235,6 +235,10 @@ def load_embedder(config: TrainConfig, device: str | None) -> Any:
     else:
         embedder = Embedder.from_pretrained(config.model.name, **load)
     base = unwrap(embedder.backbone)
+    from anglekit.llm.attention import apply_attention
+
+    attention = apply_attention(base, config.model.attn_implementation, embedder.device.type, unpad=config.model.unpad)
+    logger.info("attention: %s (asked: %s%s)", attention, config.model.attn_implementation, ", unpadded" if config.model.unpad else "")
     if config.model.load_in_kbit is not None:
         from anglekit.llm.quantization import prepare_for_kbit_training
 

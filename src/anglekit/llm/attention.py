@@ -1,0 +1,117 @@
+"""Attention kernels and unpadded (variable-length) batches for training and encoding.
+
+``auto`` picks FlashAttention-2 when the ``flash_attn`` package is installed, the model runs on
+CUDA and its class supports it; else PyTorch's SDPA when the class supports it; else the eager
+attention. A kernel asked for by name is checked, never silently replaced. Unpadding (attention
+over the concatenated tokens of a batch, without its padding) is what FlashAttention-2's
+variable-length kernel does with a padded batch in transformers, so it needs that kernel.
+``flash_attn`` is only looked up (``importlib.util.find_spec``), never imported, here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from anglekit.errors import ConfigError
+
+AUTO = "auto"
+EAGER = "eager"
+SDPA = "sdpa"
+FLASH_ATTENTION_2 = "flash_attention_2"
+ATTENTION_CHOICES = (AUTO, EAGER, SDPA, FLASH_ATTENTION_2)
+
+
+def flash_attn_installed() -> bool:
+    """Whether the ``flash_attn`` package can be imported (without importing it)."""
+    return importlib.util.find_spec("flash_attn") is not None
+
+
+def _model_name(model: Any) -> str:
+    config = getattr(model, "config", None)
+    model_type = getattr(config, "model_type", None)
+    return f"{type(model).__name__} ({model_type})" if model_type else type(model).__name__
+
+
+def supports(model: Any, implementation: str) -> bool:
+    """Whether ``model``'s class declares support for ``implementation``."""
+    if implementation == EAGER:
+        return True
+    if implementation == SDPA:
+        return bool(getattr(model, "_supports_sdpa", False))
+    if implementation == FLASH_ATTENTION_2:
+        return bool(getattr(model, "_supports_flash_attn", False) or getattr(model, "_supports_flash_attn_2", False))
+    raise ConfigError(f"attn_implementation {implementation!r}: choose one of {', '.join(ATTENTION_CHOICES)}")
+
+
+def choose_attention(model: Any, requested: str | None, device_type: str) -> str:
+    """The attention implementation ``model`` should run on a ``device_type`` device.
+
+    ``requested`` None or ``auto``: flash_attention_2 > sdpa > eager, as available. A named
+    kernel the model, the device or this installation cannot run is a ConfigError saying why.
+    """
+    requested = AUTO if requested is None else requested
+    if requested not in ATTENTION_CHOICES:
+        raise ConfigError(f"attn_implementation {requested!r}: choose one of {', '.join(ATTENTION_CHOICES)}")
+    name = _model_name(model)
+    if requested == AUTO:
+        if device_type == "cuda" and flash_attn_installed() and supports(model, FLASH_ATTENTION_2):
+            return FLASH_ATTENTION_2
+        return SDPA if supports(model, SDPA) else EAGER
+    if not supports(model, requested):
+        raise ConfigError(f"attn_implementation {requested}: {name} does not support it; use auto, eager" + ("" if requested == SDPA else " or sdpa"))
+    if requested == FLASH_ATTENTION_2:
+        if device_type != "cuda":
+            raise ConfigError(f"attn_implementation {requested} runs on CUDA only, the model is on {device_type}; use auto or sdpa")
+        if not flash_attn_installed():
+            raise ConfigError(f"attn_implementation {requested} needs the 'flash_attn' package (pip install flash-attn); use auto or sdpa")
+    return requested
+
+
+def check_unpadding(model: Any, implementation: str) -> None:
+    """A ConfigError unless ``model`` can attend over unpadded (variable-length) batches: its class
+    must support FlashAttention-2 and that kernel must be the one chosen."""
+    name = _model_name(model)
+    if not supports(model, FLASH_ATTENTION_2):
+        raise ConfigError(
+            f"unpad: {name} has no variable-length attention (its class does not support flash_attention_2); "
+            "train without unpad (length-grouped batches already cut most padding)"
+        )
+    if implementation != FLASH_ATTENTION_2:
+        raise ConfigError(
+            f"unpad: needs attn_implementation flash_attention_2 (a CUDA GPU and the 'flash_attn' package), "
+            f"but {name} runs {implementation}"
+        )
+
+
+def set_attention(model: Any, implementation: str) -> None:
+    """Switch ``model`` (a transformers model) to ``implementation`` when it runs another one."""
+    config = getattr(model, "config", None)
+    if getattr(config, "_attn_implementation", None) == implementation:
+        return
+    if not hasattr(model, "set_attn_implementation"):
+        raise ConfigError(f"attn_implementation {implementation}: {_model_name(model)} cannot switch its attention")
+    try:
+        model.set_attn_implementation(implementation)
+    except (ValueError, ImportError) as exc:  # transformers' own refusal (e.g. a kernel it cannot load)
+        raise ConfigError(f"attn_implementation {implementation}: {exc}") from exc
+
+
+def apply_attention(model: Any, requested: str | None, device_type: str, *, unpad: bool = False) -> str:
+    """Choose, check and set the attention of ``model``; the implementation it now runs."""
+    implementation = choose_attention(model, requested, device_type)
+    if unpad:
+        check_unpadding(model, implementation)
+    set_attention(model, implementation)
+    return implementation
+
+
+__all__ = [
+    "ATTENTION_CHOICES",
+    "apply_attention",
+    "check_unpadding",
+    "choose_attention",
+    "flash_attn_installed",
+    "set_attention",
+    "supports",
+]
