@@ -11,9 +11,13 @@ cosine term alone), the steps, seconds per step and peak memory. Run once per ob
     .venv/bin/python benchmarks/bench_llm.py --objective cosine --max-steps 300 --no-zero-shot
     .venv/bin/python benchmarks/bench_llm.py --device cuda --precision bf16 --max-steps 1000   # on a GPU
     .venv/bin/python benchmarks/bench_llm.py --max-steps 2 --eval-limit 40                      # smoke test
+    .venv/bin/python benchmarks/bench_llm.py --gradient-checkpointing --model-dtype auto --precision auto  # laptop
 
-Writes ``benchmarks/results/bench_llm-<objective>-<precision>-<device>.json`` (``-smoke`` added
-with --eval-limit) and prints a table.
+The JSON records the precision asked and used, the base weights' dtype, gradient checkpointing,
+the attention setting, the CPU's bf16 flags and the process's peak resident memory (ru_maxrss).
+
+Writes ``benchmarks/results/bench_llm-<objective>-<precision>-<device>.json`` (``-bf16weights``,
+``-checkpointing`` and ``-smoke`` added with bf16 base weights, --gradient-checkpointing, --eval-limit) and prints a table.
 """
 
 from __future__ import annotations
@@ -80,9 +84,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--objective", choices=("paper", "cosine"), default="paper", help="training objective (default: paper)")
     parser.add_argument("--max-steps", type=int, default=300, help="LoRA training steps (default: 300, about 15 min of CPU)")
     parser.add_argument("--batch-size", type=int, default=16, help="pairs per step (default: 16)")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="autocast precision (default: fp32)")
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="fp32",
+                        help="autocast precision (default: fp32; auto: bf16 on GPUs and on CPUs with bf16 instructions)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--model-dtype", choices=("fp32", "bf16"), default=None, help="dtype of the frozen base weights (default: fp32)")
+    parser.add_argument("--model-dtype", choices=("auto", "fp32", "bf16"), default=None,
+                        help="dtype of the frozen base weights (default: fp32; auto: bf16 on CUDA and on CPUs with bf16 "
+                        "instructions (avx512_bf16/amx_bf16), else fp32)")
+    parser.add_argument("--attn-implementation", choices=("auto", "eager", "sdpa", "flash_attention_2"), default="auto",
+                        help="attention kernel (default: auto)")
     parser.add_argument("--eval-limit", type=int, default=None, help="evaluate on the first N test pairs only (smoke runs)")
     parser.add_argument("--no-zero-shot", action="store_true", help="skip the zero-shot evaluation (e.g. the second objective)")
     parser.add_argument("--learning-rate", type=float, default=1e-4)
@@ -119,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA GPU here")
+    from anglekit.model.hardware import bf16_flags_present, cpu_has_native_bf16
+
+    dtype_asked = args.model_dtype
+    if args.model_dtype == "auto":  # bf16 frozen weights where the hardware computes bf16 natively
+        native = torch.cuda.is_bf16_supported() if args.device == "cuda" else cpu_has_native_bf16()
+        args.model_dtype = "bf16" if native else "fp32"
 
     from anglekit.data.catalog import resolve_dataset
     from anglekit.model.embedder import Embedder
@@ -129,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
 
     root = data_root(args.data_dir)
     stsb = root / "stsb"
-    suffix = "-smoke" if args.eval_limit else ""
+    suffix = ("-bf16weights" if args.model_dtype == "bf16" else "") + ("-checkpointing" if args.gradient_checkpointing else "")
+    suffix += "-smoke" if args.eval_limit else ""
     out_path = Path(args.out) if args.out else HERE / "results" / f"bench_llm-{args.objective}-{args.precision}-{args.device}{suffix}.json"
 
     with tempfile.TemporaryDirectory(prefix="anglekit-bench-llm-") as scratch:
@@ -155,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             warmup_ratio=0.05,
             precision=args.precision,
             gradient_checkpointing=args.gradient_checkpointing,
+            attn_implementation=args.attn_implementation,
             eval_batch_size=args.eval_batch_size,
             seed=args.seed,
             save_steps=max(args.max_steps, 1),
@@ -198,7 +215,12 @@ def main(argv: list[str] | None = None) -> int:
         "learning_rate": args.learning_rate,
         "max_length": args.max_length,
         "precision": args.precision,
+        "precision_used": getattr(result, "precision", None),
         "model_dtype": args.model_dtype or "fp32",
+        "model_dtype_asked": dtype_asked,
+        "gradient_checkpointing": args.gradient_checkpointing,
+        "attn_implementation": args.attn_implementation,
+        "cpu_bf16_flags": bf16_flags_present(),
         "device": args.device,
         "threads": torch.get_num_threads(),
         "eval_pairs": len(test.labels),
@@ -227,7 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     lines.append(f"{'LoRA, ' + args.objective:<22} {after['spearman']:>14.2f} {after['pearson']:>13.2f}")
     memory = f"peak RSS {row['peak_rss_mb']:.0f} MB" + (f", peak CUDA {row['peak_cuda_mb']:.0f} MB" if row["peak_cuda_mb"] is not None else "")
     lines.append(
-        f"steps {row['steps']}, {row['seconds_per_step']:.2f} s/step, batch {args.batch_size}, {args.precision} on {args.device}, {memory}"
+        f"steps {row['steps']}, {row['seconds_per_step']:.2f} s/step, {row['pairs_per_second']:.1f} pairs/s, batch {args.batch_size}, "
+        f"{row['precision_used'] or args.precision} autocast, {row['model_dtype']} weights"
+        f"{', gradient checkpointing' if args.gradient_checkpointing else ''} on {args.device}, {memory}"
     )
     lines.append(f"written to {out_path}")
     print("\n".join(lines))
