@@ -8,4 +8,5 @@ Each concept lives in its own module; none imports torch, transformers or peft a
 - :mod:`anglekit.llm.bidirectional`: drop the causal mask of a decoder backbone (BiLLM).
 - :mod:`anglekit.llm.quantization`: 4/8-bit loading (bitsandbytes, CUDA only).
 - :mod:`anglekit.llm.gguf`: recognise and load GGUF checkpoints.
+- :mod:`anglekit.llm.attention`: choose and set the attention kernel (eager, SDPA, FlashAttention-2), unpadding guard.
 """
