@@ -76,6 +76,30 @@ def test_switching_the_kernel_is_real_and_keeps_the_embeddings(llama: Embedder) 
     np.testing.assert_allclose(eager, sdpa, atol=1e-5)  # the two kernels compute the same attention
 
 
+class _StuckModel(torch.nn.Module):
+    """Like remote-code models: says it supports FlashAttention-2 but cannot switch (transformers only warns)."""
+
+    _supports_sdpa = True
+    _supports_flash_attn = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = type("Config", (), {"_attn_implementation": "eager", "model_type": "stuck"})()
+
+    def set_attn_implementation(self, implementation: str) -> None:
+        pass
+
+
+def test_auto_keeps_a_kernel_it_cannot_switch_and_a_named_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(attention, "flash_attn_installed", lambda: True)
+    model = _StuckModel()
+    assert apply_attention(model, "auto", "cuda") == "eager"  # flash refused by the model: keeps its own
+    assert apply_attention(model, "auto", "cpu") == "eager"  # auto never switches away from the loaded kernel but to flash
+    with pytest.raises(ConfigError, match=r"_StuckModel \(stuck\) cannot switch its attention"):
+        apply_attention(model, "sdpa", "cpu")
+    assert model.config._attn_implementation == "eager"
+
+
 def test_attention_settings_are_typed_and_checked() -> None:
     config = TrainConfig.from_dict({"train_data": "x.jsonl", "attn_implementation": "eager", "unpad": True})
     assert config.model.attn_implementation == "eager" and config.model.unpad is True

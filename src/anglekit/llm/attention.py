@@ -85,7 +85,8 @@ def check_unpadding(model: Any, implementation: str) -> None:
 
 
 def set_attention(model: Any, implementation: str) -> None:
-    """Switch ``model`` (a transformers model) to ``implementation`` when it runs another one."""
+    """Switch ``model`` (a transformers model) to ``implementation`` when it runs another one; a
+    ConfigError when it cannot switch."""
     config = getattr(model, "config", None)
     if getattr(config, "_attn_implementation", None) == implementation:
         return
@@ -95,14 +96,30 @@ def set_attention(model: Any, implementation: str) -> None:
         model.set_attn_implementation(implementation)
     except (ValueError, ImportError) as exc:  # transformers' own refusal (e.g. a kernel it cannot load)
         raise ConfigError(f"attn_implementation {implementation}: {exc}") from exc
+    if getattr(config, "_attn_implementation", implementation) != implementation:  # transformers only warned
+        raise ConfigError(f"attn_implementation {implementation}: {_model_name(model)} cannot switch its attention")
 
 
 def apply_attention(model: Any, requested: str | None, device_type: str, *, unpad: bool = False) -> str:
-    """Choose, check and set the attention of ``model``; the implementation it now runs."""
+    """Choose, check and set the attention of ``model``; the implementation it now runs.
+
+    Under ``auto`` only FlashAttention-2 is switched to (transformers already loads SDPA where the
+    model supports it, else eager, and a model with its own choice, e.g. remote code, keeps it);
+    if that switch fails the model keeps its kernel. A named kernel is set or refused.
+    """
     implementation = choose_attention(model, requested, device_type)
+    current = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if requested not in (None, AUTO):
+        set_attention(model, implementation)
+    elif implementation == FLASH_ATTENTION_2:
+        try:
+            set_attention(model, implementation)
+        except ConfigError:
+            implementation = current or (SDPA if supports(model, SDPA) else EAGER)
+    else:
+        implementation = current or implementation
     if unpad:
         check_unpadding(model, implementation)
-    set_attention(model, implementation)
     return implementation
 
 
