@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=-1, help="stop early (smoke runs)")
     parser.add_argument("--no-group-by-length", action="store_true", help="plain random batches")
     parser.add_argument("--positive-threshold", type=float, default=None)
+    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
+                        help="anglekit's --precision (auto: bf16 autocast on CPUs with avx512_bf16/amx_bf16, else fp32)")
     common.add_common_args(parser)
     args = parser.parse_args(argv)
     common.set_threads(args.threads)
@@ -60,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             output_dir=out,
             quiet=True,
             device="cpu",
+            precision=args.precision,
         ))
         result = train(config)
     tokenize_seconds = result.tokenize_seconds or 0.0
@@ -83,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
             "max_steps": args.max_steps if args.max_steps > 0 else None,
             "peak_rss_mb": common.peak_rss_mb(),
             "group_by_length": not args.no_group_by_length,
+            "precision": result.precision,
+            "precision_requested": args.precision,
             "batches": ("random (transformers RandomSampler)" if args.no_group_by_length
                         else "length-grouped (anglekit LengthGroupedSampler)"),
             "torch_threads": result.threads,

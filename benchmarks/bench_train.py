@@ -16,6 +16,7 @@ meant for an otherwise idle machine: nothing here can tell whether other work ov
 
     .venv/bin/python benchmarks/bench_train.py                 # every row x 3 seeds (hours on 2 cores)
     .venv/bin/python benchmarks/bench_train.py --only anglekit:paper --seeds 0 --max-steps 20
+    .venv/bin/python benchmarks/bench_train.py --new-rows      # issue 27's rows: bf16/auto and fp32 baselines
 
 Per-run JSON lands in benchmarks/results/train/; a finished one (same protocol tag, seed, batches
 and --max-steps) is reused, so an interrupted benchmark continues where it stopped (--force runs
@@ -58,10 +59,14 @@ class Row:
     loss: str
     batches: str
     """``grouped`` (length-grouped) or ``random``."""
+    precision: str = "fp32"
+    """``fp32``; ``auto`` (anglekit's default: bf16 autocast on CPUs with avx512_bf16/amx_bf16) or
+    ``bf16`` (sentence-transformers' ``bf16=True``). Named in the row only when not fp32."""
 
     @property
     def name(self) -> str:
-        return f"{self.peer}:{self.loss}:{self.batches}"
+        tail = "" if self.precision == "fp32" else f":{self.precision}"
+        return f"{self.peer}:{self.loss}:{self.batches}{tail}"
 
     def matches(self, selector: str) -> bool:
         """``peer``, ``peer:loss`` or ``peer:loss:batches`` names this row."""
@@ -84,7 +89,19 @@ ROWS: tuple[Row, ...] = (
     Row("anglekit", "cosine", "grouped"),
     Row("anglekit", "angle", "grouped"),
     Row("anglekit", "angle-phase", "grouped"),
+    # issue 27: anglekit's new default (--precision auto) and the peers at their best on this CPU
+    Row("anglekit", "paper", "grouped", "auto"),
+    Row("anglekit", "paper", "random", "auto"),
+    Row("sentence-transformers", "cosent", "grouped", "bf16"),
 )
+NEW_ROWS = (
+    Row("anglekit", "paper", "grouped", "auto"), Row("anglekit", "paper", "grouped"),
+    Row("sentence-transformers", "cosent", "random"), Row("sentence-transformers", "cosent", "grouped", "bf16"),
+    Row("angle-emb", "paper", "grouped"),
+)
+"""``--new-rows``: the rows of issue 27's comparison."""
+FP32_BASELINE = Row("anglekit", "paper", "grouped")
+"""Spearman deltas are paired by seed against this row (anglekit in fp32)."""
 REFERENCE = Row("sentence-transformers", "cosent", "random")
 """Throughput ratios are against this row (the issue's peer, as it runs by default)."""
 
@@ -96,10 +113,10 @@ def command(row: Row, seed: int, out: Path, max_steps: int | None, threads: int)
     grouped = row.batches == "grouped"
     if row.peer == "anglekit":
         script, python, flags = HERE / "anglekit_train.py", MAIN_PYTHON, ["--objective", row.loss]
-        flags += [] if grouped else ["--no-group-by-length"]
+        flags += ([] if grouped else ["--no-group-by-length"]) + ["--precision", row.precision]
     elif row.peer == "sentence-transformers":
         script, python, flags = HERE / "peers" / "st_train.py", MAIN_PYTHON, ["--loss", row.loss]
-        flags += ["--group-by-length"] if grouped else []
+        flags += (["--group-by-length"] if grouped else []) + (["--bf16"] if row.precision == "bf16" else [])
     elif row.peer == "angle-emb":
         script, python, flags = HERE / "peers" / "angle_emb_train.py", ANGLE_EMB_PYTHON, ["--weights", row.loss]
         flags += ["--group-by-length"] if grouped else []
@@ -110,7 +127,8 @@ def command(row: Row, seed: int, out: Path, max_steps: int | None, threads: int)
 
 def run_path(results: Path, row: Row, seed: int, max_steps: int | None) -> Path:
     suffix = f"-steps{max_steps}" if max_steps else ""
-    return results / "train" / f"{row.peer}-{row.loss}-{row.batches}-seed{seed}{suffix}.json"
+    precision = "" if row.precision == "fp32" else f"-{row.precision}"
+    return results / "train" / f"{row.peer}-{row.loss}-{row.batches}{precision}-seed{seed}{suffix}.json"
 
 
 def finished_run(path: Path, row: Row, seed: int, max_steps: int | None) -> dict[str, Any] | None:
@@ -126,6 +144,7 @@ def finished_run(path: Path, row: Row, seed: int, max_steps: int | None) -> dict
         and result.get("group_by_length") == (row.batches == "grouped")
         and (result.get("max_steps") or None) == (max_steps or None)
         and result.get("eval_limit") is None
+        and result.get("precision_requested", result.get("precision", "fp32")) == row.precision
     )
     return result if same else None
 
@@ -166,6 +185,13 @@ def _distinct(results: Sequence[dict[str, Any]], key: str) -> Any:
     return decoded[0] if len(decoded) == 1 else decoded
 
 
+def _paired_delta(results: Sequence[dict[str, Any]], baseline: Sequence[dict[str, Any]]) -> tuple[float, float] | None:
+    """Mean ± std over the seeds both rows ran of (this row's Spearman - the fp32 baseline's)."""
+    base = {r["seed"]: r["spearman"] for r in baseline}
+    deltas = [r["spearman"] - base[r["seed"]] for r in results if r["seed"] in base]
+    return _mean_std(deltas) if deltas else None
+
+
 def summarise(runs: dict[Row, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     reference = runs.get(REFERENCE, [])
     ref_speed = statistics.fmean(r["train_pairs_per_s"] for r in reference) if reference else None
@@ -195,6 +221,8 @@ def summarise(runs: dict[Row, list[dict[str, Any]]]) -> list[dict[str, Any]]:
             "tokenize_seconds_mean": statistics.fmean(r["tokenize_seconds"] for r in results),
             "throughput_ratio_vs_reference": speed_mean / ref_speed if ref_speed else None,
             "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
+            "precision": _distinct(results, "precision"),
+            "spearman_delta_vs_fp32": _paired_delta(results, runs.get(FP32_BASELINE, [])),
             "steps": _distinct(results, "steps"),
             "torch_threads": _distinct(results, "torch_threads"),
             "max_length": _distinct(results, "max_length"),
@@ -208,14 +236,14 @@ def _spread(mean: float, std: float, n: int, digits: int) -> str:
 
 
 def print_table(table: list[dict[str, Any]]) -> None:
-    header = (f"{'peer':<22} {'loss':<18} {'batches':<8} {'seeds':<5} {'spearman':>13} {'pairs/s':>12} "
+    header = (f"{'peer':<22} {'loss':<18} {'batches':<8} {'prec':<5} {'seeds':<5} {'spearman':>13} {'pairs/s':>12} "
               f"{'ratio':>5} {'tok s':>5} {'threads':>7} {'peak MB':>7}")
     print(header)
     print("-" * len(header))
     for row in table:
         n = len(row["seeds"])
         ratio = row["throughput_ratio_vs_reference"]
-        print(f"{row['peer']:<22} {row['loss']:<18} {row['batches']:<8} {n:<5} "
+        print(f"{row['peer']:<22} {row['loss']:<18} {row['batches']:<8} {str(row['precision']):<5} {n:<5} "
               f"{_spread(row['spearman_mean'], row['spearman_std'], n, 2):>13} "
               f"{_spread(row['train_pairs_per_s_mean'], row['train_pairs_per_s_std'], n, 1):>12} "
               f"{f'{ratio:.2f}' if ratio else '-':>5} {row['tokenize_seconds_mean']:>5.1f} "
@@ -223,10 +251,24 @@ def print_table(table: list[dict[str, Any]]) -> None:
     print(f"ratio: pairs/s against {REFERENCE.name}; pairs/s and tok s: see the timed span in bench_train.py's doc")
 
 
+def cpu_flags() -> dict[str, Any]:
+    """The CPU's model name and its bf16/AVX-512/AMX flags from /proc/cpuinfo (empty elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    info: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        info.setdefault(key.strip(), value.strip())
+    flags = info.get("flags", info.get("Features", "")).split()
+    return {"model_name": info.get("model name"), "bf16_amx_avx512": sorted(f for f in flags if f.startswith(("avx512", "amx")) or "bf16" in f)}
+
+
 def main(argv: list[str] | None = None) -> int:
     doc = __doc__ or ""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    parser.add_argument("--only", action="append", default=[], metavar="PEER[:LOSS[:BATCHES]]",
+    parser.add_argument("--only", action="append", default=[], metavar="PEER[:LOSS[:BATCHES[:PRECISION]]]",
                         help="run only the rows these name (repeatable), e.g. anglekit:paper or sentence-transformers:cosent:grouped")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="seeds of every row (default 0 1 2)")
     parser.add_argument("--max-steps", type=int, default=None, help="stop each run early (smoke test; kept apart by file name)")
@@ -234,11 +276,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="run again even where a finished per-run JSON exists")
     parser.add_argument("--results-dir", type=Path, default=RESULTS, help="where train/ and bench_train.json go")
     parser.add_argument("--list", action="store_true", help="print the rows and exit")
+    parser.add_argument("--new-rows", action="store_true",
+                        help="run only issue 27's rows: anglekit's default (auto: bf16 on CPUs with avx512_bf16/amx_bf16), anglekit fp32, "
+                        "sentence-transformers CoSENT at its defaults and with bf16=True + grouped batches, angle-emb paper weights grouped")
     args = parser.parse_args(argv)
     if args.list:
         print("\n".join(row.name for row in ROWS))
         return 0
-    selected = [row for row in ROWS if not args.only or any(row.matches(s) for s in args.only)]
+    if args.new_rows:
+        args.only += [r.name for r in NEW_ROWS]
+    selected = [row for row in ROWS if not args.only or any(row.name == s or row.matches(s) for s in args.only)]
     if not selected:
         parser.error(f"--only matched no row; rows: {', '.join(row.name for row in ROWS)}")
     runs: dict[Row, list[dict[str, Any]]] = {row: [] for row in selected}
@@ -262,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         "timing": paragraphs[2],
         "protocol_tag": common.TRAIN_PROTOCOL,
         "reference": REFERENCE.name,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "threads_argument": args.threads},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "threads_argument": args.threads,
+                    "cpu_flags": cpu_flags()},
         "max_steps": args.max_steps,
         "failed": failed,
         "rows": table,

@@ -56,6 +56,8 @@ def parse_args(argv=None):
     p.add_argument("--max-seq-length", type=int, default=common.TRAIN_MAX_LENGTH)
     p.add_argument("--group-by-length", action="store_true",
                    help="length-grouped batches (transformers' grouping, see the module doc)")
+    p.add_argument("--bf16", action="store_true",
+                   help="bf16=True in its training arguments (bf16 autocast; on the CPU with use_cpu=True): its best setting on a CPU with avx512_bf16")
     common.add_common_args(p)
     return p.parse_args(argv)
 
@@ -149,6 +151,8 @@ def run(args) -> dict:
             report_to="none",
             logging_steps=50,
             disable_tqdm=True,
+            bf16=args.bf16,
+            use_cpu=True,
             **sampler_options,
         )
         trainer = SentenceTransformerTrainer(model=model, args=targs, train_dataset=train_ds, loss=loss)
@@ -184,6 +188,7 @@ def run(args) -> dict:
         "train_pairs_per_s": round(pairs_trained / (tokenize_seconds + train_seconds), 3),
         "loop_pairs_per_s": round(pairs_trained / train_seconds, 3),
         "group_by_length": args.group_by_length,
+        "precision": "bf16" if args.bf16 else "fp32",
         "batches": ("length-grouped (transformers get_length_grouped_indices via batch_sampler)"
                     if args.group_by_length else "random (DefaultBatchSampler over RandomSampler)"),
         "steps": steps,
