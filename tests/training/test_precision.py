@@ -185,9 +185,11 @@ class LinearDtypes(TrainerCallback):
 
     def __init__(self) -> None:
         self.dtypes: set[torch.dtype] = set()
+        self.fused: bool | None = None
         self.handles: list[Any] = []
 
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, optimizer: Any = None, **kwargs: Any) -> None:
+        self.fused = getattr(optimizer, "optimizer", optimizer).defaults.get("fused")
         for module in model.modules():
             if isinstance(module, torch.nn.Linear):
                 self.handles.append(module.register_forward_hook(lambda m, i, out: self.dtypes.add(out.dtype) if m.training else None))
@@ -218,6 +220,7 @@ def test_auto_choice_is_logged_and_recorded(
     result = train(_config(tiny_bert_dir, pair_file, tmp_path / "run", precision="auto"), callbacks=[seen])
     assert result.precision == expected
     assert seen.dtypes == {torch.bfloat16 if expected == "bf16" else torch.float32}  # autocast really on (or off)
+    assert seen.fused is True  # transformers' default optim, adamw_torch_fused, runs on the CPU (8x foreach AdamW's step there)
     assert json.loads((tmp_path / "run" / "results.json").read_text())["precision"] == expected
     records = helpers.read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert records[0]["event"] == "train_begin" and records[0]["precision"] == expected and records[0]["precision_requested"] == "auto"

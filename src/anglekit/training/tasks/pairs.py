@@ -3,7 +3,9 @@
 ``TokenizedPairs`` tokenizes every distinct text of a pair dataset in a single tokenizer call and
 gives each distinct text an integer id; those ids are what in-batch-negative identical-sentence
 detection compares. ``PairCollator`` stacks a batch's two sides into one [2B, T] tensor so the
-backbone runs one forward pass per batch.
+backbone runs one forward pass per batch: measured on CPU (MiniLM, STS-B, 32 pairs, fp32), that is
+faster than one pass per side padded to its own width, which saves only 2-5% of the padded tokens
+(each side's lengths follow the same distribution) but halves each pass's matrices.
 """
 
 from __future__ import annotations
