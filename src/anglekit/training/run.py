@@ -499,11 +499,11 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         before=before,
         after=after,
         best_checkpoint=trainer.state.best_model_checkpoint,
+        precision=precision.name,
     )
     if writer:
         if after:
             record_scores(embedder, model_dir, config.data.test_data, after)  # the card gets them too
-        precision=precision.name,
         atomic_write_json(out / "results.json", result.as_dict())
     trainer.accelerator.wait_for_everyone()
     return result
