@@ -233,3 +233,121 @@ def test_minilm_static_int8_keeps_the_vectors(tmp_path: Path) -> None:
     assert not (tmp_path / "templated").exists()
     folder = export_openvino(model, tmp_path / "static", quantize="int8-static", calibration_texts=calibration)
     assert _cosine(OpenVinoEmbedder.from_pretrained(folder).encode(TEXTS), model.encode(TEXTS)).min() >= INT8_MIN_COSINE
+
+
+# ------------------------------------------------------------------ precision: a setting, never the CPU's default
+def _openvino_bf16() -> bool:
+    import openvino as ov
+
+    return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
+needs_bf16 = pytest.mark.skipif("not _openvino_bf16()", reason="needs a CPU with avx512_bf16 or amx_bf16 (OpenVINO reports no BF16 capability)")
+
+
+def test_fp32_is_asked_for_explicitly_whatever_the_cpu_default(bert: tuple[Embedder, Path], tmp_path: Path) -> None:
+    """OpenVINO's CPU plugin computes in bf16 by default where the CPU can: every compile sets f32."""
+    import openvino as ov
+
+    from anglekit.model.openvino import compiled_precision
+
+    model, folder = bert
+    assert json.loads((folder / OPENVINO_CONFIG).read_text())["precision"] == "fp32"
+    loaded = OpenVinoEmbedder.from_pretrained(folder)
+    assert loaded.precision == "fp32" and compiled_precision(loaded.session) == "fp32"
+    assert str(loaded.session.get_property("INFERENCE_PRECISION_HINT")) == str(ov.Type.f32)
+    onnx_under_ov = OpenVinoEmbedder.from_pretrained(export_onnx(model, tmp_path / "onnx"))
+    assert onnx_under_ov.precision == "fp32"
+    # An export from before precision was recorded: fp32, as it was checked.
+    old = tmp_path / "old"
+    shutil.copytree(folder, old)
+    info = json.loads((old / OPENVINO_CONFIG).read_text())
+    del info["precision"]
+    (old / OPENVINO_CONFIG).write_text(json.dumps(info))
+    old_model = OpenVinoEmbedder.from_pretrained(old)
+    assert old_model.precision == "fp32"
+    np.testing.assert_allclose(old_model.encode(TEXTS), model.encode(TEXTS), atol=FP32_TOLERANCE)
+
+
+@needs_bf16
+def test_bf16_is_its_own_choice_with_its_own_check(bert: tuple[Embedder, Path], tmp_path: Path) -> None:
+    from anglekit.model.openvino import BF16_MIN_COSINE, compiled_precision
+
+    model, fp32_folder = bert
+    folder = export_openvino(model, tmp_path / "bf16", precision="bf16")
+    info = json.loads((folder / OPENVINO_CONFIG).read_text())
+    assert info["precision"] == "bf16" and info["check"]["min_cosine"] >= BF16_MIN_COSINE
+    loaded = OpenVinoEmbedder.from_pretrained(folder)  # the recorded precision
+    assert loaded.precision == "bf16" and compiled_precision(loaded.session) == "bf16"
+    vectors = loaded.encode(TEXTS)
+    assert _cosine(vectors, model.encode(TEXTS)).min() >= BF16_MIN_COSINE
+    assert np.abs(vectors - model.encode(TEXTS)).max() > 0  # really computed in bf16, not fp32
+    as_fp32 = OpenVinoEmbedder.from_pretrained(folder, precision="fp32")  # the caller's setting wins
+    assert as_fp32.precision == "fp32"
+    np.testing.assert_allclose(as_fp32.encode(TEXTS), model.encode(TEXTS), atol=FP32_TOLERANCE)
+    assert Embedder.from_pretrained(fp32_folder, precision="bf16").precision == "bf16"
+
+
+def test_bf16_where_the_cpu_cannot_is_refused_or_warned(bert: tuple[Embedder, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    """A CPU without bf16 instructions: OpenVINO would replace the hint with f32 (simulated here by
+    reading back f32 whatever was asked, so the test runs on every CPU)."""
+    import anglekit.model.openvino as ovmod
+
+    model, folder = bert
+    monkeypatch.setattr(ovmod, "compiled_precision", lambda compiled: "fp32")
+    with pytest.raises(ConfigError, match="cannot compute in bf16 on this CPU.*avx512_bf16"):
+        export_openvino(model, tmp_path / "bf16", precision="bf16")
+    assert not (tmp_path / "bf16").exists()
+    with pytest.raises(ConfigError, match="cannot compute in bf16 on this CPU"):
+        OpenVinoEmbedder.from_pretrained(folder, precision="bf16")
+    recorded = tmp_path / "recorded"  # exported as bf16 on another machine
+    shutil.copytree(folder, recorded)
+    info = json.loads((recorded / OPENVINO_CONFIG).read_text())
+    (recorded / OPENVINO_CONFIG).write_text(json.dumps({**info, "precision": "bf16"}))
+    with caplog.at_level("WARNING", logger="anglekit.model.openvino"):
+        loaded = OpenVinoEmbedder.from_pretrained(recorded)
+    assert loaded.precision == "fp32" and "running in fp32" in caplog.text
+    np.testing.assert_allclose(loaded.encode(TEXTS), model.encode(TEXTS), atol=FP32_TOLERANCE)
+
+
+@pytest.mark.parametrize("bad", ["fp16", "FP32", "", 32, None, ["bf16"]])
+def test_bad_precisions_are_clear_errors(bert: tuple[Embedder, Path], tmp_path: Path, bad: Any) -> None:
+    model, folder = bert
+    with pytest.raises(ConfigError, match="precision must be one of fp32, bf16"):
+        export_openvino(model, tmp_path / "x", precision=bad)
+    assert not (tmp_path / "x").exists()
+    if bad is not None:
+        with pytest.raises(ConfigError, match="precision must be one of fp32, bf16"):
+            Embedder.from_pretrained(folder, precision=bad)
+    broken = tmp_path / "broken"
+    shutil.copytree(folder, broken)
+    info = json.loads((broken / OPENVINO_CONFIG).read_text())
+    (broken / OPENVINO_CONFIG).write_text(json.dumps({**info, "precision": bad if bad is not None else 16}))
+    with pytest.raises(ConfigError, match=f"{OPENVINO_CONFIG}: precision"):
+        OpenVinoEmbedder.from_pretrained(broken)
+
+
+def test_precision_flags_of_export_encode_and_serve(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import helpers
+
+    from anglekit.serve.backends import load_backend
+
+    out = tmp_path / "ov"
+    code, stdout, err = helpers.run_cli(["export", str(tiny_bert_dir), "--format", "openvino", "--precision", "fp32", "--output-dir", str(out)], capsys)
+    assert code == 0, err
+    assert "checked with OpenVINO (fp32)" in stdout and json.loads((out / OPENVINO_CONFIG).read_text())["precision"] == "fp32"
+    code, _, err = helpers.run_cli(["export", str(tiny_bert_dir), "--format", "onnx", "--precision", "bf16", "--output-dir", str(tmp_path / "o")], capsys)
+    assert code != 0 and "precision: not an option of the onnx format" in err and not (tmp_path / "o").exists()
+    code, _, err = helpers.run_cli(["export", str(tiny_bert_dir), "--format", "openvino", "--precision", "fp8", "--output-dir", str(tmp_path / "p")], capsys)
+    assert code == 2 and "invalid choice: 'fp8'" in err and not (tmp_path / "p").exists()
+    texts = tmp_path / "t.txt"
+    texts.write_text("\n".join(TEXTS) + "\n")
+    reference = Embedder.from_pretrained(tiny_bert_dir, device="cpu").encode(TEXTS)
+    code, _, err = helpers.run_cli(["encode", str(out), "--precision", "fp32", "--input", str(texts), "--output", str(tmp_path / "v.npy"), "--quiet"], capsys)
+    assert code == 0, err
+    np.testing.assert_allclose(np.load(tmp_path / "v.npy"), reference, atol=FP32_TOLERANCE)
+    backend: Any = load_backend("openvino", str(out), precision="fp32")
+    assert backend.precision == "fp32"
+    with pytest.raises(ConfigError, match="onnxruntime runs the exported graph in fp32"):
+        load_backend("onnx", str(export_onnx(Embedder.from_pretrained(tiny_bert_dir, device="cpu"), tmp_path / "onnx")), precision="bf16")

@@ -125,6 +125,20 @@ def add_long_text_options(parser: argparse.ArgumentParser | Any) -> None:
     parser.add_argument("--long-text-max-chunks", type=positive_int, default=None, metavar="N", help="at most this many chunks per text")
 
 
+PRECISION_CHOICES = ("auto", "fp32", "bf16")
+"""``--precision`` values (:data:`anglekit.model.devices.INFERENCE_PRECISIONS` plus auto)."""
+
+
+def add_precision_option(parser: argparse.ArgumentParser | Any, *, what: str = "the model") -> None:
+    """``--precision auto|fp32|bf16``: what the inference backend computes in."""
+    parser.add_argument(
+        "--precision", choices=PRECISION_CHOICES, default="auto",
+        help=f"what {what} computes in: fp32, or bf16 (faster on CPUs with AVX512-BF16 or AMX and on GPUs; "
+        "torch: bf16 weights; openvino: its inference precision; onnx: fp32 only). auto: torch, the weights' "
+        "stored dtype or --dtype; openvino, the precision the export recorded, else fp32",
+    )
+
+
 def add_quiet(parser: argparse.ArgumentParser | Any, help: str = "no progress bar") -> None:
     parser.add_argument("--quiet", action="store_true", default=False, help=help)
 
@@ -134,6 +148,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     add_model_argument(parser)
     add_embedding_options(parser)
     add_loading_options(parser)
+    add_precision_option(parser)
     add_quiet(parser)
 
 
@@ -163,6 +178,8 @@ def model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     backend = _BACKENDS.get(getattr(args, "backend", "auto"))
     if backend is not None:
         kwargs["backend"] = backend
+    if getattr(args, "precision", "auto") != "auto":
+        kwargs["precision"] = args.precision
     return kwargs
 
 
@@ -222,6 +239,7 @@ __all__ = [
     "DTYPE_CHOICES",
     "RenamedFlag",
     "add_backend_option",
+    "add_precision_option",
     "add_embedding_options",
     "add_long_text_options",
     "add_loading_options",

@@ -109,6 +109,8 @@ def _sentence_transformer(args: argparse.Namespace) -> Any:
     from anglekit.model.devices import default_device
 
     device = args.device or str(default_device())
+    if getattr(args, "precision", "auto") != "auto":
+        raise ConfigError(f"--precision {args.precision}: applies to anglekit's backends (torch, onnx, openvino), not to sentence-transformers")
     try:
         return load_sentence_transformer(
             args.model, device=device, max_length=args.max_length, batch_size=args.batch_size, progress=not args.quiet

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from anglekit.cli.common import add_loading_options, add_long_text_options, add_model_argument, model_kwargs, positive_int
+from anglekit.cli.common import add_loading_options, add_long_text_options, add_model_argument, add_precision_option, model_kwargs, positive_int
 from anglekit.cli.fields import add_settings, overrides
 from anglekit.errors import ConfigError
 from anglekit.serve.settings import API_KEY_ENV, ServeSettings
@@ -29,6 +29,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     add_model_argument(parser)
     model = parser.add_argument_group("model")
     add_loading_options(model)
+    add_precision_option(model)
     model.add_argument("--max-length", type=positive_int, metavar="N", help="truncate to this many tokens (default: the model's)")
     model.add_argument("--pooling", help="override the model's pooling")
     model.add_argument(

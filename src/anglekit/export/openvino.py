@@ -1,5 +1,5 @@
 """Export format ``openvino``: the ONNX graph (backbone + pooling + normalisation) converted to
-OpenVINO's IR, fp32, with int8 weights (NNCF ``compress_weights``) or int8 weights and activations
+OpenVINO's IR, fp32 (computing in fp32, or bf16 with ``precision="bf16"``), with int8 weights (NNCF ``compress_weights``) or int8 weights and activations
 (``int8-static``: NNCF ``quantize`` calibrated on the caller's texts), with the tokenizer and the
 anglekit config beside it (see :mod:`anglekit.model.openvino`). The folder loads with
 ``Embedder.from_pretrained(folder)`` (or ``backend="openvino"``) and ``--backend openvino``."""
@@ -15,8 +15,8 @@ from anglekit.model.card import ModelCardData, card_of, describe, render
 
 NAME = "openvino"
 DESCRIPTION = "OpenVINO IR for the CPU (fp32; int8 weights with --quantize int8; int8 weights and activations with --quantize int8-static --calibration FILE)"
-OPTIONS = ("quantize", "calibration_texts")
-"""Keyword options this format takes (``anglekit export --quantize``, ``--calibration``)."""
+OPTIONS = ("quantize", "calibration_texts", "precision")
+"""Keyword options this format takes (``anglekit export --quantize``, ``--calibration``, ``--precision``)."""
 
 
 @dataclass
@@ -27,13 +27,15 @@ class Layout:
 
 def write(
     model: Any, folder: Path, *, card: ModelCardData | None = None, quantize: str | None = None, calibration_texts: Sequence[str] | None = None,
+    precision: str | None = None,
 ) -> Layout:
     """Export ``model`` into ``folder``; :func:`anglekit.model.openvino.export_openvino` already compares
     the compiled model with the torch one (fp32: 1e-4; int8: cosine 0.97) and refuses one that differs."""
     from anglekit.model.openvino import export_openvino
 
-    export_openvino(model, folder, quantize=quantize, calibration_texts=calibration_texts)
+    export_openvino(model, folder, quantize=quantize, calibration_texts=calibration_texts, precision=precision or "fp32")
     weights = {None: "fp32 weights", "int8": "int8 weights (NNCF)"}.get(quantize, "int8 weights and activations (NNCF, calibrated)")
+    weights += f", computing in {precision or 'fp32'}"
     usage = (
         "```python\nfrom anglekit import Embedder\n\nmodel = Embedder.from_pretrained(\"PATH\")  # the OpenVINO backend\n"
         "vectors = model.encode([\"a sentence\"])\n```\n\nOr `anglekit encode PATH --input texts.txt --output vectors.npy`."
@@ -52,9 +54,10 @@ def verify(model: Any, folder: Path, layout: Layout) -> tuple[float | None, str]
 
     info = json.loads((folder / OPENVINO_CONFIG).read_text(encoding="utf-8"))
     check = info["check"]
+    precision = info.get("precision", "fp32")
     if "max_abs_difference" in check:
-        return float(check["max_abs_difference"]), "checked with OpenVINO (fp32)"
-    return None, f"checked with OpenVINO: {info['weights']}, min cosine to the model {check['min_cosine']:.4f}"
+        return float(check["max_abs_difference"]), f"checked with OpenVINO ({precision})"
+    return None, f"checked with OpenVINO: {info['weights']}, computing in {precision}, min cosine to the model {check['min_cosine']:.4f}"
 
 
 def tolerance(model: Any) -> float:

@@ -18,6 +18,22 @@ DTYPE_CHOICES = ("fp32", "bf16", "fp16")
 """The short names offered on the command line (``--dtype``)."""
 
 
+INFERENCE_PRECISIONS = ("fp32", "bf16")
+"""``precision`` values of the inference backends (``--precision`` of encode, eval, serve, export)."""
+
+
+def dtype_for_precision(precision: str | None, dtype: str | torch.dtype | None) -> str | torch.dtype | None:
+    """The torch backend's weight dtype for an inference ``precision`` (None: ``dtype`` as given);
+    a ConfigError when ``dtype`` names another one."""
+    if precision is None:
+        return dtype
+    wanted = DTYPES[precision]
+    given = resolve_dtype(dtype)
+    if given is not None and given != "auto" and given != wanted:
+        raise ConfigError(f"precision {precision!r} and dtype {dtype!r} disagree: give one of them")
+    return wanted
+
+
 def default_device() -> torch.device:
     """CUDA when present, else Apple's MPS when present, else the CPU."""
     if torch.cuda.is_available():

@@ -31,7 +31,7 @@ from anglekit.llm.bidirectional import enable_bidirectional, is_bidirectional
 from anglekit.llm.lora import ALL_LINEAR, DEFAULT_ALPHA, DEFAULT_DROPOUT, DEFAULT_RANK, is_peft_model, unwrap
 from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.model.config import EmbedderConfig, EmbedderSettings
-from anglekit.model.devices import default_device
+from anglekit.model.devices import INFERENCE_PRECISIONS, default_device, dtype_for_precision
 from anglekit.model.card import ModelCardData, portable_base, read_card, write_card
 from anglekit.model.encoding import encode_texts, prepare_tokenizer, tokenize_texts
 from anglekit.model.loading import LoadOptions, load_model
@@ -132,6 +132,7 @@ class Embedder(nn.Module):
         long_text_window: int | None = None,
         long_text_stride: int | None = None,
         long_text_max_chunks: int | None = None,
+        precision: str | None = None,
     ) -> Embedder:
         """Load a Hugging Face encoder or decoder LLM (hub name, local folder, GGUF file, or a folder of
         LoRA adapters) as an embedder.
@@ -169,7 +170,13 @@ class Embedder(nn.Module):
         windows (``long_text_stride`` content tokens apart, at most ``long_text_max_chunks``) whose
         vectors are pooled (:mod:`anglekit.model.long_text`, anglekit's stand-in for AnglE-RAN);
         saved with the model, applied by every backend.
+
+        ``precision`` (``fp32``, ``bf16``): what the backend computes in. torch: the weights' dtype
+        (the same as ``dtype``; both given and different is an error); openvino: its inference
+        precision (default: the one the export recorded, else fp32); onnx: fp32 only.
         """
+        if precision is not None and precision not in INFERENCE_PRECISIONS:
+            raise ConfigError(f"precision must be one of {', '.join(INFERENCE_PRECISIONS)}, got {precision!r}")
         long_text_settings = {
             key: value
             for key, value in (("long_text", long_text), ("long_text_window", long_text_window),
@@ -195,7 +202,7 @@ class Embedder(nn.Module):
             runtime = OpenVinoEmbedder if backend == "openvino" else OnnxEmbedder
             onnx = runtime.from_pretrained(
                 name_or_path, prompt=prompt, query_prompt=query_prompt, document_prompt=document_prompt,
-                normalize=normalize, max_length=max_length, device=None if device is None else str(device),
+                normalize=normalize, max_length=max_length, device=None if device is None else str(device), precision=precision,
             )  # fmt: skip
             if truncate_dim is not None:
                 from anglekit.model.encoding import check_truncate_dim
@@ -219,6 +226,7 @@ class Embedder(nn.Module):
             layer=layer,
             **long_text_settings,
         )
+        dtype = dtype_for_precision(precision, dtype)
         options = LoadOptions(
             dtype=dtype, load_in_kbit=load_in_kbit, revision=revision, trust_remote_code=trust_remote_code, device=device
         )
@@ -320,6 +328,17 @@ class Embedder(nn.Module):
     @property
     def device(self) -> torch.device:
         return next(self.backbone.parameters()).device
+
+    @property
+    def precision(self) -> str:
+        """What the forward pass computes in: the dtype of the backbone's floating weights
+        (``fp32``, ``bf16``, ``fp16``; ``int8``/``int4`` weights loaded through bitsandbytes compute
+        in their compute dtype, reported the same way)."""
+        names = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+        for parameter in self.backbone.parameters():
+            if parameter.dtype in names:
+                return names[parameter.dtype]
+        return "fp32"
 
     @property
     def dim(self) -> int:

@@ -304,20 +304,31 @@ def _check_against_torch(embedder: Any, path: Path, quantize: str | None) -> dic
     return check_against_torch(embedder, lambda batch: _run(session, batch)[0], quantize, "ONNX")
 
 
-def check_against_torch(embedder: Any, pooled: Callable[[dict[str, Any]], np.ndarray], quantize: str | None, runtime: str) -> dict[str, float]:
+def check_against_torch(
+    embedder: Any,
+    pooled: Callable[[dict[str, Any]], np.ndarray],
+    quantize: str | None,
+    runtime: str,
+    *,
+    min_cosine: float | None = None,
+    what: str | None = None,
+) -> dict[str, float]:
     """Compare an exported graph (``pooled(padded batch)`` -> its pooled vectors) with the torch
     model on a check batch: fp32 within :data:`FP32_TOLERANCE`, int8 at a cosine of at least
-    :data:`INT8_MIN_COSINE`; the figure, or a ConfigError naming ``runtime``."""
+    :data:`INT8_MIN_COSINE` (``min_cosine`` asks for a cosine check at that bound instead, e.g. for
+    bf16 compute); the figure, or a ConfigError naming ``runtime`` and ``what`` runs (int8, bf16)."""
     reference = embedder.encode(list(CHECK_TEXTS), normalize=False, long_text="truncate", truncate_dim=embedder.dim)  # the graph: one window, every coordinate
     exported = pooled(embedder.pad(embedder.tokenize_unpadded(list(CHECK_TEXTS))))  # one batch, input order
-    if quantize is None:
+    if quantize is None and min_cosine is None:
         difference = float(np.abs(exported - reference).max())
         if difference > FP32_TOLERANCE:
             raise ConfigError(f"the {runtime} export differs from the model by {difference:.2e} (> {FP32_TOLERANCE}); not written")
         return {"max_abs_difference": difference}
+    bound = INT8_MIN_COSINE if min_cosine is None else min_cosine
+    label = " ".join(part for part in (quantize, what) if part) or "exported"
     cosine = rowwise_cosine(exported, reference)
-    if float(cosine.min()) < INT8_MIN_COSINE:
-        raise ConfigError(f"the int8 {runtime} export's vectors are too far from the model's (cosine {cosine.min():.4f} < {INT8_MIN_COSINE}); not written")
+    if float(cosine.min()) < bound:
+        raise ConfigError(f"the {label} {runtime} export's vectors are too far from the model's (cosine {cosine.min():.4f} < {bound}); not written")
     return {"min_cosine": float(cosine.min())}
 
 
@@ -359,10 +370,27 @@ def load_exported_parts(path: Path, info_file: str, **overrides: Any) -> tuple[E
     return config, tokenizer, info
 
 
+def check_providers(session: Any, asked: Sequence[Any], device: str | None) -> None:
+    """ConfigError unless ``session`` runs on the first execution provider ``asked`` for."""
+    first = asked[0][0] if isinstance(asked[0], tuple) else asked[0]
+    running = list(session.get_providers())
+    if not running or running[0] != first:
+        raise ConfigError(f"device {device or 'cpu'!r}: onnxruntime did not start {first} (it runs {', '.join(running) or 'nothing'}); "
+                          "check the CUDA and cuDNN libraries onnxruntime-gpu needs")  # fmt: skip
+
+
+def check_onnx_precision(precision: str | None) -> None:
+    """onnxruntime runs the exported fp32 graph in fp32: ``precision`` None or fp32, else a ConfigError."""
+    if precision not in (None, "fp32"):
+        raise ConfigError(f"precision {precision!r}: onnxruntime runs the exported graph in fp32; bf16 is for --backend torch or openvino")
+
+
 class OnnxEmbedder:
     """An exported model run by onnxruntime, with :class:`~anglekit.model.embedder.Embedder`'s encode API."""
 
     backend = "onnx"
+    precision = "fp32"
+    """What the runtime computes in: onnxruntime runs an fp32 graph in fp32 (CUDA: TF32 off)."""
 
     def __init__(self, session: Any, tokenizer: Any, config: EmbedderConfig, *, source: str = "", info: dict[str, Any] | None = None) -> None:
         self.session = session
@@ -375,7 +403,11 @@ class OnnxEmbedder:
     @staticmethod
     def session_for(path: str | os.PathLike[str], *, threads: int | None = None, device: str | None = None) -> Any:
         """An onnxruntime session for the model file: ``threads`` intra-op threads (default: torch's
-        setting, so several processes configured for one thread each do not oversubscribe)."""
+        setting, so several processes configured for one thread each do not oversubscribe).
+
+        ``device`` ``cuda[:N]`` puts the CUDA execution provider first, with TF32 off (onnxruntime
+        turns it on by default, which is not fp32); a session that did not get the provider it asked
+        for (onnxruntime falls back to the CPU with only a warning) is a ConfigError."""
         ort = require_onnxruntime()
         options = ort.SessionOptions()
         if threads is None:
@@ -388,15 +420,18 @@ class OnnxEmbedder:
         options.intra_op_num_threads = int(threads)
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        providers = ["CPUExecutionProvider"]
+        providers: list[Any] = ["CPUExecutionProvider"]
         if device is not None and device.startswith("cuda"):
             if "CUDAExecutionProvider" not in ort.get_available_providers():
                 raise ConfigError(f"device {device!r}: this onnxruntime has no CUDA provider (pip install onnxruntime-gpu)")
-            providers = ["CUDAExecutionProvider", *providers]
+            index = int(device.partition(":")[2] or 0)
+            providers = [("CUDAExecutionProvider", {"device_id": index, "use_tf32": 0}), *providers]
         try:
-            return ort.InferenceSession(str(path), options, providers=providers)
+            session = ort.InferenceSession(str(path), options, providers=providers)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
             raise ConfigError(f"{path}: not a valid ONNX model ({type(exc).__name__}: {str(exc)[:300]})") from None
+        check_providers(session, providers, device)
+        return session
 
     @classmethod
     def from_pretrained(
@@ -410,9 +445,12 @@ class OnnxEmbedder:
         max_length: int | None = None,
         threads: int | None = None,
         device: str | None = None,
+        precision: str | None = None,
     ) -> OnnxEmbedder:
         """Load a folder written by :func:`export_onnx`. Prompts, normalisation and max length may be
-        overridden; the pooling is part of the graph."""
+        overridden; the pooling is part of the graph. ``precision``: fp32 only (see
+        :func:`check_onnx_precision`)."""
+        check_onnx_precision(precision)
         path = Path(folder)
         if not is_onnx_folder(path):
             raise ConfigError(f"{path}: not an ONNX model folder (no {ONNX_FILE} with {CONFIG_NAME} beside it)")

@@ -31,6 +31,7 @@ import numpy as np
 from anglekit.errors import ConfigError
 from anglekit.io.atomic import settle_modes, staging_dir
 from anglekit.model.config import CONFIG_NAME, EmbedderConfig
+from anglekit.model.hardware import NATIVE_BF16_FLAGS
 from anglekit.model.onnx import (
     ONNX_CONFIG,
     ONNX_FILE,
@@ -48,10 +49,17 @@ OPENVINO_FILE = "openvino_model.xml"
 OPENVINO_WEIGHTS = "openvino_model.bin"
 OPENVINO_CONFIG = "openvino_config.json"
 QUANTIZE = ("int8", "int8-static")
+logger = logging.getLogger(__name__)
 CALIBRATION_BATCH = 32
 """Texts per calibration batch of ``int8-static``."""
 MAX_CALIBRATION_TEXTS = 4096
 """More calibration texts than this are refused (NNCF's statistics settle long before)."""
+PRECISIONS = {"fp32": "f32", "bf16": "bf16"}
+"""anglekit's precision names -> OpenVINO's ``INFERENCE_PRECISION_HINT``. The CPU plugin's own
+default is bf16 on CPUs with bf16 instructions (AVX512-BF16, AMX) and f32 elsewhere, so the hint is
+always set: a folder computes in the precision it records, on every CPU."""
+BF16_MIN_COSINE = 0.99
+"""A bf16 OpenVINO model's vectors must reach this cosine to the torch model's (fp32) on the check batch."""
 
 
 def require_openvino() -> Any:
@@ -82,8 +90,14 @@ def export_openvino(
     *,
     quantize: str | None = None,
     calibration_texts: Sequence[str] | None = None,
+    precision: str = "fp32",
 ) -> Path:
     """Write ``embedder`` as an OpenVINO folder (see the module doc); returns the folder.
+
+    ``precision``: what OpenVINO computes in when the folder is loaded (recorded in
+    ``openvino_config.json``; the weights stay fp32 in the IR): ``fp32`` (default, on every CPU) or
+    ``bf16`` (faster on CPUs with AVX512-BF16 or AMX; a ConfigError on others), checked at a cosine
+    of :data:`BF16_MIN_COSINE`. The check compiles the model with the precision it records.
 
     The ONNX export (checked against torch to 1e-4) is converted with ``openvino.convert_model``;
     ``quantize="int8"`` compresses the weights with ``nncf.compress_weights`` (int8, asymmetric,
@@ -96,6 +110,7 @@ def export_openvino(
     half-written model.
     """
     ov = require_openvino()
+    check_precision(precision)
     if quantize is not None and quantize not in QUANTIZE:
         raise ConfigError(f"quantize must be one of {', '.join(QUANTIZE)} or None, got {quantize!r}")
     calibration = _calibration_texts(quantize, calibration_texts)
@@ -120,7 +135,7 @@ def export_openvino(
         embedder.tokenizer.save_pretrained(staging)
         embedder.config.save(staging)
         try:
-            agreement = _check_against_torch(embedder, staging, quantize)
+            agreement = _check_against_torch(embedder, staging, quantize, precision)
         except ConfigError as exc:
             if quantize != "int8-static":
                 raise
@@ -132,6 +147,7 @@ def export_openvino(
             "outputs": list(OUTPUTS),
             "quantize": quantize,
             "weights": WEIGHTS[quantize],
+            "precision": precision,
             "calibration_texts": len(calibration),
             "exporter": f"{onnx_info['exporter']} -> openvino.convert_model",
             "openvino": ov.__version__,
@@ -204,9 +220,28 @@ def _quiet_nncf() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _check_against_torch(embedder: Any, folder: Path, quantize: str | None) -> dict[str, float]:
-    compiled = OpenVinoEmbedder.compile(folder / OPENVINO_FILE, threads=None)
-    return check_against_torch(embedder, lambda batch: _infer(compiled, batch)[0], quantize, "OpenVINO")
+def check_precision(precision: Any) -> str:
+    """``precision`` if OpenVINO can be asked for it, else a ConfigError naming the choices."""
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)} for OpenVINO, got {precision!r}")
+    return str(precision)
+
+
+def compiled_precision(compiled: Any) -> str:
+    """The precision a compiled model really computes in (its ``INFERENCE_PRECISION_HINT`` after
+    compilation: the plugin replaces a hint the CPU cannot honour)."""
+    hint = str(compiled.get_property("INFERENCE_PRECISION_HINT")).lower()
+    return "bf16" if "bf" in hint else "fp16" if "f16" in hint else "fp32"
+
+
+def _check_against_torch(embedder: Any, folder: Path, quantize: str | None, precision: str) -> dict[str, float]:
+    """The folder compiled as it will run (``precision``) against the torch model: fp32 to
+    FP32_TOLERANCE; int8 at INT8_MIN_COSINE; bf16 (fp32 weights) at :data:`BF16_MIN_COSINE`."""
+    compiled = OpenVinoEmbedder.compile(folder / OPENVINO_FILE, threads=None, precision=precision)
+    pooled = lambda batch: _infer(compiled, batch)[0]  # noqa: E731
+    if precision == "bf16" and quantize is None:
+        return check_against_torch(embedder, pooled, None, "OpenVINO", min_cosine=BF16_MIN_COSINE, what="bf16")
+    return check_against_torch(embedder, pooled, quantize, "OpenVINO", what=None if precision == "fp32" else precision)
 
 
 def _infer(compiled: Any, batch: dict[str, Any]) -> list[np.ndarray]:
@@ -223,12 +258,20 @@ class OpenVinoEmbedder(OnnxEmbedder):
         super().__init__(compiled, tokenizer, config, source=source, info=info)
         self._lock = threading.Lock()  # one infer request, used by one thread at a time
         self._request = compiled.create_infer_request()
+        self.precision = compiled_precision(compiled)
+        """What OpenVINO computes in: ``fp32`` or ``bf16`` (read back from the compiled model)."""
 
     @staticmethod
-    def compile(path: str | os.PathLike[str], *, threads: int | None = None, device: str | None = None) -> Any:
+    def compile(
+        path: str | os.PathLike[str], *, threads: int | None = None, device: str | None = None, precision: str = "fp32", strict: bool = True
+    ) -> Any:
         """The model file (OpenVINO IR or ONNX) compiled for ``device`` (CPU) with ``threads``
-        inference threads (default: torch's setting, so several processes do not oversubscribe)."""
+        inference threads (default: torch's setting, so several processes do not oversubscribe),
+        computing in ``precision`` (the hint is always set: OpenVINO's own default is bf16 on CPUs
+        with bf16 instructions). bf16 on a CPU without them: a ConfigError, or with
+        ``strict=False`` a warning and a compile in fp32."""
         ov = require_openvino()
+        check_precision(precision)
         if device is not None and not device.lower().startswith("cpu"):
             raise ConfigError(f"device {device!r}: anglekit's OpenVINO backend runs on the CPU; use --backend onnx or torch for GPUs")
         if threads is None:
@@ -236,11 +279,21 @@ class OpenVinoEmbedder(OnnxEmbedder):
 
             threads = torch.get_num_threads()
         core = ov.Core()
+        settings = {"INFERENCE_NUM_THREADS": int(threads), "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1, "INFERENCE_PRECISION_HINT": PRECISIONS[precision]}
         try:
             model = core.read_model(str(path))
-            return core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": int(threads), "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1})
+            compiled = core.compile_model(model, "CPU", settings)
         except Exception as exc:  # noqa: BLE001 - OpenVINO raises its own RuntimeError subclasses
             raise ConfigError(f"{path}: not a valid OpenVINO/ONNX model ({type(exc).__name__}: {str(exc)[:300]})") from None
+        got = compiled_precision(compiled)
+        if got != precision:
+            problem = (f"OpenVINO cannot compute in {precision} on this CPU (it would run {got}; bf16 needs "
+                       f"{' or '.join(sorted(NATIVE_BF16_FLAGS))})")  # fmt: skip
+            if strict:
+                raise ConfigError(f"{path}: {problem}; use precision fp32")
+            logger.warning("%s: %s: running in fp32", path, problem)
+            return OpenVinoEmbedder.compile(path, threads=threads, device=device, precision="fp32")  # asked for, not left to the plugin
+        return compiled
 
     @classmethod
     def from_pretrained(  # type: ignore[override]
@@ -254,8 +307,13 @@ class OpenVinoEmbedder(OnnxEmbedder):
         max_length: int | None = None,
         threads: int | None = None,
         device: str | None = None,
+        precision: str | None = None,
     ) -> OpenVinoEmbedder:
-        """Load a folder written by :func:`export_openvino` (or an ONNX folder, converted on load)."""
+        """Load a folder written by :func:`export_openvino` (or an ONNX folder, converted on load).
+
+        ``precision`` (``fp32``, ``bf16``): what OpenVINO computes in; by default the one the export
+        recorded (fp32 for ONNX folders and exports without a record). A recorded bf16 on a CPU
+        without bf16 instructions runs in fp32 with a warning; an asked-for one is a ConfigError."""
         path = Path(folder)
         if is_openvino_folder(path):
             model_file, info_file = path / OPENVINO_FILE, OPENVINO_CONFIG
@@ -266,7 +324,10 @@ class OpenVinoEmbedder(OnnxEmbedder):
         config, tokenizer, info = load_exported_parts(
             path, info_file, prompt=prompt, query_prompt=query_prompt, document_prompt=document_prompt, normalize=normalize, max_length=max_length
         )
-        compiled = cls.compile(model_file, threads=threads, device=device)
+        recorded = info.get("precision", "fp32") if info_file == OPENVINO_CONFIG else "fp32"
+        if not isinstance(recorded, str) or recorded not in PRECISIONS:
+            raise ConfigError(f"{path / info_file}: precision {recorded!r} is not one of {', '.join(PRECISIONS)}")
+        compiled = cls.compile(model_file, threads=threads, device=device, precision=precision or recorded, strict=precision is not None)
         embedder = cls(compiled, tokenizer, config, source=str(path), info=info)
         embedder.model_file = model_file
         return embedder
@@ -288,4 +349,4 @@ class OpenVinoEmbedder(OnnxEmbedder):
         return [self.model_file] + ([self.model_file.with_suffix(".bin")] if self.model_file.suffix == ".xml" else [])
 
 
-__all__ = ["OPENVINO_CONFIG", "OPENVINO_FILE", "OpenVinoEmbedder", "export_openvino", "is_openvino_folder", "only_openvino_weights", "require_openvino"]
+__all__ = ["BF16_MIN_COSINE", "OPENVINO_CONFIG", "OPENVINO_FILE", "PRECISIONS", "OpenVinoEmbedder", "compiled_precision", "export_openvino", "is_openvino_folder", "only_openvino_weights", "require_openvino"]

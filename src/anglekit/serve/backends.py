@@ -53,6 +53,7 @@ class TorchBackend:
 
     def _describe(self, embedder: Any) -> None:
         self.dim = embedder.dim
+        self.precision = str(getattr(embedder, "precision", "fp32"))
         self.max_length = embedder.config.max_length
         self.normalize = embedder.config.normalize
         self.long_text = getattr(embedder.config, "long_text", "truncate")
@@ -137,15 +138,17 @@ def load_openvino(model: str, *, threads: int | None = None, **options: Any) -> 
 
 def _load_exported(runtime: Any, what: str, model: str, threads: int | None, options: dict[str, Any]) -> Backend:
     """An exported folder loaded by ``runtime`` (OnnxEmbedder or OpenVinoEmbedder): ``device`` and
-    the long-text settings apply; any other loading option was fixed by the export (ConfigError)."""
+    the long-text settings and ``precision`` apply; any other loading option was fixed by the export (ConfigError)."""
     from anglekit.errors import ConfigError
 
     device = options.pop("device", None)
+    precision = options.pop("precision", None)
     long_text = _long_text_options(options)
     given = sorted(key for key, value in options.items() if value not in (None, False))
     if given:
         raise ConfigError(f"{', '.join(given)}: fixed when the {what} was exported; export again to change them")
-    return OnnxBackend(_with_long_text(runtime.from_pretrained(model, threads=threads, device=device), long_text, model))
+    loaded = runtime.from_pretrained(model, threads=threads, device=device, precision=precision)
+    return OnnxBackend(_with_long_text(loaded, long_text, model))
 
 
 _LONG_TEXT_KEYS = ("long_text", "long_text_window", "long_text_stride", "long_text_max_chunks")
