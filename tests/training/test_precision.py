@@ -40,7 +40,9 @@ def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _simulate_cpu(monkeypatch: pytest.MonkeyPatch, flags: set[str]) -> None:
+    """A CPU with ``flags``, and auto's own default (conftest turns auto-bf16 off for other tests)."""
     monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset(flags))
+    monkeypatch.delenv(precision_module.AUTO_BF16_ENV, raising=False)
 
 
 # ====================================================================== detection
@@ -94,6 +96,28 @@ def test_auto_bf16_on_cpu_is_one_switch(no_gpu: None, monkeypatch: pytest.Monkey
     _simulate_cpu(monkeypatch, {"avx512_bf16"})
     monkeypatch.setattr(precision_module, "AUTO_BF16_ON_CPU", False)
     assert resolve_precision("auto", None).name == "fp32"
+
+
+@pytest.mark.parametrize(("value", "expected"), [("0", "fp32"), ("1", "bf16"), (" 1 ", "bf16"), ("", "bf16")])
+def test_the_environment_switches_auto_bf16(no_gpu: None, monkeypatch: pytest.MonkeyPatch, value: str, expected: str) -> None:
+    _simulate_cpu(monkeypatch, {"avx512_bf16"})
+    monkeypatch.setenv(precision_module.AUTO_BF16_ENV, value)
+    assert resolve_precision("auto", "cpu").name == expected
+    monkeypatch.setattr(precision_module, "AUTO_BF16_ON_CPU", False)
+    assert resolve_precision("auto", "cpu").name == ("fp32" if value.strip() in ("", "0") else "bf16")  # the variable, when set, wins
+
+
+@pytest.mark.parametrize("value", ["yes", "2", "true"])
+def test_a_bad_environment_switch_is_a_config_error(no_gpu: None, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    _simulate_cpu(monkeypatch, {"avx512_bf16"})
+    monkeypatch.setenv(precision_module.AUTO_BF16_ENV, value)
+    with pytest.raises(ConfigError, match="ANGLEKIT_AUTO_BF16 must be 0 or 1"):
+        resolve_precision("auto", "cpu")
+
+
+def test_the_suite_runs_fp32_whatever_the_cpu(no_gpu: None) -> None:
+    """conftest turns auto-bf16 off: a test that does not ask for bf16 trains in fp32 on every CPU."""
+    assert resolve_precision("auto", "cpu").name == "fp32"
 
 
 def test_bf16_on_a_cpu_without_the_flag_still_works_with_a_warning(no_gpu: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:

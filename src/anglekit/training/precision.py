@@ -5,12 +5,15 @@ native bf16 instructions (:func:`anglekit.model.hardware.cpu_has_native_bf16`: A
 AMX; 2.3x the fp32 step rate of MiniLM on an AVX512-BF16 EPYC) and fp32 elsewhere. Under autocast
 the weights stay fp32 (master weights) and the objectives compute in fp32
 (:meth:`anglekit.training.tasks.base.TrainingTask.fp32_loss`). To make ``auto`` keep fp32 on CPUs,
-set :data:`AUTO_BF16_ON_CPU` to False.
+set :data:`AUTO_BF16_ON_CPU` to False, or the environment variable ``ANGLEKIT_AUTO_BF16=0`` (``1``
+turns it on; the variable, when set, wins). The test suite sets it to 0, so that no test's outcome
+depends on the CPU it runs on; the tests of the bf16 path ask for it explicitly.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +22,19 @@ from anglekit.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 AUTO_BF16_ON_CPU = True
-"""Whether ``--precision auto`` picks bf16 autocast on CPUs with native bf16 (the one switch)."""
+"""Whether ``--precision auto`` picks bf16 autocast on CPUs with native bf16 (the one switch;
+:data:`AUTO_BF16_ENV` overrides it when set)."""
+AUTO_BF16_ENV = "ANGLEKIT_AUTO_BF16"
+
+
+def auto_bf16_on_cpu() -> bool:
+    """:data:`AUTO_BF16_ON_CPU`, unless ``$ANGLEKIT_AUTO_BF16`` says 0 or 1 (anything else: a ConfigError)."""
+    value = os.environ.get(AUTO_BF16_ENV)
+    if value is None or value.strip() == "":
+        return AUTO_BF16_ON_CPU
+    if value.strip() not in ("0", "1"):
+        raise ConfigError(f"${AUTO_BF16_ENV} must be 0 or 1, got {value!r}")
+    return value.strip() == "1"
 
 
 @dataclass(frozen=True)
@@ -66,9 +81,9 @@ def resolve_precision(precision: str, device: str | None) -> Precision:
             bf16 = torch.cuda.is_bf16_supported()
             return Precision("bf16" if bf16 else "fp16", precision, "GPU supports bf16" if bf16 else "GPU lacks bf16", False)
         if on_cpu and cpu_has_native_bf16():
-            if AUTO_BF16_ON_CPU:
+            if auto_bf16_on_cpu():
                 return Precision("bf16", precision, "CPU has native bf16 (avx512_bf16/amx_bf16)", True)
-            return Precision("fp32", precision, "CPU has native bf16 but AUTO_BF16_ON_CPU is off", True)
+            return Precision("fp32", precision, f"CPU has native bf16 but AUTO_BF16_ON_CPU/${AUTO_BF16_ENV} is off", True)
         return Precision("fp32", precision, "CPU without native bf16" if on_cpu else f"{where} device", on_cpu)
     if precision == "fp16" and where != "cuda":
         raise ConfigError(f"precision fp16 needs a CUDA GPU (this run is on the {where}); use fp32 or bf16")
