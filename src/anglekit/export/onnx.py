@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anglekit.model.card import ModelCardData, card_of, describe, render
+from anglekit.export.runtime_folder import read_check, tolerance, write_card
+from anglekit.model.card import ModelCardData
 
 NAME = "onnx"
 DESCRIPTION = "ONNX graph for onnxruntime (fp32, or dynamic int8 with --quantize int8)"
@@ -31,30 +32,14 @@ def write(model: Any, folder: Path, *, card: ModelCardData | None = None, quanti
 
     export_onnx(model, folder, quantize=quantize, optimize=optimize)
     weights = "dynamic int8 weights" if quantize else "fp32 weights"
-    usage = (
-        "```python\nfrom anglekit import Embedder\n\nmodel = Embedder.from_pretrained(\"PATH\")  # the ONNX backend\n"
-        "vectors = model.encode([\"a sentence\"])\n```\n\nOr `anglekit encode PATH --input texts.txt --output vectors.npy`."
-    )
-    notes = [f"ONNX graph ({weights}{', optimised ' + optimize if optimize else ''}) run by onnxruntime; the pooling is part of the graph."]
-    text = render(card_of(model, card), describe(model.config, model.dim), library_name="anglekit", usage=usage, notes=notes, extra_tags=("onnx",))
-    (folder / "README.md").write_text(text, encoding="utf-8")
+    note = f"ONNX graph ({weights}{', optimised ' + optimize if optimize else ''}) run by onnxruntime; the pooling is part of the graph."
+    write_card(model, folder, card, backend="ONNX", note=note, tag="onnx")
     return Layout(quantize=quantize, optimize=optimize)
 
 
 def verify(model: Any, folder: Path, layout: Layout) -> tuple[float | None, str]:
     """The export was compared with the model when it was written; read the figure back."""
-    import json
-
-    check = json.loads((folder / "onnx_config.json").read_text(encoding="utf-8"))["check"]
-    if "max_abs_difference" in check:
-        return float(check["max_abs_difference"]), "checked with onnxruntime (fp32)"
-    return None, f"checked with onnxruntime: int8, min cosine to the model {check['min_cosine']:.4f}"
-
-
-def tolerance(model: Any) -> float:
-    from anglekit.model.onnx import FP32_TOLERANCE
-
-    return FP32_TOLERANCE
+    return read_check(folder, "onnx_config.json", "onnxruntime")
 
 
 __all__ = ["DESCRIPTION", "Layout", "NAME", "OPTIONS", "tolerance", "verify", "write"]

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anglekit.model.card import ModelCardData, card_of, describe, render
+from anglekit.export.runtime_folder import read_check, tolerance, write_card
+from anglekit.model.card import ModelCardData
 
 NAME = "openvino"
 DESCRIPTION = "OpenVINO IR for the CPU (fp32; int8 weights with --quantize int8; int8 weights and activations with --quantize int8-static --calibration FILE)"
@@ -36,34 +37,15 @@ def write(
     export_openvino(model, folder, quantize=quantize, calibration_texts=calibration_texts, precision=precision or "fp32")
     weights = {None: "fp32 weights", "int8": "int8 weights (NNCF)"}.get(quantize, "int8 weights and activations (NNCF, calibrated)")
     weights += f", computing in {precision or 'fp32'}"
-    usage = (
-        "```python\nfrom anglekit import Embedder\n\nmodel = Embedder.from_pretrained(\"PATH\")  # the OpenVINO backend\n"
-        "vectors = model.encode([\"a sentence\"])\n```\n\nOr `anglekit encode PATH --input texts.txt --output vectors.npy`."
-    )
-    notes = [f"OpenVINO IR ({weights}) for the CPU; the pooling is part of the graph."]
-    text = render(card_of(model, card), describe(model.config, model.dim), library_name="anglekit", usage=usage, notes=notes, extra_tags=("openvino",))
-    (folder / "README.md").write_text(text, encoding="utf-8")
+    write_card(model, folder, card, backend="OpenVINO", note=f"OpenVINO IR ({weights}) for the CPU; the pooling is part of the graph.", tag="openvino")
     return Layout(quantize=quantize)
 
 
 def verify(model: Any, folder: Path, layout: Layout) -> tuple[float | None, str]:
     """The export was compared with the model when it was written; read the figure back."""
-    import json
-
     from anglekit.model.openvino import OPENVINO_CONFIG
 
-    info = json.loads((folder / OPENVINO_CONFIG).read_text(encoding="utf-8"))
-    check = info["check"]
-    precision = info.get("precision", "fp32")
-    if "max_abs_difference" in check:
-        return float(check["max_abs_difference"]), f"checked with OpenVINO ({precision})"
-    return None, f"checked with OpenVINO: {info['weights']}, computing in {precision}, min cosine to the model {check['min_cosine']:.4f}"
-
-
-def tolerance(model: Any) -> float:
-    from anglekit.model.onnx import FP32_TOLERANCE
-
-    return FP32_TOLERANCE
+    return read_check(folder, OPENVINO_CONFIG, "OpenVINO")
 
 
 __all__ = ["DESCRIPTION", "Layout", "NAME", "OPTIONS", "tolerance", "verify", "write"]

@@ -47,26 +47,40 @@ CHECK_TEXTS = (
 )
 
 
+def require_runtime(module: str, backend: str, extra: str) -> Any:
+    """The runtime package ``module``, or a ConfigError saying which extra installs it."""
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(f"the {backend} backend needs {module}: pip install 'anglekit[{extra}]'")
+    return importlib.import_module(module)
+
+
 def require_onnxruntime() -> Any:
     """onnxruntime, or a ConfigError saying how to get it."""
-    if importlib.util.find_spec("onnxruntime") is None:
-        raise ConfigError("the ONNX backend needs onnxruntime: pip install 'anglekit[onnx]'")
-    import onnxruntime
+    return require_runtime("onnxruntime", "ONNX", "onnx")
 
-    return onnxruntime
+
+def is_export_folder(path: str | os.PathLike[str], model_file: str) -> bool:
+    """Whether ``path`` is a folder with the exported ``model_file`` and the anglekit config beside it."""
+    folder = Path(path)
+    return folder.is_dir() and (folder / model_file).is_file() and (folder / CONFIG_NAME).is_file()
+
+
+def only_exported_weights(path: str | os.PathLike[str], model_file: str, *, others: tuple[str, ...] = ()) -> bool:
+    """Whether ``path`` is an export folder of ``model_file`` holding no PyTorch weights, no LoRA
+    adapters and none of the ``others`` files (then that export's backend is the only choice)."""
+    folder = Path(path)
+    torch_weights = any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin")) or (folder / "adapter_config.json").is_file()
+    return is_export_folder(folder, model_file) and not torch_weights and not any((folder / name).is_file() for name in others)
 
 
 def is_onnx_folder(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a folder written by :func:`export_onnx` (an ONNX model and its config)."""
-    folder = Path(path)
-    return folder.is_dir() and (folder / ONNX_FILE).is_file() and (folder / CONFIG_NAME).is_file()
+    return is_export_folder(path, ONNX_FILE)
 
 
 def only_onnx_weights(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` holds ONNX weights and no PyTorch ones (then the ONNX backend is the only choice)."""
-    folder = Path(path)
-    torch_weights = any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin")) or (folder / "adapter_config.json").is_file()
-    return is_onnx_folder(folder) and not torch_weights
+    return only_exported_weights(path, ONNX_FILE)
 
 
 class _Graph:

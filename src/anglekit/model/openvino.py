@@ -41,8 +41,11 @@ from anglekit.model.onnx import (
     check_against_torch,
     graph_feeds,
     export_onnx,
+    is_export_folder,
     is_onnx_folder,
     load_exported_parts,
+    only_exported_weights,
+    require_runtime,
 )
 
 OPENVINO_FILE = "openvino_model.xml"
@@ -64,24 +67,17 @@ BF16_MIN_COSINE = 0.99
 
 def require_openvino() -> Any:
     """openvino, or a ConfigError saying how to get it."""
-    if importlib.util.find_spec("openvino") is None:
-        raise ConfigError("the OpenVINO backend needs openvino: pip install 'anglekit[openvino]'")
-    import openvino
-
-    return openvino
+    return require_runtime("openvino", "OpenVINO", "openvino")
 
 
 def is_openvino_folder(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a folder written by :func:`export_openvino`."""
-    folder = Path(path)
-    return folder.is_dir() and (folder / OPENVINO_FILE).is_file() and (folder / CONFIG_NAME).is_file()
+    return is_export_folder(path, OPENVINO_FILE)
 
 
 def only_openvino_weights(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` holds OpenVINO weights and neither PyTorch nor ONNX ones."""
-    folder = Path(path)
-    other = any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin")) or (folder / ONNX_FILE).is_file()
-    return is_openvino_folder(folder) and not other
+    return only_exported_weights(path, OPENVINO_FILE, others=(ONNX_FILE,))
 
 
 def export_openvino(
