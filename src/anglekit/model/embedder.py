@@ -29,11 +29,10 @@ from anglekit.errors import ConfigError
 from anglekit.io.atomic import settle_modes, staging_dir
 from anglekit.llm.bidirectional import enable_bidirectional, is_bidirectional
 from anglekit.llm.lora import ALL_LINEAR, DEFAULT_ALPHA, DEFAULT_DROPOUT, DEFAULT_RANK, is_peft_model, unwrap
-from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.model.config import EmbedderConfig, EmbedderSettings
 from anglekit.model.devices import INFERENCE_PRECISIONS, default_device, dtype_for_precision
 from anglekit.model.card import ModelCardData, portable_base, read_card, write_card
-from anglekit.model.encoding import encode_texts, prepare_tokenizer, tokenize_texts
+from anglekit.model.encoding import EncodeAPI, prepare_tokenizer, tokenize_texts
 from anglekit.model.loading import LoadOptions, load_model
 from anglekit.model.onnx import only_onnx_weights
 from anglekit.model.openvino import only_openvino_weights
@@ -45,7 +44,7 @@ BACKENDS = (None, "torch", "onnx", "openvino")
 """Inference backends of :meth:`Embedder.from_pretrained` (None: chosen from the folder)."""
 
 
-class Embedder(nn.Module):
+class Embedder(EncodeAPI, nn.Module):
     """Backbone -> pooling -> (optional) normalisation.
 
     ``forward`` returns un-normalised pooled vectors (what the objectives train on);
@@ -406,7 +405,9 @@ class Embedder(nn.Module):
 
     # ----------------------------------------------------------------- encode
     @contextmanager
-    def _inference(self) -> Iterator[None]:
+    def _encoding(self) -> Iterator[None]:
+        """:meth:`encode` (of :class:`~anglekit.model.encoding.EncodeAPI`) runs in eval and inference
+        mode, no gradients kept; the training mode is restored after."""
         was_training = self.training
         self.eval()
         try:
@@ -415,34 +416,6 @@ class Embedder(nn.Module):
         finally:
             self.train(was_training)
 
-    def encode(
-        self,
-        texts: str | Sequence[str],
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        *,
-        normalize: bool | None = None,
-        show_progress: bool = False,
-        convert_to: Literal["numpy", "torch"] = "numpy",
-        role: Literal["query", "document"] | None = None,
-        truncate_dim: int | None = None,
-        long_text: str | None = None,
-    ) -> np.ndarray | Tensor:
-        """Embed ``texts`` (one string gives one vector, a list gives a matrix in input order).
-
-        ``role`` picks the config's ``query_prompt`` or ``document_prompt`` (retrieval; each falls
-        back to ``prompt`` when unset). ``truncate_dim`` (default: the config's) keeps the first k
-        coordinates, normalised after the cut when normalising; an integer outside [1, dim] is a
-        ConfigError. ``long_text`` (default: the config's) is ``truncate``, ``chunk-mean`` or
-        ``chunk-max`` (see :meth:`from_pretrained`). Batches are formed in order of token length (longest first,
-        so memory problems show at once) and the output is put back in input order
-        (:func:`anglekit.model.encoding.encode_texts`, shared with the ONNX backend). No gradients are kept.
-        """
-        with self._inference():
-            return encode_texts(
-                self, texts, batch_size, normalize=normalize, show_progress=show_progress, convert_to=convert_to, role=role,
-                truncate_dim=truncate_dim, long_text=long_text,
-            )  # fmt: skip
-
     def embed_padded(self, batch: dict[str, Tensor], normalize: bool) -> np.ndarray:
         """Vectors (float32, on the CPU) of one padded batch; call inside inference mode."""
         device = self.device
@@ -450,14 +423,6 @@ class Embedder(nn.Module):
         if normalize:
             vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
         return vectors.cpu().numpy()
-
-    def encode_query(self, texts: str | Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> np.ndarray | Tensor:
-        """:meth:`encode` with the query prompt."""
-        return self.encode(texts, batch_size, role="query", **kwargs)
-
-    def encode_document(self, texts: str | Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> np.ndarray | Tensor:
-        """:meth:`encode` with the document prompt."""
-        return self.encode(texts, batch_size, role="document", **kwargs)
 
     # ----------------------------------------------------------------- identity
     def fingerprint(self) -> str:

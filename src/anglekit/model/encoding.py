@@ -8,10 +8,13 @@ of the coordinates (``truncate_dim``, nested-dimension models) happens here, for
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, ContextManager, Literal
 
 import numpy as np
+
+from anglekit.model import DEFAULT_BATCH_SIZE
 
 LONG_TEXT_MODES = ("truncate", "chunk-mean", "chunk-max")
 """How texts longer than the window are embedded (see :mod:`anglekit.model.long_text`)."""
@@ -164,3 +167,47 @@ def encode_texts(
 
 
 __all__ = ["check_batch_size", "check_texts", "check_truncate_dim", "encode_texts", "prepare_tokenizer", "tokenize_texts", "truncate_rows"]
+
+
+class EncodeAPI:
+    """``encode`` / ``encode_query`` / ``encode_document`` over :func:`encode_texts`, written once for
+    every backend (torch, ONNX, OpenVINO). A backend may override :meth:`_encoding` to run the loop
+    in a context (the torch one: eval and inference mode)."""
+
+    def _encoding(self) -> ContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def encode(
+        self,
+        texts: str | Sequence[str],
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        *,
+        normalize: bool | None = None,
+        show_progress: bool = False,
+        convert_to: Literal["numpy", "torch"] = "numpy",
+        role: Literal["query", "document"] | None = None,
+        truncate_dim: int | None = None,
+        long_text: str | None = None,
+    ) -> Any:
+        """Embed ``texts`` (one string gives one vector, a list gives a matrix in input order).
+
+        ``role`` picks the config's ``query_prompt`` or ``document_prompt`` (retrieval; each falls
+        back to ``prompt`` when unset). ``truncate_dim`` (default: the config's) keeps the first k
+        coordinates, normalised after the cut when normalising; an integer outside [1, dim] is a
+        ConfigError. ``long_text`` (default: the config's) is ``truncate``, ``chunk-mean`` or
+        ``chunk-max``. Batches are formed in order of token length (longest first, so memory
+        problems show at once) and the output is put back in input order (:func:`encode_texts`).
+        """
+        with self._encoding():
+            return encode_texts(
+                self, texts, batch_size, normalize=normalize, show_progress=show_progress, convert_to=convert_to, role=role,
+                truncate_dim=truncate_dim, long_text=long_text,
+            )  # fmt: skip
+
+    def encode_query(self, texts: str | Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> Any:
+        """:meth:`encode` with the query prompt."""
+        return self.encode(texts, batch_size, role="query", **kwargs)
+
+    def encode_document(self, texts: str | Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> Any:
+        """:meth:`encode` with the document prompt."""
+        return self.encode(texts, batch_size, role="document", **kwargs)

@@ -27,9 +27,8 @@ import numpy as np
 
 from anglekit.errors import ConfigError
 from anglekit.io.atomic import settle_modes, staging_dir
-from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.model.config import CONFIG_NAME, EmbedderConfig
-from anglekit.model.encoding import encode_texts, prepare_tokenizer, tokenize_texts
+from anglekit.model.encoding import EncodeAPI, prepare_tokenizer, tokenize_texts
 
 ONNX_FILE = "model.onnx"
 ONNX_CONFIG = "onnx_config.json"
@@ -399,7 +398,7 @@ def check_onnx_precision(precision: str | None) -> None:
         raise ConfigError(f"precision {precision!r}: onnxruntime runs the exported graph in fp32; bf16 is for --backend torch or openvino")
 
 
-class OnnxEmbedder:
+class OnnxEmbedder(EncodeAPI):
     """An exported model run by onnxruntime, with :class:`~anglekit.model.embedder.Embedder`'s encode API."""
 
     backend = "onnx"
@@ -505,30 +504,6 @@ class OnnxEmbedder:
         """Vectors of one padded batch (float32)."""
         pooled, normalized = _run(self.session, batch)
         return normalized if normalize else pooled
-
-    def encode(
-        self,
-        texts: str | Sequence[str],
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        *,
-        normalize: bool | None = None,
-        show_progress: bool = False,
-        convert_to: Literal["numpy", "torch"] = "numpy",
-        role: Literal["query", "document"] | None = None,
-        truncate_dim: int | None = None,
-        long_text: str | None = None,
-    ) -> Any:
-        """Embed ``texts`` exactly as :meth:`anglekit.model.embedder.Embedder.encode` does."""
-        return encode_texts(
-            self, texts, batch_size, normalize=normalize, show_progress=show_progress, convert_to=convert_to, role=role,
-            truncate_dim=truncate_dim, long_text=long_text,
-        )  # fmt: skip
-
-    def encode_query(self, texts: str | Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> Any:
-        return self.encode(texts, batch_size, role="query", **kwargs)
-
-    def encode_document(self, texts: str | Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> Any:
-        return self.encode(texts, batch_size, role="document", **kwargs)
 
     def weight_files(self) -> list[Path]:
         """The files that hold the model (what :meth:`fingerprint` hashes)."""
