@@ -14,8 +14,10 @@ import json
 import os
 import random
 import sys
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -199,15 +201,24 @@ def read_jsonl(path: Path) -> list[dict[str, object]]:
 
 
 def _slow_cli(argv: list[str]) -> int:
-    """``anglekit.cli.main(argv)`` with each training step delayed by $ANGLEKIT_TEST_STEP_SLEEP s."""
+    """``anglekit.cli.main(argv)`` with each training step delayed by $ANGLEKIT_TEST_STEP_SLEEP s and,
+    with $ANGLEKIT_TEST_HOLD_AT_STEP=N, held before step N (after writing $ANGLEKIT_TEST_HOLD_FILE)
+    until the process is killed (:func:`kill_when_held`)."""
     import time
 
     from anglekit.training.trainer import AnglETrainer
 
     delay = float(os.environ.get("ANGLEKIT_TEST_STEP_SLEEP", "0.3"))
+    hold_at = int(os.environ.get("ANGLEKIT_TEST_HOLD_AT_STEP", "0"))  # hold before this step (1-based), until killed
+    hold_file = os.environ.get("ANGLEKIT_TEST_HOLD_FILE")
     original = AnglETrainer.training_step
 
     def slow_training_step(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if hold_at and self.state.global_step + 1 == hold_at:
+            if hold_file:
+                Path(hold_file).write_text(str(hold_at), encoding="utf-8")
+            while True:  # held: the test kills the process here
+                time.sleep(1)
         time.sleep(delay)
         return original(self, *args, **kwargs)
 
@@ -218,38 +229,62 @@ def _slow_cli(argv: list[str]) -> int:
 
 
 
-def kill_at_random_moments(
-    command: list[str], *, seed: int, kills: int, window: tuple[float, float], resume_flag: str | None = None, **popen: Any
+@dataclass
+class Hold:
+    """Where one killed run of :func:`kill_when_held` stops: ``held()`` says the process has reached
+    the point and waits there (a fake server holding its request, a hook blocking a step); ``env``
+    is what the run needs to be held (e.g. the step number for a hook)."""
+
+    held: Callable[[], bool]
+    env: dict[str, str] = field(default_factory=dict)
+    point: Any = None
+    """The chosen point, for the test's report (a request number, a step)."""
+
+
+def kill_when_held(
+    command: list[str], *, kills: int, arm: Callable[[int | None], Hold | None], resume_flag: str | None = None,
+    timeout: float = 300.0, env: dict[str, str] | None = None, finish: bool = True, **popen: Any,
 ) -> list[dict[str, Any]]:
-    """Run ``command``, SIGKILL its process group after a random delay in ``window`` seconds, rerun
-    (with ``resume_flag`` appended after the first run, if given); ``kills`` times, then once more
-    to completion. Returns, per run: the delay, whether the kill landed (the run was still going),
-    and the return code. Every child is killed in a finally."""
+    """Run ``command`` ``kills`` times, each killed (SIGKILL to its process group) while it is held
+    at a point of its work, then once more to completion (``resume_flag`` appended after the first
+    run, if given). ``arm(attempt)`` is called before each killed run: it picks the point (at random,
+    from the test's seeded RNG) and makes the process stop there; ``arm(None)`` before the last run
+    takes the hold away. The kill lands by construction: the process cannot finish while it is held,
+    so no clock decides where it stops. ``timeout`` only guards against a hang (the run never reaching
+    its point fails the test). Returns, per run: the point, whether the kill landed (the process was
+    still running: always, unless it finished before its point, which the test should assert against)
+    and the return code; the last run also its stderr. ``finish=False``: no last run. Every child is
+    killed in a finally."""
     import signal
     import subprocess
     import time
 
-    rng = random.Random(seed)
     runs: list[dict[str, Any]] = []
-    for attempt in range(kills + 1):
+    for attempt in range(kills + 1 if finish else kills):
         argv = command if attempt == 0 or resume_flag is None else [*command, resume_flag]
-        process = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **popen)
+        hold = arm(attempt if attempt < kills else None)
+        run_env = {**(env if env is not None else os.environ), **(hold.env if hold is not None else {})}
+        process = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=run_env, **popen)
         try:
             if attempt < kills:
-                delay = rng.uniform(*window)
-                try:
-                    process.wait(timeout=delay)
-                    landed = False
-                except subprocess.TimeoutExpired:
+                if hold is None:
+                    raise ValueError("arm(attempt) must return a Hold for every killed run")
+                deadline = time.monotonic() + timeout
+                while not hold.held() and process.poll() is None:
+                    if time.monotonic() > deadline:
+                        raise AssertionError(f"run {attempt} never reached its point {hold.point!r} in {timeout:.0f} s")
+                    time.sleep(0.01)
+                landed = process.poll() is None
+                if landed:
                     os.killpg(process.pid, signal.SIGKILL)
-                    process.wait(timeout=60)
-                    landed = True
-                runs.append({"delay": round(delay, 3), "killed": landed, "returncode": process.returncode})
+                process.wait(timeout=60)
+                err = process.stderr.read().decode(errors="replace")[-3000:] if process.stderr is not None else ""
+                runs.append({"point": hold.point, "killed": landed, "returncode": process.returncode, **({} if landed else {"stderr": err})})
             else:
                 started = time.monotonic()
-                _, err = process.communicate(timeout=600)
-                runs.append({"delay": None, "killed": False, "returncode": process.returncode,
-                             "seconds": round(time.monotonic() - started, 2), "stderr": err.decode(errors="replace")[-3000:]})
+                _, err_bytes = process.communicate(timeout=600)
+                runs.append({"point": None, "killed": False, "returncode": process.returncode,
+                             "seconds": round(time.monotonic() - started, 2), "stderr": err_bytes.decode(errors="replace")[-3000:]})
         finally:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
@@ -257,6 +292,12 @@ def kill_at_random_moments(
             if process.stderr is not None:
                 process.stderr.close()
     return runs
+
+
+def held_file(path: Path) -> Callable[[], bool]:
+    """``Hold.held`` for a hook that writes ``path`` when it starts waiting."""
+    return path.exists
+
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] != "slow-cli":

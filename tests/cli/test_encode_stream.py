@@ -4,12 +4,10 @@ the bytes of an uninterrupted run, without recomputing finished shards."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,13 +17,20 @@ import helpers
 
 SLOW = '''
 import os, sys, time
+from pathlib import Path
 from anglekit.model.embedder import Embedder
-delay = float(os.environ.get("SLOW_ENCODE_DELAY", "0"))
+hold_at = int(os.environ.get("SLOW_ENCODE_HOLD_AT", "0"))  # hold in the N-th encode call (1-based) until killed
+calls = 0
 original = Embedder.encode
-def slow(self, *args, **kwargs):
-    time.sleep(delay)
+def held(self, *args, **kwargs):
+    global calls
+    calls += 1
+    if calls == hold_at:
+        Path(os.environ["SLOW_ENCODE_HOLD_FILE"]).write_text(str(calls))
+        while True:
+            time.sleep(1)
     return original(self, *args, **kwargs)
-Embedder.encode = slow
+Embedder.encode = held
 from anglekit.cli import main
 sys.exit(main(sys.argv[1:]))
 '''
@@ -96,30 +101,25 @@ def test_kill_9_then_resume_gives_the_bytes_of_an_uninterrupted_run(tmp_path: Pa
     reference = subprocess.run(command(tmp_path / "ref"), capture_output=True, text=True, timeout=600)
     assert reference.returncode == 0, reference.stderr
     out = tmp_path / "out"
-    env = {**os.environ, "SLOW_ENCODE_DELAY": "0.4"}
+    rng = random.Random(5)
 
-    # First run: killed once a few shards are finished.
-    process = subprocess.Popen(command(out), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    try:
-        deadline = time.monotonic() + 300
-        while len(list(out.glob("shard-*.json"))) < 3:
-            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-            assert time.monotonic() < deadline, "no shard finished in time"
-            time.sleep(0.05)
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=60)
-        if process.stderr is not None:
-            process.stderr.close()
-    assert process.returncode == -signal.SIGKILL
+    def arm(attempt: int | None) -> helpers.Hold | None:
+        """Held in the N-th encode call of the run; the first run after 3 shards (so some are done),
+        the others at random among the next few (each run has at least 6 shards left)."""
+        if attempt is None:
+            return None
+        marker = tmp_path / f"held-{attempt}"
+        at = 4 if attempt == 0 else rng.randint(1, 3)
+        return helpers.Hold(helpers.held_file(marker), {"SLOW_ENCODE_HOLD_AT": str(at), "SLOW_ENCODE_HOLD_FILE": str(marker)}, point=at)
+
+    (first,) = helpers.kill_when_held(command(out), kills=1, arm=arm, finish=False)
+    assert first["killed"] and first["returncode"] == -signal.SIGKILL, first
     finished = {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*") if (out / (p.name.split(".")[0] + ".json")).is_file()}
     assert finished and len(finished) < 45  # some shards done, not all (15 shards x 3 files)
 
-    # Second run: killed at random moments, then a run to the end.
-    runs = helpers.kill_at_random_moments(command(out), seed=5, kills=2, window=(0.5, 6.0), env=env)
+    # Then killed at random points, then a run to the end.
+    runs = helpers.kill_when_held(command(out), kills=2, arm=lambda attempt: None if attempt is None else arm(attempt + 1))
+    assert all(r["killed"] for r in runs[:-1]), runs
     final = runs[-1]
     assert final["returncode"] == 0, final["stderr"]
     assert _files(out) == _files(tmp_path / "ref")  # every shard, record and the manifest: the same bytes, nothing else

@@ -1,17 +1,20 @@
-"""kill -9 at random moments during ``anglekit github-issues collect``, then rerun: the collection
-equals an uninterrupted one, byte for byte. Slow."""
+"""kill -9 at random points of ``anglekit github-issues collect`` (a request the fake server holds),
+then rerun: the collection equals an uninterrupted one, byte for byte. Slow."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 import helpers
-from anglekit.github_issues.fake_server import FakeGitHub, write_fixture
+from anglekit.github_issues.fake_server import write_fixture
+from holding import HoldingGitHub
 
 pytestmark = pytest.mark.slow
 REPO = "acme/widgets"
@@ -23,14 +26,22 @@ def test_random_kills_then_rerun_equal_an_uninterrupted_collection(tmp_path: Pat
 
     fx_path = write_fixture(tmp_path / "fixture.json", fixture(150))
     env = {**os.environ, "GITHUB_TOKEN": ""}
-    with FakeGitHub(fx_path, delay_s=0.03) as server:
+    rng = random.Random(seed)
+    with HoldingGitHub(fx_path) as server:
+
+        def arm(attempt: int | None) -> helpers.Hold | None:
+            server.reached = threading.Event()
+            # a held run stops at a random request a few pages on; every run has many more pages to fetch
+            server.hold_at = None if attempt is None else len(server.requests) + rng.randint(2, 25)
+            return None if attempt is None else helpers.Hold(server.reached.is_set, point=server.hold_at)
+
         for name, kills in (("whole", 0), ("cut", 3)):
             command = [sys.executable, "-m", "anglekit", "github-issues", "collect", "--repos", REPO, "--output-dir",
                        str(tmp_path / name), "--base-url", server.base_url, "--per-page", "3", "--quiet"]  # fmt: skip
-            runs = helpers.kill_at_random_moments(command, seed=seed, kills=kills, window=(0.8, 2.0), env=env, cwd=tmp_path)
+            runs = helpers.kill_when_held(command, kills=kills, arm=arm, env=env, cwd=tmp_path)
             assert runs[-1]["returncode"] == 0, runs[-1]["stderr"]
+            assert all(r["killed"] for r in runs[:-1]), runs  # every kill landed mid-run
             if kills:
-                assert sum(r["killed"] for r in runs) >= 2, runs
                 print(json.dumps({"seed": seed, "runs": [{k: v for k, v in r.items() if k != "stderr"} for r in runs]}))
     folder = REPO.replace("/", "__")
     for file in ("issues.jsonl", "details.jsonl", "originals.jsonl"):

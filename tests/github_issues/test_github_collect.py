@@ -16,6 +16,7 @@ import pytest
 from anglekit.github_issues.client import GitHubClient
 from anglekit.github_issues.collect import collect, read_collection, read_repo
 from anglekit.github_issues.fake_server import FakeGitHub, make_fixture, write_fixture
+from holding import HoldingGitHub
 
 REPO = "acme/widgets"
 OTHER = "acme/upstream"
@@ -121,17 +122,20 @@ def test_sigkill_then_resume_gives_the_same_data(tmp_path: Path) -> None:
     fx_path = write_fixture(tmp_path / "fixture.json", fixture(60))
     with FakeGitHub(fx_path) as server:
         collect([REPO], tmp_path / "clean", client=_client(server, per_page=3))
-    with FakeGitHub(fx_path, delay_s=0.03) as server:
+    with HoldingGitHub(fx_path) as server:
+        server.hold_at = 6  # the 7th request (issue page 7) is never answered: the run is held there until killed
         env = {**os.environ, "GITHUB_TOKEN": ""}
         proc = subprocess.Popen(
             [sys.executable, "-m", "anglekit.cli", "github-issues", "collect", "--repos", REPO,
              "--out", str(tmp_path / "killed"), "--base-url", server.base_url, "--per-page", "3", "--quiet"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 60
-        while len(_issue_pages(server.requests)) < 6 and time.monotonic() < deadline and proc.poll() is None:
+        deadline = time.monotonic() + 120
+        while not server.reached.is_set() and proc.poll() is None:
+            assert time.monotonic() < deadline, "the collector never reached its 7th request"  # only a guard against a hang
             time.sleep(0.01)
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        assert _issue_pages(server.requests)  # some issue pages done, the run held on a later one
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         if proc.stderr:
@@ -141,6 +145,7 @@ def test_sigkill_then_resume_gives_the_same_data(tmp_path: Path) -> None:
         assert state["phase"] == "issues" and state["pages_done"] >= 1
         pages_before = _issue_pages(server.requests)
         server.requests.clear()
+        server.hold_at = None
         summary = collect([REPO], tmp_path / "killed", client=_client(server, per_page=3))
         assert summary.repos[0].phase == "done"
         pages_after = _issue_pages(server.requests)

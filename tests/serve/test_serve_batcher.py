@@ -274,12 +274,18 @@ def test_clients_just_answered_share_the_next_forward_pass(
         await asyncio.to_thread(gate.entered.wait, 60)
         waiting = asyncio.ensure_future(batcher.embed(texts[1:2]))  # arrives while the first runs
         await asyncio.to_thread(wait_for, lambda: batcher.queued == 2)
-        await asyncio.sleep(1.0)  # a long first window: the worker may then wait up to a quarter of it
+        await asyncio.sleep(2.0)  # a long first window: the worker may then wait up to a quarter of it (0.5 s)
         gate.release()
+        await asyncio.to_thread(wait_for, lambda: len(gate.batches) == 1)
+        gate.hold()  # the next window stops at the gate, whichever texts it holds
         answer = await first
-        await asyncio.sleep(0.05)  # the worker is waiting by now (up to a quarter of the 1 s window)
-        returning = await batcher.embed(texts[2:])  # the first client comes back: it joins `waiting`
-        return [answer, await waiting, returning]
+        if not return_wait:  # no wait for returns: the next window (`waiting` alone) is formed at once
+            await asyncio.to_thread(gate.entered.wait, 60)
+        returning = asyncio.ensure_future(batcher.embed(texts[2:]))  # the first client comes back
+        if return_wait:  # it joins `waiting` (sent at once, well inside the 0.5 s the worker waits)
+            await asyncio.to_thread(gate.entered.wait, 60)
+        gate.release()
+        return [answer, await waiting, await returning]
 
     try:
         results = asyncio.run(main())

@@ -565,13 +565,16 @@ def killed_and_resumed(tiny_bert_dir: Path, pair_file: Path, tmp_path_factory: p
     root = tmp_path_factory.mktemp("kill-resume")
     out = root / "run"
     argv = _train_argv(tiny_bert_dir, pair_file, out)
-    env = {**os.environ, "ANGLEKIT_TEST_STEP_SLEEP": "0.5", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, "ANGLEKIT_TEST_STEP_SLEEP": "0", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     info: dict[str, Any] = {"out": out, "argv": argv}
+    held = root / "held"
     with (root / "first.log").open("w") as log:
-        # Steps are slowed down (see helpers._slow_cli) so that the kill lands mid-run.
+        # The run is held before step 6 (see helpers._slow_cli) until it is killed: the kill lands
+        # mid-run by construction, after checkpoint-4 and the log of step 5.
         first = subprocess.Popen(
-            [sys.executable, str(Path(helpers.__file__)), "slow-cli", *argv],
-            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, str(Path(helpers.__file__)), "slow-cli", *argv], cwd=root,
+            env={**env, "ANGLEKIT_TEST_HOLD_AT_STEP": "6", "ANGLEKIT_TEST_HOLD_FILE": str(held)},
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 240
@@ -582,12 +585,13 @@ def killed_and_resumed(tiny_bert_dir: Path, pair_file: Path, tmp_path_factory: p
                 except (OSError, ValueError):
                     return False
 
-            while not (_checkpoint_done(out / "checkpoint-4", 4) and logged_step_5()):
+            while not held.exists():
                 if first.poll() is not None:
                     pytest.fail(f"training exited ({first.returncode}) early:\n{(root / 'first.log').read_text()[-3000:]}")
-                if time.monotonic() > deadline:
-                    pytest.fail("no checkpoint-4 and step 5 within 240 s")
+                if time.monotonic() > deadline:  # only a guard against a hang
+                    pytest.fail("the run did not reach step 6 within 240 s")
                 time.sleep(0.05)
+            assert _checkpoint_done(out / "checkpoint-4", 4) and logged_step_5()
             os.killpg(first.pid, signal.SIGKILL)
             first.wait(timeout=60)
         finally:
