@@ -360,6 +360,12 @@ class TrainerSection:
         "so a large batch (many in-batch negatives) gets its exact gradient with the activation memory of one chunk.",
     )
     group_by_length: bool = setting(True, help="Batch rows of similar token length together (less padding).")
+    max_batch_tokens: int | None = setting(
+        None, minimum=1,
+        help="Form batches by a token budget instead of batch_size: length-sorted rows are taken while rows x the longest "
+        "row's tokens (both sides of a pair padded to one width) stays within N; a row longer than N is a batch alone. "
+        "Needs group_by_length; must be >= max_length when that is set (default: off).",
+    )
     seed: int = setting(42, minimum=0, aliases=("seed",), help="Seed of initialisation, data order and dropout.")
     eval_steps: int | None = setting(
         None, minimum=1, aliases=("eval_steps",), help="Evaluate dev_data every N steps (default: at the end of each epoch; needs dev_data)."
@@ -441,6 +447,18 @@ class TrainConfig:
             )
         if self.trainer.max_steps == 0:
             raise ConfigError("max_steps is 0, which trains nothing: give a number of steps >= 1, or -1 to train for the epochs")
+        budget = self.trainer.max_batch_tokens
+        if budget is not None and not self.trainer.group_by_length:
+            raise ConfigError(
+                f"max_batch_tokens ({budget}) forms batches from length-sorted rows, so it needs group_by_length; "
+                "drop --no-group-by-length or --max-batch-tokens"
+            )
+        if budget is not None and self.model.max_length is not None and budget < self.model.max_length:
+            raise ConfigError(
+                f"max_batch_tokens ({budget}) is below max_length ({self.model.max_length}): every row longer than "
+                f"{budget} tokens would train in a batch of one (no in-batch negatives); raise max_batch_tokens to at "
+                "least max_length or lower max_length"
+            )
         if self.model.load_in_kbit is not None and not self.lora.active:
             raise ConfigError("a k-bit model cannot be trained directly; add --lora (QLoRA) or --init-adapters")
         if self.trainer.gradcache_chunk_size is not None and self.objective.ese:

@@ -396,7 +396,13 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     tokenize_started = time.perf_counter()
     tokenized, collator = task.tokenize(train_set, embedder)
     tokenize_seconds = time.perf_counter() - tokenize_started
-    steps_per_epoch = max(1, len(tokenized) // (run.batch_size * run.gradient_accumulation))
+    if run.max_batch_tokens is not None:  # token-budget batches: their count, not batch_size, makes the steps
+        from anglekit.training.sampler import TokenBudgetBatchSampler
+
+        batches = len(TokenBudgetBatchSampler(tokenized.lengths(), run.max_batch_tokens))
+        steps_per_epoch = max(1, batches // run.gradient_accumulation)
+    else:
+        steps_per_epoch = max(1, len(tokenized) // (run.batch_size * run.gradient_accumulation))
     total_steps = run.max_steps if run.max_steps > 0 else int(np.ceil(steps_per_epoch * run.epochs))
     warmup = run.warmup_steps or int(round(run.warmup_ratio * total_steps))
     evaluating = dev_set is not None
@@ -467,6 +473,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         probes=accumulator,
         gather_candidates=config.objective.gather_candidates,
         gradcache_chunk_size=run.gradcache_chunk_size,
+        max_batch_tokens=run.max_batch_tokens,
     )
     # Our bar shows the components (none under --quiet); the default printer would print each log,
     # and the final {'train_runtime': ...}, as a dict.

@@ -3,7 +3,9 @@
 Why transformers.Trainer: it already gives device placement, fp16/bf16, gradient accumulation,
 schedules, checkpoints with optimizer/scheduler/RNG state, resume, seeds and multi-GPU (DDP via
 accelerate) in a form users know. What is ours: the loss (one forward pass over both sides of a
-batch), component logging, dev evaluation by Spearman, and length-grouped sampling.
+batch), component logging, dev evaluation by Spearman, length-grouped sampling and token-budget
+batches (``max_batch_tokens``: :meth:`AnglETrainer.get_train_dataloader`, documented as the method to
+override).
 
 What a batch is and how it becomes embeddings and a loss is the training task's business
 (:mod:`anglekit.training.tasks`: pairs, sentences with dropout views, triplets); the trainer
@@ -25,21 +27,27 @@ backward; it relies on Trainer's ``_prepare_inputs``, ``compute_loss_context_man
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from functools import partial
 from typing import Any
 
 import torch
 from torch import Tensor
+from torch.utils.data import DataLoader
 from transformers import Trainer
+from transformers.trainer_utils import seed_worker
 
+from anglekit.errors import ConfigError
 from anglekit.evaluation.similarity import evaluate_pairs
 from anglekit.losses import AnglEObjective, ContrastiveObjective
 from anglekit.training.gather import gather_rows
 from anglekit.training.gradcache import check_gradcache, gradcache_step
 from anglekit.training.probes import ProbeAccumulator, batch_probes
-from anglekit.training.sampler import LengthGroupedSampler
+from anglekit.training.sampler import LengthGroupedSampler, TokenBudgetBatchSampler
 from anglekit.training.tasks import TASKS, TrainingTask
+
+logger = logging.getLogger(__name__)
 
 
 class AnglETrainer(Trainer):
@@ -59,6 +67,7 @@ class AnglETrainer(Trainer):
         probes: ProbeAccumulator | None = None,
         gather_candidates: bool = True,
         gradcache_chunk_size: int | None = None,
+        max_batch_tokens: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -82,6 +91,7 @@ class AnglETrainer(Trainer):
         if gradcache_chunk_size is not None:
             check_gradcache(objective)
         self.gradcache_chunk_size = gradcache_chunk_size
+        self.max_batch_tokens = max_batch_tokens
 
     # ------------------------------------------------------------------ data
     def _get_train_sampler(self, train_dataset: Any = None) -> torch.utils.data.Sampler | None:
@@ -91,6 +101,41 @@ class AnglETrainer(Trainer):
             seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
             return LengthGroupedSampler(dataset.lengths(), batch, seed=seed)
         return super()._get_train_sampler(train_dataset)
+
+    def token_budget_sampler(self, dataset: Any = None) -> TokenBudgetBatchSampler:
+        """The ``max_batch_tokens`` batch sampler over the training rows (seeded like the grouped sampler)."""
+        dataset = dataset if dataset is not None else self.train_dataset
+        if not hasattr(dataset, "lengths"):
+            raise ConfigError(f"max_batch_tokens needs the rows' token lengths, which {type(dataset).__name__} does not give")
+        seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+        assert self.max_batch_tokens is not None
+        return TokenBudgetBatchSampler(dataset.lengths(), self.max_batch_tokens, seed=seed)
+
+    def get_train_dataloader(self) -> DataLoader:
+        """Trainer's loader, or with ``max_batch_tokens`` one over token-budget batches.
+
+        The batch sampler goes to ``accelerator.prepare``: one process iterates it as is (its
+        ``set_epoch`` is called by Trainer, and a resume skips whole batches with
+        ``skip_first_batches``); several processes each get whole batches (accelerate's
+        ``BatchSamplerShard`` deals batch i to process i mod N and accepts batches of varying size).
+        """
+        if self.max_batch_tokens is None or self.train_dataset is None:
+            return super().get_train_dataloader()
+        sampler = self.token_budget_sampler()
+        if sampler.oversized:
+            logger.warning("%d training row(s) are longer than max_batch_tokens=%d: each trains in a batch of its own",
+                           sampler.oversized, self.max_batch_tokens)
+        collator = self._get_collator_with_removed_columns(self.data_collator, description="Training")
+        loader = DataLoader(
+            self.train_dataset,
+            batch_sampler=sampler,
+            collate_fn=collator,
+            num_workers=self.args.dataloader_num_workers,
+            pin_memory=self.args.dataloader_pin_memory,
+            persistent_workers=self.args.dataloader_persistent_workers,
+            worker_init_fn=partial(seed_worker, num_workers=self.args.dataloader_num_workers, rank=self.args.process_index),
+        )
+        return self.accelerator.prepare(loader)
 
     # ------------------------------------------------------------------ loss
     def compute_loss(
