@@ -193,9 +193,9 @@ def test_quantised_weights_are_refused(tiny_bert_dir: Path, tmp_path: Path) -> N
 
 def test_an_export_that_would_embed_differently_is_refused(tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Break the writer (mean pooling written as cls): the check with sentence-transformers catches it."""
-    import anglekit.export.sentence_transformers as writer
+    from anglekit.model import st_layout
 
-    monkeypatch.setitem(writer._ST_MODE, "last_avg", "cls")
+    monkeypatch.setitem(st_layout.ST_MODE, "last_avg", "cls")
     embedder = Embedder.from_pretrained(tiny_bert_dir, pooling="last_avg", device="cpu")
     with pytest.raises(ExportError, match="embeds differently"):
         export(embedder, output_dir=tmp_path / "out")

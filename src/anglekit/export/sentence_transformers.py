@@ -1,7 +1,10 @@
 """The sentence-transformers format: a folder that sentence-transformers 5.x and 6.x, TEI and
 infinity load and that embeds exactly like the anglekit model.
 
-What is written (the long-standing layout every runtime reads, not the 5.4+ module paths):
+The layout is :mod:`anglekit.model.st_layout`'s (``Embedder.save_pretrained`` writes the same one);
+the export adds the custom module below for what stock modules cannot express, and checks the folder
+with sentence-transformers. What is written (the long-standing layout every runtime reads, not the
+5.4+ module paths):
 
 - the backbone's weights and config, the tokenizer (right padding; ``model_max_length`` = max length);
 - ``modules.json``: ``sentence_transformers.models.Transformer``, ``.Pooling`` and, when the model
@@ -30,127 +33,32 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anglekit.errors import ExportError
+from anglekit.errors import ConfigError, ExportError
+from anglekit.model import st_layout
 from anglekit.model.card import ModelCardData, card_of, describe, render
-from anglekit.model.sentence_transformers import (
-    ANGLEKIT_MODULE_FILE,
-    ANGLEKIT_POOLING,
-    ANGLEKIT_TRANSFORMER,
-    LEGACY_POOLING_KEYS,
-    ST_TO_ANGLEKIT_POOLING,
-)
+from anglekit.model.sentence_transformers import ANGLEKIT_MODULE_FILE
+from anglekit.model.st_layout import DEFAULT_PROMPT_NAME, Layout, write_json
 
 NAME = "sentence-transformers"
 DESCRIPTION = "sentence-transformers folder (also read by TEI and infinity)"
 
 logger = logging.getLogger(__name__)
 
-_ST_MODE = {pooling: mode for mode, pooling in ST_TO_ANGLEKIT_POOLING.items()}
-"""anglekit pooling -> sentence-transformers Pooling mode, where one matches exactly."""
-DEFAULT_PROMPT_NAME = "default"
-"""The name under which the general prompt is saved (``default_prompt_name``)."""
 TOLERANCE = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 2e-2}
 """How far (max absolute difference of normalised vectors) the exported folder may embed from the
 model, by the weights' dtype, before the export is refused."""
 
 
-@dataclass(frozen=True)
-class Layout:
-    """How a model maps onto sentence-transformers modules (see :func:`plan`)."""
-
-    pooling: str
-    st_mode: str | None
-    """sentence-transformers' Pooling mode, or None for ``AnglekitPooling``."""
-    template: str | None
-    """A template for ``AnglekitTransformer`` (text inside, or preprocessed), or None."""
-    preprocess: bool
-    prompts: dict[str, str] = field(default_factory=dict)
-    default_prompt_name: str | None = None
-    normalize: bool = False
-    max_length: int = 512
-    truncate_dim: int | None = None
-
-    @property
-    def custom(self) -> bool:
-        """Whether the folder needs ``anglekit_modules.py`` (loaded with trust_remote_code=True)."""
-        return self.st_mode is None or self.template is not None
-
-
-def _prefix(template: str | None) -> str | None:
-    """The prefix of a template that only prefixes the text (``"query: {text}"`` -> ``"query: "``)."""
-    if template is None:
-        return ""
-    if template.endswith("{text}") and template.count("{text}") == 1:
-        return template[: -len("{text}")]
-    return None
-
-
 def plan(config: Any) -> Layout:
-    """The modules an :class:`~anglekit.model.config.EmbedderConfig` needs, or an ExportError that
-    names the setting sentence-transformers cannot reproduce."""
-    if getattr(config, "layer", None) is not None:
-        raise ExportError(
-            f"layer {config.layer} (embedding from an earlier transformer layer, ESE) cannot be expressed in the "
-            "sentence-transformers format; sentence-transformers would embed from the last layer"
-        )
-    if config.bidirectional:
-        raise ExportError(
-            "bidirectional attention (a decoder without its causal mask) cannot be expressed in the "
-            "sentence-transformers format; sentence-transformers would run the decoder causally"
-        )
-    templates = {"prompt": config.prompt, "query_prompt": config.query_prompt, "document_prompt": config.document_prompt}
-    prefixes = {name: _prefix(t) for name, t in templates.items()}
-    template, preprocess = None, bool(config.prompt_preprocess) and any(t is not None for t in templates.values())
-    prompts: dict[str, str] = {}
-    default_name = None
-    if not preprocess and all(p is not None for p in prefixes.values()):
-        general = prefixes["prompt"] or ""
-        prompts = {
-            "query": prefixes["query_prompt"] if config.query_prompt is not None else general,
-            "document": prefixes["document_prompt"] if config.document_prompt is not None else general,
-        }
-        if config.prompt is not None:
-            prompts[DEFAULT_PROMPT_NAME] = general
-            default_name = DEFAULT_PROMPT_NAME
-    elif config.prompt is not None and config.query_prompt in (None, config.prompt) and config.document_prompt in (None, config.prompt):
-        template = config.prompt
-        prompts = {"query": "", "document": ""}
-    else:
-        given = {name: t for name, t in templates.items() if t is not None}
-        raise ExportError(
-            f"prompts {given} (preprocessing {'on' if preprocess else 'off'}) cannot be exported: "
-            "sentence-transformers prompts are plain prefixes, and anglekit's custom module carries one "
-            "general template (no separate query or document template)"
-        )
-    return Layout(
-        pooling=config.pooling,
-        st_mode=_ST_MODE.get(config.pooling) if template is None else None,
-        template=template,
-        preprocess=preprocess,
-        prompts=prompts,
-        default_prompt_name=default_name,
-        normalize=bool(config.normalize),
-        max_length=int(config.max_length),
-        truncate_dim=getattr(config, "truncate_dim", None),
-    )
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-
-
-def _versions() -> dict[str, str]:
-    import torch
-    import transformers
-
-    # No sentence_transformers version: the layout is the long-standing one, and older versions
-    # would warn that the folder comes from a newer one.
-    return {"transformers": transformers.__version__, "pytorch": torch.__version__}
+    """The modules an :class:`~anglekit.model.config.EmbedderConfig` needs (custom ones included),
+    or an ExportError that names the setting sentence-transformers cannot reproduce."""
+    try:
+        return st_layout.plan(config)
+    except ConfigError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def custom_module_source(layout: Layout) -> str:
@@ -184,36 +92,10 @@ def write(model: Any, folder: Path, *, card: ModelCardData | None = None) -> Lay
         config_file = folder / "config.json"
         data = json.loads(config_file.read_text(encoding="utf-8"))
         data["output_hidden_states"] = True  # the first layer's states reach the pooling module
-        _write_json(config_file, data)
+        write_json(config_file, data)
 
     dim = model.dim
-    transformer_type = ANGLEKIT_TRANSFORMER if layout.template is not None else "sentence_transformers.models.Transformer"
-    modules = [{"idx": 0, "name": "0", "path": "", "type": transformer_type}]
-    if layout.st_mode is not None:
-        modules.append({"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"})
-        pooling = {"word_embedding_dimension": dim}
-        pooling.update({key: mode == layout.st_mode for key, mode in LEGACY_POOLING_KEYS.items()})
-        pooling["include_prompt"] = True
-        _write_json(folder / "1_Pooling" / "config.json", pooling)
-    else:
-        modules.append({"idx": 1, "name": "1", "path": "1_AnglekitPooling", "type": ANGLEKIT_POOLING})
-        _write_json(folder / "1_AnglekitPooling" / "config.json", {"pooling": layout.pooling, "dimension": dim})
-    if layout.normalize:
-        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
-        _write_json(folder / "2_Normalize" / "config.json", {})
-    _write_json(folder / "modules.json", modules)
-    _write_json(folder / "sentence_bert_config.json", {"max_seq_length": layout.max_length, "do_lower_case": False})
-    _write_json(
-        folder / "config_sentence_transformers.json",
-        {
-            "__version__": _versions(),
-            "model_type": "SentenceTransformer",
-            "prompts": layout.prompts,
-            "default_prompt_name": layout.default_prompt_name,
-            "similarity_fn_name": "cosine",
-            **({"truncate_dim": layout.truncate_dim} if layout.truncate_dim is not None else {}),
-        },
-    )
+    st_layout.write_modules(folder, layout, dim)
     if layout.custom:
         (folder / ANGLEKIT_MODULE_FILE).write_text(custom_module_source(layout), encoding="utf-8")
     model.config.save(folder)
@@ -315,4 +197,4 @@ def tolerance(model: Any) -> float:
     return TOLERANCE.get(dtype, 1e-4)
 
 
-__all__ = ["DESCRIPTION", "Layout", "NAME", "custom_module_source", "plan", "probe_texts", "tolerance", "verify", "write"]
+__all__ = ["DESCRIPTION", "NAME", "Layout", "custom_module_source", "plan", "probe_texts", "tolerance", "verify", "write"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import logging
 import os
 import shutil
 from collections.abc import Sequence
@@ -38,6 +39,8 @@ from anglekit.model.onnx import only_onnx_weights
 from anglekit.model.openvino import only_openvino_weights
 from anglekit.model.padding import pad_token_ids
 from anglekit.model.pooling import needs_all_hidden_states, pool
+
+logger = logging.getLogger(__name__)
 
 
 BACKENDS = (None, "torch", "onnx", "openvino")
@@ -247,6 +250,11 @@ class Embedder(EncodeAPI, nn.Module):
         a standalone model. ``card``: the card's training summary and scores (default: the one
         this model was loaded with, if any); it becomes :attr:`card`.
 
+        Without adapters, the folder is also a sentence-transformers folder (:mod:`anglekit.model.st_layout`:
+        modules.json, the pooling config, Normalize, max length, prompts); a setting stock
+        sentence-transformers modules cannot reproduce is logged, and the folder then names a
+        module that does not exist, so sentence-transformers refuses it instead of embedding differently.
+
         Everything is written to a temporary sibling folder first, then moved file by file, so an
         interrupted save never leaves a half-written file under ``directory``.
         """
@@ -261,6 +269,12 @@ class Embedder(EncodeAPI, nn.Module):
             self.backbone.save_pretrained(staging)
             self.tokenizer.save_pretrained(staging)
             self.config.save(staging)
+            if not self.has_lora:
+                from anglekit.model.st_layout import write_layout
+
+                refused = write_layout(staging, self.config, self.dim)
+                if refused is not None:
+                    logger.warning("%s: sentence-transformers will refuse this folder: %s", target, refused)
             self.card = card if card is not None else self.card
             write_card(self, staging, name=str(target))
             settle_modes(staging)  # libraries write some files 0600 (safetensors)

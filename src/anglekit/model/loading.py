@@ -31,7 +31,7 @@ from anglekit.model.devices import check_device, resolve_dtype
 from anglekit.model.hub import local_or_hub_file
 from anglekit.model.location import check_model_location
 from anglekit.model.offline import resolve_model_name
-from anglekit.model.sentence_transformers import read_sentence_transformers_settings
+from anglekit.model.sentence_transformers import check_agreement, read_sentence_transformers_settings
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,7 @@ def model_settings(name: str, gguf: GGUFSource | None, options: LoadOptions) -> 
     from_st = read_sentence_transformers_settings(name, revision=options.revision, model_config=model_config)
     saved = saved_settings(name, options.revision)
     if saved is not None:  # complete: its "no prompt" holds over the folder's prompts
+        check_agreement(from_st, saved.resolve(source=name), name)
         return saved.over(settings), model_config
     return EmbedderSettings(**from_st).over(settings), model_config
 

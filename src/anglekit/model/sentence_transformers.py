@@ -81,6 +81,11 @@ ANGLEKIT_TRANSFORMER = "anglekit_modules.AnglekitTransformer"
 """Custom module types written by :mod:`anglekit.export` for what sentence-transformers' own
 modules cannot express (cls_avg, first_last_avg, prompt templates with text inside)."""
 
+REFUSAL_MODULE = "anglekit_only.NotExpressibleInSentenceTransformers"
+"""The module type a saved folder's ``modules.json`` names when stock sentence-transformers modules
+cannot embed like the model (:mod:`anglekit.model.st_layout`): it does not exist, so
+sentence-transformers refuses the folder; anglekit reads such a folder from ``anglekit_config.json``."""
+
 STANDARD_MODULES = ("Transformer", "Pooling", "Normalize")
 
 
@@ -375,6 +380,10 @@ def read_sentence_transformers_settings(
     modules = _read_json(modules_file, "module list")
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise ConfigError(f"{modules_file}: expected a list of modules (objects with 'type' and 'path')")
+    if any(module.get("type") == REFUSAL_MODULE for module in modules):
+        if _file(name_or_path, "anglekit_config.json", revision) is None:
+            raise UnsupportedModelError(f"{modules_file}: names {REFUSAL_MODULE!r} but the folder has no anglekit_config.json")
+        return {}  # anglekit_config.json holds every setting
     kind_of: Callable[[str, str], str] = _st_kind if through_st else _hand_kind
     settings: dict[str, Any] = {"normalize": False}
     kinds: list[str] = []
@@ -416,12 +425,42 @@ def read_sentence_transformers_settings(
     return settings
 
 
+_COMPARED = ("pooling", "normalize", "max_length")
+
+
+def check_agreement(from_st: dict[str, Any], saved: Any, where: str) -> None:
+    """Refuse a folder whose sentence-transformers files (``from_st``, as read by
+    :func:`read_sentence_transformers_settings`) and ``anglekit_config.json`` (``saved``, an
+    :class:`~anglekit.model.config.EmbedderConfig`) would embed differently, naming both values."""
+    if not from_st:
+        return
+    differ = [
+        f"{key}: {from_st[key]!r} in modules.json/its module configs, {getattr(saved, key)!r} in anglekit_config.json"
+        for key in _COMPARED
+        if key in from_st and from_st[key] != getattr(saved, key)
+    ]
+    prompts_differ = False
+    for role, key in ((None, "prompt"), ("query", "query_prompt"), ("document", "document_prompt")):
+        st_template = from_st.get(key, from_st.get("prompt"))
+        ours = saved.template(role)
+        if st_template != ours:
+            prompts_differ = True
+            differ.append(f"{key}: {st_template!r} in {ST_CONFIG_FILE}, {ours!r} in anglekit_config.json")
+    templates = any(saved.template(role) for role in (None, "query", "document"))
+    if not prompts_differ and templates and from_st.get("prompt_preprocess", bool(saved.prompt_preprocess)) != bool(saved.prompt_preprocess):
+        differ.append(f"prompt_preprocess: {from_st['prompt_preprocess']!r} in the sentence-transformers files, {saved.prompt_preprocess!r} in anglekit_config.json")
+    if differ:
+        raise ConfigError(f"{where}: the sentence-transformers files and anglekit_config.json disagree ({'; '.join(differ)}); the folder would embed differently in sentence-transformers")
+
+
 __all__ = [
     "ANGLEKIT_MODULE_FILE",
     "ANGLEKIT_POOLING",
     "ANGLEKIT_TRANSFORMER",
     "LEGACY_POOLING_KEYS",
+    "REFUSAL_MODULE",
     "ST_TO_ANGLEKIT_POOLING",
+    "check_agreement",
     "pooling_modes",
     "prompt_settings",
     "read_anglekit_constants",
