@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--max-steps", type=int, default=-1, help="stop early (smoke runs)")
     parser.add_argument("--no-group-by-length", action="store_true", help="plain random batches")
+    parser.add_argument("--max-batch-tokens", type=int, default=None,
+                        help="anglekit's --max-batch-tokens (token-budget batches instead of batch_size)")
     parser.add_argument("--positive-threshold", type=float, default=None)
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                         help="anglekit's --precision (auto: bf16 autocast on CPUs with avx512_bf16/amx_bf16, else fp32)")
@@ -63,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             quiet=True,
             device="cpu",
             precision=args.precision,
+            max_batch_tokens=args.max_batch_tokens,
         ))
         result = train(config)
     tokenize_seconds = result.tokenize_seconds or 0.0
@@ -89,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
             "precision": result.precision,
             "precision_requested": args.precision,
             "batches": ("random (transformers RandomSampler)" if args.no_group_by_length
+                        else f"token budget {args.max_batch_tokens} (anglekit TokenBudgetBatchSampler)" if args.max_batch_tokens
                         else "length-grouped (anglekit LengthGroupedSampler)"),
+            "max_batch_tokens": args.max_batch_tokens,
             "torch_threads": result.threads,
             "max_length": common.TRAIN_MAX_LENGTH,
             "batch_size": common.BATCH_SIZE,

@@ -16,7 +16,7 @@ meant for an otherwise idle machine: nothing here can tell whether other work ov
 
     .venv/bin/python benchmarks/bench_train.py                 # every row x 3 seeds (hours on 2 cores)
     .venv/bin/python benchmarks/bench_train.py --only anglekit:paper --seeds 0 --max-steps 20
-    .venv/bin/python benchmarks/bench_train.py --new-rows      # issue 27's rows: bf16/auto and fp32 baselines
+    .venv/bin/python benchmarks/bench_train.py --new-rows      # issue 27's rows: bf16/auto, fp32 baselines, token budget
 
 Per-run JSON lands in benchmarks/results/train/; a finished one (same protocol tag, seed, batches
 and --max-steps) is reused, so an interrupted benchmark continues where it stopped (--force runs
@@ -58,7 +58,8 @@ class Row:
     peer: str
     loss: str
     batches: str
-    """``grouped`` (length-grouped) or ``random``."""
+    """``grouped`` (length-grouped), ``random`` or ``tokens`` (anglekit's ``--max-batch-tokens``
+    MAX_BATCH_TOKENS: length-sorted batches by a token budget)."""
     precision: str = "fp32"
     """``fp32``; ``auto`` (anglekit's default: bf16 autocast on CPUs with avx512_bf16/amx_bf16) or
     ``bf16`` (sentence-transformers' ``bf16=True``). Named in the row only when not fp32."""
@@ -93,15 +94,21 @@ ROWS: tuple[Row, ...] = (
     Row("anglekit", "paper", "grouped", "auto"),
     Row("anglekit", "paper", "random", "auto"),
     Row("sentence-transformers", "cosent", "grouped", "bf16"),
+    Row("angle-emb", "paper", "grouped", "bf16"),
+    Row("anglekit", "paper", "tokens", "auto"),
 )
 NEW_ROWS = (
     Row("anglekit", "paper", "grouped", "auto"), Row("anglekit", "paper", "grouped"),
     Row("sentence-transformers", "cosent", "random"), Row("sentence-transformers", "cosent", "grouped", "bf16"),
-    Row("angle-emb", "paper", "grouped"),
+    Row("angle-emb", "paper", "grouped"), Row("angle-emb", "paper", "grouped", "bf16"),
+    Row("anglekit", "paper", "tokens", "auto"),
 )
 """``--new-rows``: the rows of issue 27's comparison."""
 FP32_BASELINE = Row("anglekit", "paper", "grouped")
 """Spearman deltas are paired by seed against this row (anglekit in fp32)."""
+MAX_BATCH_TOKENS = 32 * 24
+"""The ``tokens`` row's budget: batch 32 x 24 tokens (about STS-B train's longest-side length at the
+upper quartile), so its batches hold about the protocol's 32 pairs on average."""
 REFERENCE = Row("sentence-transformers", "cosent", "random")
 """Throughput ratios are against this row (the issue's peer, as it runs by default)."""
 
@@ -110,16 +117,17 @@ def command(row: Row, seed: int, out: Path, max_steps: int | None, threads: int)
     extra = ["--threads", str(threads)]
     if max_steps:
         extra += ["--max-steps", str(max_steps)]
-    grouped = row.batches == "grouped"
+    grouped = row.batches != "random"
     if row.peer == "anglekit":
         script, python, flags = HERE / "anglekit_train.py", MAIN_PYTHON, ["--objective", row.loss]
         flags += ([] if grouped else ["--no-group-by-length"]) + ["--precision", row.precision]
+        flags += ["--max-batch-tokens", str(MAX_BATCH_TOKENS)] if row.batches == "tokens" else []
     elif row.peer == "sentence-transformers":
         script, python, flags = HERE / "peers" / "st_train.py", MAIN_PYTHON, ["--loss", row.loss]
         flags += (["--group-by-length"] if grouped else []) + (["--bf16"] if row.precision == "bf16" else [])
     elif row.peer == "angle-emb":
         script, python, flags = HERE / "peers" / "angle_emb_train.py", ANGLE_EMB_PYTHON, ["--weights", row.loss]
-        flags += ["--group-by-length"] if grouped else []
+        flags += (["--group-by-length"] if grouped else []) + (["--bf16"] if row.precision == "bf16" else [])
     else:
         raise ValueError(f"unknown peer {row.peer}")
     return [str(python), str(script), *flags, "--seed", str(seed), "--out", str(out), *extra]
@@ -141,7 +149,8 @@ def finished_run(path: Path, row: Row, seed: int, max_steps: int | None) -> dict
         isinstance(result, dict)
         and result.get("protocol") == common.TRAIN_PROTOCOL
         and result.get("seed") == seed
-        and result.get("group_by_length") == (row.batches == "grouped")
+        and result.get("group_by_length") == (row.batches != "random")
+        and result.get("max_batch_tokens") == (MAX_BATCH_TOKENS if row.batches == "tokens" else None)
         and (result.get("max_steps") or None) == (max_steps or None)
         and result.get("eval_limit") is None
         and result.get("precision_requested", result.get("precision", "fp32")) == row.precision
@@ -149,7 +158,8 @@ def finished_run(path: Path, row: Row, seed: int, max_steps: int | None) -> dict
     return result if same else None
 
 
-def run_one(row: Row, seed: int, *, results: Path, force: bool, max_steps: int | None, threads: int) -> dict[str, Any] | None:
+def run_one(row: Row, seed: int, *, results: Path, force: bool, max_steps: int | None, threads: int) -> dict[str, Any] | str:
+    """The run's result, or why there is none (one line)."""
     out = run_path(results, row, seed, max_steps)
     if not force:
         done = finished_run(out, row, seed, max_steps)
@@ -158,15 +168,17 @@ def run_one(row: Row, seed: int, *, results: Path, force: bool, max_steps: int |
             return done
     if row.peer == "angle-emb" and not ANGLE_EMB_PYTHON.exists():
         print(f"skip {row.name}: run benchmarks/peers/setup_angle_emb.sh first", file=sys.stderr)
-        return None
+        return "skipped: no .venv-angle-emb (run benchmarks/peers/setup_angle_emb.sh)"
     out.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     print(f"--- {row.name} seed {seed}", file=sys.stderr, flush=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(command(row, seed, out, max_steps, threads), env=env, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.run(command(row, seed, out, max_steps, threads), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sys.stderr.write(proc.stderr)
     if proc.returncode != 0:
         print(f"FAILED {row.name} seed {seed} (exit {proc.returncode})", file=sys.stderr)
-        return None
+        last = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+        return f"failed (exit {proc.returncode}): {last[-1][:300] if last else 'no message'}"
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     print(f"    spearman {result['spearman']:.2f}, {result['train_pairs_per_s']:.1f} pairs/s "
           f"(tokenize {result['tokenize_seconds']:.1f} s + train {result['train_seconds']:.1f} s), "
@@ -192,7 +204,26 @@ def _paired_delta(results: Sequence[dict[str, Any]], baseline: Sequence[dict[str
     return _mean_std(deltas) if deltas else None
 
 
-def summarise(runs: dict[Row, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def tokens_per_pair() -> float | None:
+    """Non-padding tokens of both sides of a training pair, on average over STS-B train: each side
+    tokenized alone by all-MiniLM-L6-v2's tokenizer (special tokens included, truncated at the
+    protocol's max length). The same count for every row, whichever library trained it."""
+    try:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(common.minilm_dir()))
+        text1, text2, _ = common.read_stsb("train")
+    except Exception as exc:  # noqa: BLE001 (the column is optional: say why it is missing)
+        print(f"no tokens/s column: {exc}", file=sys.stderr)
+        return None
+    total = 0
+    for texts in (text1, text2):
+        ids = tokenizer(list(texts), truncation=True, max_length=common.TRAIN_MAX_LENGTH)["input_ids"]
+        total += sum(len(row) for row in ids)
+    return total / len(text1)
+
+
+def summarise(runs: dict[Row, list[dict[str, Any]]], per_pair: float | None = None) -> list[dict[str, Any]]:
     reference = runs.get(REFERENCE, [])
     ref_speed = statistics.fmean(r["train_pairs_per_s"] for r in reference) if reference else None
     table = []
@@ -220,6 +251,7 @@ def summarise(runs: dict[Row, list[dict[str, Any]]]) -> list[dict[str, Any]]:
             "loop_pairs_per_s_mean": statistics.fmean(r["loop_pairs_per_s"] for r in results),
             "tokenize_seconds_mean": statistics.fmean(r["tokenize_seconds"] for r in results),
             "throughput_ratio_vs_reference": speed_mean / ref_speed if ref_speed else None,
+            "train_tokens_per_s_mean": speed_mean * per_pair if per_pair else None,
             "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
             "precision": _distinct(results, "precision"),
             "spearman_delta_vs_fp32": _paired_delta(results, runs.get(FP32_BASELINE, [])),
@@ -237,18 +269,20 @@ def _spread(mean: float, std: float, n: int, digits: int) -> str:
 
 def print_table(table: list[dict[str, Any]]) -> None:
     header = (f"{'peer':<22} {'loss':<18} {'batches':<8} {'prec':<5} {'seeds':<5} {'spearman':>13} {'pairs/s':>12} "
-              f"{'ratio':>5} {'tok s':>5} {'threads':>7} {'peak MB':>7}")
+              f"{'tokens/s':>8} {'ratio':>5} {'tok s':>5} {'threads':>7} {'peak MB':>7}")
     print(header)
     print("-" * len(header))
     for row in table:
         n = len(row["seeds"])
         ratio = row["throughput_ratio_vs_reference"]
+        tokens = row["train_tokens_per_s_mean"]
         print(f"{row['peer']:<22} {row['loss']:<18} {row['batches']:<8} {str(row['precision']):<5} {n:<5} "
               f"{_spread(row['spearman_mean'], row['spearman_std'], n, 2):>13} "
               f"{_spread(row['train_pairs_per_s_mean'], row['train_pairs_per_s_std'], n, 1):>12} "
-              f"{f'{ratio:.2f}' if ratio else '-':>5} {row['tokenize_seconds_mean']:>5.1f} "
+              f"{f'{tokens:.0f}' if tokens else '-':>8} {f'{ratio:.2f}' if ratio else '-':>5} {row['tokenize_seconds_mean']:>5.1f} "
               f"{str(row['torch_threads']):>7} {row['peak_rss_mb']:>7.0f}")
-    print(f"ratio: pairs/s against {REFERENCE.name}; pairs/s and tok s: see the timed span in bench_train.py's doc")
+    print(f"ratio: pairs/s against {REFERENCE.name}; pairs/s and tok s: see the timed span in bench_train.py's doc; "
+          "tokens/s: pairs/s x the mean non-padding tokens of a pair's two sides (same tokenizer, every row)")
 
 
 def cpu_flags() -> dict[str, Any]:
@@ -278,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the rows and exit")
     parser.add_argument("--new-rows", action="store_true",
                         help="run only issue 27's rows: anglekit's default (auto: bf16 on CPUs with avx512_bf16/amx_bf16), anglekit fp32, "
-                        "sentence-transformers CoSENT at its defaults and with bf16=True + grouped batches, angle-emb paper weights grouped")
+                        "sentence-transformers CoSENT at its defaults and with bf16=True + grouped batches, angle-emb paper weights grouped "
+                        "in fp32 and bf16, anglekit auto with --max-batch-tokens")
     args = parser.parse_args(argv)
     if args.list:
         print("\n".join(row.name for row in ROWS))
@@ -294,11 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     for row, seed in plan:
         result = run_one(row, seed, results=args.results_dir, force=args.force, max_steps=args.max_steps, threads=args.threads)
-        if result is None:
-            failed.append(f"{row.name}:seed{seed}")
+        if isinstance(result, str):
+            failed.append(f"{row.name}:seed{seed}: {result}")
         else:
             runs[row].append(result)
-    table = summarise(runs)
+    per_pair = tokens_per_pair()
+    table = summarise(runs, per_pair)
     print_table(table)
     suffix = f"-steps{args.max_steps}" if args.max_steps else ""
     out = args.results_dir / f"bench_train{suffix}.json"
@@ -313,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                     "cpu_flags": cpu_flags()},
         "max_steps": args.max_steps,
         "failed": failed,
+        "tokens_per_pair": per_pair,
         "rows": table,
     }
     tmp = out.with_suffix(".json.tmp")
@@ -320,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     os.replace(tmp, out)
     print(f"wrote {out}")
     if failed:
-        print(f"failed or skipped: {', '.join(failed)}", file=sys.stderr)
+        print("failed or skipped:\n  " + "\n  ".join(failed), file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -74,6 +74,10 @@ def parse_args(argv=None):
     p.add_argument("--max-length", type=int, default=common.TRAIN_MAX_LENGTH)
     p.add_argument("--group-by-length", action="store_true",
                    help="length-grouped batches (transformers' LengthGroupedSampler, see the module doc)")
+    p.add_argument("--bf16", action="store_true",
+                   help="AnglE.fit(bf16=True) with use_cpu=True in its TrainingArguments (transformers refuses "
+                        "bf16 without a GPU unless use_cpu is set): angle-emb's best setting on a CPU with bf16 "
+                        "instructions")
     p.add_argument("--filter-duplicate", type=int, choices=[0, 1], default=1,
                    help="AnglE.fit(filter_duplicate=...); 1 is fit()'s default (its CLI "
                         "angle-trainer defaults to 0)")
@@ -130,6 +134,8 @@ def run(args) -> dict:
     }
     if args.max_steps:
         argument_kwargs["max_steps"] = args.max_steps
+    if args.bf16:
+        argument_kwargs["use_cpu"] = True
     if args.group_by_length:
         argument_kwargs["train_sampling_strategy"] = "group_by_length"
         argument_kwargs["length_column_name"] = "length"
@@ -163,7 +169,7 @@ def run(args) -> dict:
                 save_strategy="no",
                 eval_strategy="no",
                 fp16=False,
-                bf16=False,
+                bf16=bool(args.bf16),
                 loss_kwargs=loss_kwargs,
                 filter_duplicate=bool(args.filter_duplicate),
                 argument_kwargs=argument_kwargs,
@@ -216,6 +222,8 @@ def run(args) -> dict:
         "train_pairs_per_s": round(pairs_trained / (tokenize_seconds + train_seconds), 3),
         "loop_pairs_per_s": round(pairs_trained / train_seconds, 3),
         "group_by_length": args.group_by_length,
+        "precision": "bf16" if args.bf16 else "fp32",
+        "precision_requested": "bf16" if args.bf16 else "fp32",
         "batches": f"{'length-grouped' if args.group_by_length else 'random'} ({captured['sampler']})",
         "steps": steps,
         "peak_rss_mb": round(common.peak_rss_mb(), 1),
