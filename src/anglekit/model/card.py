@@ -106,6 +106,30 @@ def card_of(model: Any, card: ModelCardData | None = None) -> ModelCardData:
     return data
 
 
+ANGLE_BIBTEX = """@article{li2023angle,
+  title={AnglE-optimized Text Embeddings},
+  author={Li, Xianming and Li, Jing},
+  journal={arXiv preprint arXiv:2309.12871},
+  year={2023}
+}"""
+"""The paper every card cites (Li & Li, ACL 2024; arXiv 2309.12871)."""
+
+ST_USAGE = """
+
+sentence-transformers (5.x, 6.x) reads the same folder:
+
+```python
+from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer("{path}")
+vectors = model.encode(["A man is playing a guitar."])
+queries = model.encode_query(["a guitar player"])
+```"""
+
+PEFT_USAGE = """
+
+The adapters are PEFT adapters: `peft.PeftModel.from_pretrained(base, "{path}")` on the base model."""
+
 ANGLEKIT_USAGE = """```python
 from anglekit import Embedder
 
@@ -137,6 +161,7 @@ def write_card(model: Any, folder: str | Path, *, name: str | None = None) -> Pa
                 "The adapters were trained on a GGUF quantisation of the base (de-quantised); on the hub "
                 "model's original weights they embed slightly differently."
             )
+    refused = None
     if not model.has_lora:
         from anglekit.model.st_layout import unexpressible
 
@@ -148,7 +173,12 @@ def write_card(model: Any, folder: str | Path, *, name: str | None = None) -> Pa
             )
         else:
             notes.append(f"sentence-transformers refuses this folder (README_sentence_transformers.md): {refused}.")
-    usage = ANGLEKIT_USAGE.replace("{path}", name or str(folder))
+    usage = ANGLEKIT_USAGE
+    if model.has_lora:
+        usage += PEFT_USAGE
+    elif refused is None:
+        usage += ST_USAGE
+    usage = usage.replace("{path}", name or str(folder))
     text = render(data, describe(model.config, _dim(model)), library_name=library, usage=usage, notes=notes, extra_tags=tags)
     from anglekit.io.atomic import atomic_write_text
 
@@ -251,6 +281,9 @@ def render(
     lines += ["## Usage", "", usage.strip(), ""]
     if notes:
         lines += ["## Notes", "", *[f"- {note}" for note in notes], ""]
+    lines += ["## Citation", "", "The AnglE objective and the paper's prompts:", "", "```bibtex", ANGLE_BIBTEX, "```", ""]
+    if "simace" in json.dumps(card.objective).lower():
+        lines += ["Unsupervised training with SimACE: \"A Simple Angle-based Approach for Contrastive Learning of Unsupervised Sentence Representation\".", ""]
     return "\n".join(lines)
 
 
