@@ -138,3 +138,28 @@ def test_folder_of_the_old_layout_loads_exactly_as_before(tiny_bert_dir: Path, t
     again = Embedder.from_pretrained(folder, device="cpu", dtype="float32")
     assert again.config == model.config
     np.testing.assert_allclose(_ours(again, "encode"), _ours(model, "encode"), atol=1e-6)
+
+
+def test_lora_adapter_folder_loads_in_sentence_transformers_and_peft(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModel
+
+    model = Embedder.from_pretrained(tiny_bert_dir, device="cpu", dtype="float32", pooling="cls", normalize=True)
+    base_vectors = _ours(model, "encode")
+    model.add_lora(rank=4)
+    with torch.no_grad():  # adapters that change the vectors, so that loading them is visible
+        for name, parameter in model.backbone.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(generator=torch.Generator().manual_seed(0))
+    ours = _ours(model, "encode")
+    assert not np.allclose(ours, base_vectors, atol=1e-3)
+    folder = model.save_pretrained(tmp_path / "adapters")
+    assert (folder / "adapter_config.json").exists() and not (folder / "config.json").exists()
+    np.testing.assert_allclose(_st(folder, "encode"), ours, atol=1e-5)
+    np.testing.assert_allclose(_ours(Embedder.from_pretrained(folder, device="cpu", dtype="float32"), "encode"), ours, atol=1e-6)
+    peft_model = PeftModel.from_pretrained(AutoModel.from_pretrained(tiny_bert_dir), str(folder)).eval()
+    batch = model.tokenize(TEXTS)
+    with torch.no_grad():
+        cls = peft_model(**batch).last_hidden_state[:, 0]
+    np.testing.assert_allclose(torch.nn.functional.normalize(cls, dim=-1).numpy(), ours, atol=1e-5)

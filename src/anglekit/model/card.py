@@ -161,23 +161,22 @@ def write_card(model: Any, folder: str | Path, *, name: str | None = None) -> Pa
                 "The adapters were trained on a GGUF quantisation of the base (de-quantised); on the hub "
                 "model's original weights they embed slightly differently."
             )
-    refused = None
-    if not model.has_lora:
-        from anglekit.model.st_layout import unexpressible
+    from anglekit.model.st_layout import unexpressible
 
-        refused = unexpressible(model.config)
-        if refused is None:
-            notes.append(
-                "This folder is also a sentence-transformers folder (modules.json, pooling, prompts, max length): "
-                "sentence-transformers 5.x/6.x, infinity and TEI-style readers embed it like anglekit."
-            )
-        else:
-            notes.append(f"sentence-transformers refuses this folder (README_sentence_transformers.md): {refused}.")
+    refused = unexpressible(model.config)
+    if refused is None:
+        notes.append(
+            "This folder is also a sentence-transformers folder (modules.json, pooling, prompts, max length): "
+            "sentence-transformers 5.x/6.x, infinity and TEI-style readers embed it like anglekit"
+            + (" (sentence-transformers loads the base named in adapter_config.json through PEFT)." if model.has_lora else ".")
+        )
+    else:
+        notes.append(f"sentence-transformers refuses this folder (README_sentence_transformers.md): {refused}.")
     usage = ANGLEKIT_USAGE
+    if refused is None:
+        usage += ST_USAGE
     if model.has_lora:
         usage += PEFT_USAGE
-    elif refused is None:
-        usage += ST_USAGE
     usage = usage.replace("{path}", name or str(folder))
     text = render(data, describe(model.config, _dim(model)), library_name=library, usage=usage, notes=notes, extra_tags=tags)
     from anglekit.io.atomic import atomic_write_text

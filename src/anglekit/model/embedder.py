@@ -250,7 +250,7 @@ class Embedder(EncodeAPI, nn.Module):
         a standalone model. ``card``: the card's training summary and scores (default: the one
         this model was loaded with, if any); it becomes :attr:`card`.
 
-        Without adapters, the folder is also a sentence-transformers folder (:mod:`anglekit.model.st_layout`:
+        The folder (an adapter folder too) is also a sentence-transformers folder (:mod:`anglekit.model.st_layout`:
         modules.json, the pooling config, Normalize, max length, prompts); a setting stock
         sentence-transformers modules cannot reproduce is logged, and the folder then names a
         module that does not exist, so sentence-transformers refuses it instead of embedding differently.
@@ -269,12 +269,12 @@ class Embedder(EncodeAPI, nn.Module):
             self.backbone.save_pretrained(staging)
             self.tokenizer.save_pretrained(staging)
             self.config.save(staging)
-            if not self.has_lora:
-                from anglekit.model.st_layout import write_layout
+            from anglekit.model.st_layout import write_layout
 
-                refused = write_layout(staging, self.config, self.dim)
-                if refused is not None:
-                    logger.warning("%s: sentence-transformers will refuse this folder: %s", target, refused)
+            # Adapter folders too: sentence-transformers loads the base through PEFT with these modules.
+            refused = write_layout(staging, self.config, self.dim)
+            if refused is not None:
+                logger.warning("%s: sentence-transformers will refuse this folder: %s", target, refused)
             self.card = card if card is not None else self.card
             write_card(self, staging, name=str(target))
             settle_modes(staging)  # libraries write some files 0600 (safetensors)
