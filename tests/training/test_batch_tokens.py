@@ -251,10 +251,28 @@ def test_in_batch_loss_of_a_varying_batch_is_the_objective_on_that_batch_alone(l
 
 
 def test_a_budget_below_every_row_trains_in_batches_of_one(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+                                                           monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     seen = _recording(monkeypatch)
-    result = train(_config(tiny_bert_dir, pair_file, tmp_path / "run", max_batch_tokens=1, max_steps=3, objective="cosine"))
+    with caplog.at_level("WARNING", logger="anglekit.training.trainer"):
+        result = train(_config(tiny_bert_dir, pair_file, tmp_path / "run", max_batch_tokens=1, max_steps=3, objective="cosine"))
     assert result.steps == 3 and [len(b) for b in seen] == [1, 1, 1]
+    assert "64 training row(s) are longer than max_batch_tokens=1" in caplog.text
+
+
+def test_gradcache_takes_token_budget_batches(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GradCache embeds a varying batch in chunks; the run trains and every batch holds the budget."""
+    seen: list[int] = []
+    from anglekit.training import trainer as trainer_module
+
+    original = trainer_module.gradcache_step
+
+    def step(task: Any, services: Any, objective: Any, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        seen.append(int(inputs["labels"].shape[0]))
+        return original(task, services, objective, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "gradcache_step", step)
+    result = train(_config(tiny_bert_dir, pair_file, tmp_path / "run", max_steps=4, gradcache_chunk_size=3))
+    assert result.steps == 4 and len(seen) == 4 and len(set(seen)) > 1
 
 
 def test_cli_refuses_a_budget_without_length_grouping(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, capsys: Any) -> None:

@@ -104,11 +104,12 @@ class AnglETrainer(Trainer):
 
     def token_budget_sampler(self, dataset: Any = None) -> TokenBudgetBatchSampler:
         """The ``max_batch_tokens`` batch sampler over the training rows (seeded like the grouped sampler)."""
+        if self.max_batch_tokens is None:
+            raise ValueError("token_budget_sampler: this trainer has no max_batch_tokens")
         dataset = dataset if dataset is not None else self.train_dataset
         if not hasattr(dataset, "lengths"):
             raise ConfigError(f"max_batch_tokens needs the rows' token lengths, which {type(dataset).__name__} does not give")
         seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
-        assert self.max_batch_tokens is not None
         return TokenBudgetBatchSampler(dataset.lengths(), self.max_batch_tokens, seed=seed)
 
     def get_train_dataloader(self) -> DataLoader:
