@@ -282,3 +282,39 @@ def test_cli_refuses_a_budget_without_length_grouping(tiny_bert_dir: Path, pair_
         capsys,
     )  # fmt: skip
     assert code == 2 and "needs group_by_length" in err and not (tmp_path / "o").exists()
+
+
+def test_two_processes_each_train_whole_token_budget_batches(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """A real 2-process (gloo) run under torchrun with in-batch candidates gathered: at step k
+    process 0 trains batch 2k and process 1 batch 2k+1 of the sampler, whole, so each anchor meets
+    the positives of both (simcse-unsup: a batch's own sentences)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from anglekit.model.embedder import Embedder
+    from anglekit.training.tasks import TASKS
+
+    sentences = tmp_path / "s.txt"
+    rng = random.Random(0)
+    sentences.write_text("".join(helpers.random_sentence(rng) + "\n" for _ in range(40)), encoding="utf-8")
+    config = TrainConfig.from_dict({"model": str(tiny_bert_dir), "train_data": str(sentences), "objective": "simcse-unsup"})
+    task = TASKS["sentences"]
+    tokenized, _ = task.tokenize(task.load_data(config.data), Embedder.from_pretrained(tiny_bert_dir, device="cpu"))
+    batches = list(TokenBudgetBatchSampler(tokenized.lengths(), 40, seed=42))
+    assert len({len(b) for b in batches[:6]}) > 1
+    expected = [float(len(batches[2 * k]) + len(batches[2 * k + 1])) for k in range(3)]
+
+    out = tmp_path / "run"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    command = [
+        str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "anglekit.cli", "train",
+        "--model", str(tiny_bert_dir), "--train-data", str(sentences), "--objective", "simcse-unsup",
+        "--max-batch-tokens", "40", "--max-steps", "3", "--logging-steps", "1", "--output-dir", str(out), "--device", "cpu",
+        "--quiet", "--seed", "42",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["candidates"] for r in records if "loss" in r] == expected
