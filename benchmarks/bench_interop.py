@@ -6,11 +6,12 @@ protocol: configs/quickstart.yaml), exported with ``anglekit export --format sen
 and STS-B test Spearman x 100 is measured through:
 
 1. anglekit (``Embedder.from_pretrained(run/model)``);
-2. sentence-transformers (the installed version) loading the exported folder;
+2. sentence-transformers (the installed version) loading the exported folder, and the folder
+   ``train`` wrote, directly (no export step: every saved folder is a sentence-transformers one);
 3. anglekit loading sentence-transformers' own re-save of that folder (its current layout, no
    anglekit_config.json);
 4. infinity (PyPI ``infinity-emb``, CPU, torch engine, in ``.venv-infinity``) serving the exported
-   folder on 127.0.0.1, through ``benchmarks/peers/infinity_peer.py``.
+   folder and the folder ``train`` wrote on 127.0.0.1, through ``benchmarks/peers/infinity_peer.py``.
 
 All must agree to 0.01 (Spearman x 100); the largest difference of the normalised vectors from
 anglekit's is reported too. When infinity cannot run (its venv or helper missing, or the server
@@ -235,6 +236,15 @@ def main(argv: list[str] | None = None) -> int:
         st_model = SentenceTransformer(str(exported_dir), device="cpu", trust_remote_code=result.trust_remote_code)
         st_table = as_table(texts, st_model.encode(texts, batch_size=args.batch_size))
         add("sentence-transformers (exported folder)", st_table, time.perf_counter() - started, f"sentence-transformers {st_version}")
+        started = time.perf_counter()
+        try:  # the folder train wrote, with no export step (issue 28)
+            direct = SentenceTransformer(str(trained), device="cpu")
+        except Exception as exc:  # noqa: BLE001 - a refused folder is this row's result
+            add("sentence-transformers (train's folder)", None, None, f"refused: {type(exc).__name__}: {exc}")
+        else:
+            add("sentence-transformers (train's folder)", as_table(texts, direct.encode(texts, batch_size=args.batch_size)),
+                time.perf_counter() - started, f"sentence-transformers {st_version}, {trained.relative_to(work)} as train wrote it")  # fmt: skip
+            del direct
         resaved = work / "resaved"
         if resaved.exists():
             shutil.rmtree(resaved)
@@ -246,12 +256,13 @@ def main(argv: list[str] | None = None) -> int:
             f"max length {again.config.max_length}, normalize {again.config.normalize}")  # fmt: skip
         del st_model, again
 
-    if args.no_infinity:
-        add("infinity (exported folder)", None, None, "skipped (--no-infinity)")
-    else:
-        started = time.perf_counter()
-        table, note = infinity_vectors(exported_dir, texts, args.batch_size, args.threads)
-        add("infinity (exported folder)", table, time.perf_counter() - started if table is not None else None, note)
+    for label, folder in (("exported folder", exported_dir), ("train's folder", trained)):
+        if args.no_infinity:
+            add(f"infinity ({label})", None, None, "skipped (--no-infinity)")
+        else:
+            started = time.perf_counter()
+            table, note = infinity_vectors(folder, texts, args.batch_size, args.threads)
+            add(f"infinity ({label})", table, time.perf_counter() - started if table is not None else None, note)
 
     anglekit_score = rows[0]["spearman"]
     measured = [r for r in rows if "spearman" in r]
