@@ -33,6 +33,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -159,6 +160,27 @@ def finished_run(path: Path, row: Row, seed: int, max_steps: int | None) -> dict
     return result if same else None
 
 
+def _run_teeing_stderr(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """Run ``argv``: its stderr streams through live; returns (exit code, stdout, last stderr line)."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    last = [""]
+
+    def tee() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            if line.strip():
+                last[0] = line.strip()
+
+    thread = threading.Thread(target=tee, daemon=True)
+    thread.start()
+    assert proc.stdout is not None
+    stdout = proc.stdout.read()
+    returncode = proc.wait()
+    thread.join()
+    return returncode, stdout, last[0]
+
+
 def run_one(row: Row, seed: int, *, results: Path, force: bool, max_steps: int | None, threads: int) -> dict[str, Any] | str:
     """The run's result, or why there is none (one line)."""
     out = run_path(results, row, seed, max_steps)
@@ -174,13 +196,11 @@ def run_one(row: Row, seed: int, *, results: Path, force: bool, max_steps: int |
     started = time.perf_counter()
     print(f"--- {row.name} seed {seed}", file=sys.stderr, flush=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(command(row, seed, out, max_steps, threads), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    sys.stderr.write(proc.stderr)
-    if proc.returncode != 0:
-        print(f"FAILED {row.name} seed {seed} (exit {proc.returncode})", file=sys.stderr)
-        last = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
-        return f"failed (exit {proc.returncode}): {last[-1][:300] if last else 'no message'}"
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    returncode, stdout, last = _run_teeing_stderr(command(row, seed, out, max_steps, threads), env)
+    if returncode != 0:
+        print(f"FAILED {row.name} seed {seed} (exit {returncode})", file=sys.stderr)
+        return f"failed (exit {returncode}): {last[:300] if last else 'no message'}"
+    result = json.loads(stdout.strip().splitlines()[-1])
     print(f"    spearman {result['spearman']:.2f}, {result['train_pairs_per_s']:.1f} pairs/s "
           f"(tokenize {result['tokenize_seconds']:.1f} s + train {result['train_seconds']:.1f} s), "
           f"{time.perf_counter() - started:.0f} s wall", file=sys.stderr, flush=True)
