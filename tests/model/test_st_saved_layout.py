@@ -163,3 +163,18 @@ def test_lora_adapter_folder_loads_in_sentence_transformers_and_peft(tiny_bert_d
     with torch.no_grad():
         cls = peft_model(**batch).last_hidden_state[:, 0]
     np.testing.assert_allclose(torch.nn.functional.normalize(cls, dim=-1).numpy(), ours, atol=1e-5)
+
+
+def test_the_folder_train_writes_embeds_identically(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path) -> None:
+    from anglekit.training.config import TrainConfig
+    from anglekit.training.run import train
+
+    config = TrainConfig.from_dict({
+        "model": str(tiny_bert_dir), "train_data": str(pair_file), "output_dir": str(tmp_path / "run"), "max_steps": 2,
+        "batch_size": 4, "device": "cpu", "quiet": True, "pooling": "cls", "max_length": 12, "objective": "cosine",
+    })  # fmt: skip
+    result = train(config)
+    assert (Path(result.model_dir) / "modules.json").is_file()
+    model = Embedder.from_pretrained(result.model_dir, device="cpu", dtype="float32")
+    assert model.config.pooling == "cls"
+    np.testing.assert_allclose(_st(Path(result.model_dir), "encode"), _ours(model, "encode"), atol=1e-5)
