@@ -178,3 +178,11 @@ def test_the_folder_train_writes_embeds_identically(tiny_bert_dir: Path, pair_fi
     model = Embedder.from_pretrained(result.model_dir, device="cpu", dtype="float32")
     assert model.config.pooling == "cls"
     np.testing.assert_allclose(_st(Path(result.model_dir), "encode"), _ours(model, "encode"), atol=1e-5)
+
+
+def test_truncate_dim_without_normalisation_is_honoured(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    model = Embedder.from_pretrained(tiny_bert_dir, device="cpu", dtype="float32", truncate_dim=8)
+    folder = model.save_pretrained(tmp_path / "saved")
+    ours = _ours(model, "encode")
+    assert ours.shape == (len(TEXTS), 8)
+    np.testing.assert_allclose(_st(folder, "encode"), ours, atol=1e-5)
