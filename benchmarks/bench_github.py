@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """GitHub issues builder benchmarks: collection speed, and chunk pooling vs truncation on long texts.
 
-1. **Collection** against the fake GitHub API on 127.0.0.1 (``anglekit.github_issues.fake_server``):
+1. **Collection** against the fake GitHub API on 127.0.0.1 (``tests/fake_github.py``):
    ``--repos`` repositories of ``--issues`` closed issues (every 10th a duplicate, with comments
    and a timeline), ``per_page=100``, the rate limiter off. Reports requests/s and issues/s of
    ``collect`` (issues, details and originals phases), then builds the dataset from it.
@@ -60,7 +60,7 @@ def bench_collection(n_repos: int, n_issues: int, workdir: Path) -> dict[str, An
     from anglekit.github_issues.build import build_dataset
     from anglekit.github_issues.client import GitHubClient
     from anglekit.github_issues.collect import collect
-    from anglekit.github_issues.fake_server import FakeGitHub, make_fixture
+    from fake_github import FakeGitHub, make_fixture
 
     rng = random.Random(0)
     repos = {}

@@ -201,7 +201,7 @@ def context(tmp_path_factory: pytest.TempPathFactory, tiny_bert_dir: Path) -> di
     """Good inputs made once: a GitHub collection, encode shards and an index of the tiny model."""
     from anglekit.github_issues.client import GitHubClient
     from anglekit.github_issues.collect import collect
-    from anglekit.github_issues.fake_server import FakeGitHub, make_fixture
+    from fake_github import FakeGitHub, make_fixture
 
     root = tmp_path_factory.mktemp("good")
     specs = [{"number": k, "title": f"Crash {k}", "body": "trace " * k} for k in range(1, 7)]
@@ -453,8 +453,8 @@ def test_a_bad_embedding_cache_metadata_file_names_it(kind: str, tmp_path: Path)
 @pytest.mark.parametrize("kind", list(BAD))
 def test_a_bad_github_issues_split_file_names_it(kind: str, tmp_path: Path) -> None:
     """The dataset ``github-issues build`` writes, read back (eval --data, reproduce --github-issues)."""
+    from anglekit.data.github_issues import load_github_issues
     from anglekit.errors import DataError
-    from anglekit.github_issues.dataset import load_github_issues
 
     path = tmp_path / "test.jsonl"
     _spoil(path, kind)

@@ -9,9 +9,9 @@ import pytest
 
 from anglekit.data import load_snli, load_stsb, normalize_split, parse_spec
 from anglekit.data.flickr import load_flickr30k_captions
+from anglekit.data.github_issues import load_github_issues
 from anglekit.data.spec import DatasetSpec, hub_source, looks_like_split
 from anglekit.errors import ConfigError, DataError
-from anglekit.github_issues.dataset import load_github_issues
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from anglekit.github_issues.fake_server import FakeGitHub
+from fake_github import FakeGitHub
 
 
 class HoldingGitHub(FakeGitHub):

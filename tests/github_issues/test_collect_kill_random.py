@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import helpers
-from anglekit.github_issues.fake_server import write_fixture
+from fake_github import write_fixture
 from holding import HoldingGitHub
 
 pytestmark = pytest.mark.slow

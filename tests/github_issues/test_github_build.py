@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from anglekit.data.github_issues import load_github_issues
 from anglekit.github_issues.build import PAPER_NEGATIVE_RATIO, build_dataset, issue_text
 from anglekit.github_issues.client import GitHubClient
 from anglekit.github_issues.collect import collect
-from anglekit.github_issues.dataset import load_github_issues
-from anglekit.github_issues.fake_server import FakeGitHub, make_fixture
+from fake_github import FakeGitHub, make_fixture
 
 REPOS = ("acme/a", "acme/b")
 

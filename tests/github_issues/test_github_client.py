@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from anglekit.github_issues.client import GitHubClient, GitHubError, NotFound, parse_link_header
-from anglekit.github_issues.fake_server import FakeGitHub
+from fake_github import FakeGitHub
 
 
 class FakeTime:

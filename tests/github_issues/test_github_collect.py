@@ -15,7 +15,7 @@ import pytest
 
 from anglekit.github_issues.client import GitHubClient
 from anglekit.github_issues.collect import collect, read_collection, read_repo
-from anglekit.github_issues.fake_server import FakeGitHub, make_fixture, write_fixture
+from fake_github import FakeGitHub, make_fixture, write_fixture
 from holding import HoldingGitHub
 
 REPO = "acme/widgets"

@@ -14,7 +14,7 @@ import pytest
 from anglekit.github_issues.build import build_dataset, normalize_text, text_leaks, token_counter
 from anglekit.github_issues.client import GitHubClient, GitHubError, RateLimited
 from anglekit.github_issues.collect import collect, read_manifest, read_repo
-from anglekit.github_issues.fake_server import FakeGitHub, make_fixture
+from fake_github import FakeGitHub, make_fixture
 
 REPO = "acme/faithful"
 SHARED_LIST = Path(__file__).resolve().parents[2].parent / "shared" / "paper" / "github_repositories.txt"

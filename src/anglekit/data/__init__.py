@@ -5,7 +5,8 @@ Layers, each importing only from the layers above it (and ``triplets`` from ``nl
 * ``splits``, ``root``, ``sources``, ``spec`` -- split names, the data root, the low-level source
   machinery (formats, decoding, lines, sinks, hub and saved datasets), the ``[hf:]SOURCE[:SPLIT]`` spec;
 * ``records`` -- the validated datasets (pairs, sentences, triplets); they know no reader;
-* ``readers`` (pairs, texts), ``sentences``, ``nli``, ``triplets``, ``senteval``, ``flickr`` -- readers;
+* ``readers`` (pairs, texts), ``sentences``, ``nli``, ``triplets``, ``senteval``, ``flickr``,
+  ``github_issues`` (the published GitHub Issues Similarity set) -- readers;
 * ``catalog`` -- every named dataset (pairs, sentences, triplets), local or hub, and ``resolve_dataset``;
 * ``training_data`` -- the ``--train-data`` specs of the contrastive objectives.
 

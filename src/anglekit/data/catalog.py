@@ -28,7 +28,7 @@ name               local directory (files)                        hub fallback (
                    #1 String, #2 String; labels 0/1.
 ``github-issues``  ``github-issues/`` as written by ``anglekit    ``WhereIsAI/github-issue-similarity``: text1,
                    github-issues build`` (``<split>.jsonl``,      text2, label; splits train / valid / test.
-                   ``github_issues.json``); labels 0/1.           Read by :mod:`anglekit.github_issues.dataset`.
+                   ``github_issues.json``); labels 0/1.           Read by :mod:`anglekit.data.github_issues`.
 =================  =============================================  ==============================================
 
 Sentence corpora (:func:`load_sentences_by_name`; every pair dataset above also gives the distinct
@@ -59,6 +59,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from anglekit.data.github_issues import FILE_SPLITS as GITHUB_ISSUES_SPLITS
+from anglekit.data.github_issues import HUB_ID as GITHUB_ISSUES_HUB_ID
+from anglekit.data.github_issues import MANIFEST as GITHUB_ISSUES_MANIFEST
+from anglekit.data.github_issues import NAMES as GITHUB_ISSUES_NAMES
+from anglekit.data.github_issues import load_github_issues
 from anglekit.data.nli import load_snli, snli_files
 from anglekit.data.readers import read_delimited, read_hub_pairs, read_pairs
 from anglekit.data.records import PairDataset, SentenceDataset, TripletDataset
@@ -189,13 +194,6 @@ def load_mrpc(path: str | os.PathLike[str], split: str = "test", *, lenient: boo
     return read_pairs(file, format="tsv", columns=_PAIR_COLUMNS_MRPC, label_range=(0.0, 1.0), lenient=lenient, name=f"mrpc:{canonical}")
 
 
-def _load_github_issues(path: str | os.PathLike[str], split: str = "test", *, lenient: bool = False) -> PairDataset:
-    """The GitHub Issues Similarity set; its loader lives with its builder and is imported when used."""
-    from anglekit.github_issues.dataset import load_github_issues
-
-    return load_github_issues(path, split, lenient=lenient)
-
-
 # --------------------------------------------------------------------------------------------
 # Pair datasets
 # --------------------------------------------------------------------------------------------
@@ -216,13 +214,6 @@ class KnownDataset:
     hub_label_range: tuple[float, float]
     hub_note: str = ""
 
-
-GITHUB_ISSUES_HUB_ID = "WhereIsAI/github-issue-similarity"
-"""Hub id of the GitHub Issues Similarity set (``anglekit.github_issues.dataset.HUB_ID``)."""
-GITHUB_ISSUES_NAMES = ("github-issues", "github_issues", "github-issue-similarity", "gis")
-"""Its catalogue names (``anglekit.github_issues.dataset.NAMES``)."""
-GITHUB_ISSUES_MANIFEST = "github_issues.json"
-"""The file ``anglekit github-issues build`` writes next to the splits (``anglekit.github_issues.build.MANIFEST``)."""
 
 KNOWN_DATASETS: dict[str, KnownDataset] = {
     "stsb": KnownDataset(
@@ -263,13 +254,13 @@ KNOWN_DATASETS: dict[str, KnownDataset] = {
     ),
     "github-issues": KnownDataset(
         name="github-issues",
-        loader=_load_github_issues,
+        loader=load_github_issues,
         local_dirs=("github-issues", "github_issues", "github-issue-similarity"),
         marker_files=(GITHUB_ISSUES_MANIFEST,),
         hub_id=GITHUB_ISSUES_HUB_ID,
         hub_config=None,
         hub_columns={"text1": "text1", "text2": "text2", "label": "label"},
-        hub_splits={"train": "train", "dev": "valid", "test": "test"},
+        hub_splits=dict(GITHUB_ISSUES_SPLITS),
         hub_label_range=(0.0, 1.0),
         hub_note="labels 0/1 (duplicate issues); splits train / valid / test",
     ),

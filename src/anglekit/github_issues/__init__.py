@@ -8,8 +8,10 @@ Modules, one concept each:
 * :mod:`~anglekit.github_issues.collect` -- resumable collection into a folder (JSONL + state files);
 * :mod:`~anglekit.github_issues.duplicates` -- duplicate links marked by the project, rejections counted by reason;
 * :mod:`~anglekit.github_issues.build` -- pairs, leakage-free splits, statistics and the length plot;
-* :mod:`~anglekit.github_issues.dataset` -- loader of the published format (hub or local files);
-* :mod:`~anglekit.github_issues.fake_server` -- a fixture-driven fake GitHub API on 127.0.0.1 (tests, benchmark).
+* the loader of the published format (hub or local files) is :mod:`anglekit.data.github_issues`,
+  beside the other datasets of the catalogue (this package imports it, not the other way round).
+
+The fake GitHub API the tests and the benchmark run against is ``tests/fake_github.py``.
 
 Nothing here imports torch; the command line is :mod:`anglekit.cli.github_issues`.
 """

@@ -42,8 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anglekit.io.atomic import atomic_write, atomic_write_json
+from anglekit.data.github_issues import MANIFEST
 from anglekit.errors import ConfigError, DataError
+from anglekit.io.atomic import atomic_write, atomic_write_json
 from anglekit.github_issues.collect import read_collection, read_manifest
 from anglekit.github_issues.duplicates import IssueRef, find_duplicate_pairs, parse_authors
 
@@ -62,7 +63,6 @@ __all__ = [
 ]
 
 SPLITS = ("train", "valid", "test")
-MANIFEST = "github_issues.json"
 PAPER_SPLIT_SIZES = {"train": 18565, "valid": 1547, "test": 1548}
 PAPER_POSITIVES = {"train": 9457, "valid": 774, "test": 807}
 PAPER_NEGATIVE_RATIO = (sum(PAPER_SPLIT_SIZES.values()) - sum(PAPER_POSITIVES.values())) / sum(PAPER_POSITIVES.values())

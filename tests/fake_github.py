@@ -1,4 +1,7 @@
-"""A fake GitHub REST API on 127.0.0.1, serving a fixture written to disk (tests and benchmarks).
+"""A fake GitHub REST API on 127.0.0.1, serving a fixture written to disk (tests and ``benchmarks/bench_github.py``).
+
+Not part of the package: importable as ``fake_github`` with ``tests/`` on ``sys.path`` (``tests/conftest.py``
+puts it there; the benchmark does the same).
 
 A fixture is a JSON object::
 

@@ -17,8 +17,9 @@ read before going offline and **not re-verified**): default config with columns 
 Split names: those of :func:`anglekit.data.splits.normalize_split` (``train``; ``dev``, also
 ``valid``, ``validation``, ``val``; ``test``); the files and the hub call the dev split ``valid``.
 
-The catalogue (:mod:`anglekit.data.catalog`) lists the dataset as ``github-issues`` and calls
-:func:`load_github_issues` for it; this module does not import the catalogue.
+The catalogue (:mod:`anglekit.data.catalog`) lists the dataset as ``github-issues`` with
+:func:`load_github_issues` as its loader; this module does not import the catalogue. The builder
+(:mod:`anglekit.github_issues`) imports from here (``MANIFEST``), never the other way round.
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ from anglekit.data.records import PairDataset
 from anglekit.data.splits import normalize_split
 from anglekit.errors import ConfigError, DataError
 
-__all__ = ["FILE_SPLITS", "HUB_ID", "NAMES", "load_github_issues"]
+__all__ = ["FILE_SPLITS", "HUB_ID", "MANIFEST", "NAMES", "load_github_issues"]
 
 HUB_ID = "WhereIsAI/github-issue-similarity"
 NAMES = ("github-issues", "github_issues", "github-issue-similarity", "gis")
 FILE_SPLITS = {"train": "train", "dev": "valid", "test": "test"}
 """Canonical split -> the split's name in the files and on the hub."""
+MANIFEST = "github_issues.json"
+"""The file ``anglekit github-issues build`` writes next to the splits; it marks such a folder."""
 _COLUMNS = {"text1": "text1", "text2": "text2", "label": "label"}
 _EXTENSIONS = ("jsonl", "json", "parquet", "csv", "tsv")
 
