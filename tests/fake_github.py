@@ -75,6 +75,7 @@ class FakeGitHub:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are two writes: without it a kept-alive connection waits for delayed ACKs
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
                 fake._handle(self)

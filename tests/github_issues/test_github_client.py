@@ -137,3 +137,85 @@ def test_other_403_is_an_error_not_a_wait() -> None:
         with pytest.raises(GitHubError, match="403"):
             _client(server, t).get("/private")
     assert t.sleeps == []
+
+
+def _closed_port() -> int:
+    """A port nothing listens on (bound, then closed): connecting to it is refused."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_connection_refused_is_retried_with_backoff_then_fails() -> None:
+    t = FakeTime()
+    client = _client_at(f"http://127.0.0.1:{_closed_port()}", t, max_retries=3, backoff_s=0.5)
+    with pytest.raises(GitHubError, match="request failed") as info:
+        client.get("/items")
+    assert info.value.status is None and info.value.url.endswith("/items")
+    assert t.sleeps == [0.5, 1.0, 2.0] and client.stats.requests == 4 and client.stats.retries == 3
+
+
+def test_a_request_the_server_never_answers_times_out_and_is_retried() -> None:
+    from holding import HoldingGitHub
+
+    t = FakeTime()
+    with HoldingGitHub(_list_fixture(1)) as server:
+        server.hold_at = 0  # every request is held: each attempt times out by construction
+        client = _client(server, t, timeout_s=0.2, max_retries=1)
+        with pytest.raises(GitHubError, match="request failed"):
+            client.get("/items")
+        assert server.reached.is_set() and client.stats.requests == 2 and client.stats.retries == 1
+    assert t.sleeps == [1.0]
+
+
+def test_redirects_are_followed_like_a_renamed_repository() -> None:
+    fixture = {"routes": {"/repos/old/name/issues": {"status": 301, "headers": {"Location": "/repos/new/name/issues?per_page=3"}, "json": {}},
+                          "/repos/new/name/issues": {"items": [{"id": i} for i in range(5)]}}}
+    t = FakeTime()
+    with FakeGitHub(fixture) as server:
+        with _client(server, t) as client:
+            items = client.list_all("/repos/old/name/issues")
+        assert [r["path"] for r in server.requests] == ["/repos/old/name/issues", "/repos/new/name/issues", "/repos/new/name/issues"]
+    assert [x["id"] for x in items] == list(range(5)) and t.sleeps == []
+
+
+def test_headers_sent_and_connections_kept_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "tok")
+    with FakeGitHub(_list_fixture(7)) as server:
+        seen: list[Any] = []
+        original = server._handle
+
+        def record(handler: Any) -> None:
+            seen.append((handler.client_address, dict(handler.headers)))
+            original(handler)
+
+        server._handle = record  # type: ignore[method-assign]
+        with _client(server, FakeTime()) as client:
+            assert len(client.list_all("/items")) == 7
+    assert len(seen) == 3 and len({address for address, _ in seen}) == 1  # one connection for the three pages
+    headers = seen[0][1]
+    assert headers["Accept"] == "application/vnd.github+json" and headers["X-GitHub-Api-Version"] == "2022-11-28"
+    assert headers["User-Agent"] == "anglekit-github-issues" and headers["Authorization"] == "Bearer tok"
+
+
+def test_without_httpx_the_module_imports_and_a_client_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import anglekit, anglekit.cli, anglekit.github_issues.client, anglekit.generation.backends.openai_compat\n"
+        "assert 'httpx' not in sys.modules, 'imported httpx'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    from anglekit.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "httpx", None)  # import httpx -> ImportError
+    with pytest.raises(ConfigError, match=r"needs httpx: pip install 'anglekit\[data\]'"):
+        GitHubClient("http://127.0.0.1:1")
+
+
+def _client_at(base_url: str, t: FakeTime, **kwargs: Any) -> GitHubClient:
+    return GitHubClient(base_url, sleep=t.sleep, clock=t.clock, **kwargs)

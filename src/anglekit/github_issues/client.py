@@ -1,6 +1,10 @@
 """A small GitHub REST client: token from the environment, ``Link`` pagination, rate limits by waiting.
 
-Only the standard library is used (``urllib``). Behaviour:
+HTTP goes through ``httpx`` (one ``httpx.Client`` per :class:`GitHubClient`: kept-alive
+connections, redirects followed, the environment's proxy settings except for a loopback base URL);
+``httpx`` is imported when a client is made, so ``import anglekit`` does not need it (it comes
+with the ``data`` and ``llm`` extras). ``httpx`` itself retries nothing: the policy below is the
+only one. Behaviour:
 
 * the token is read from an environment variable (default ``GITHUB_TOKEN``), never from a
   command-line value; without it requests are anonymous (60 requests an hour on github.com);
@@ -13,12 +17,15 @@ Only the standard library is used (``urllib``). Behaviour:
 * the waits a response demands (``Retry-After``, a 403/429 with remaining 0) are bounded per
   request: after ``max_rate_limit_waits`` of them, or once they add up to ``max_total_wait_s``,
   :class:`RateLimited` is raised (each single wait is capped at ``max_wait_s``);
-* ``5xx``, connection errors and malformed JSON bodies are retried with exponential backoff, up
-  to ``max_retries`` times, then raise :class:`GitHubError`; a ``404`` raises :class:`NotFound`.
+* ``5xx``, connection errors, timeouts (``timeout_s`` for connecting and for each read) and
+  malformed JSON bodies are retried with exponential backoff, up to ``max_retries`` times, then
+  raise :class:`GitHubError`; a ``404`` raises :class:`NotFound`.
 
 Waiting goes through the injectable ``sleep``/``clock`` callables, so tests never really wait.
 ``rate_limit=False`` turns the pre-emptive primary-limit wait off (benchmarks against a local
-server); responses that demand a wait (403/429) are still honoured.
+server); responses that demand a wait (403/429) are still honoured. :meth:`GitHubClient.close`
+(or ``with GitHubClient(...) as client:``) closes the connections; a client that is dropped
+closes them when it is garbage-collected.
 """
 
 from __future__ import annotations
@@ -27,14 +34,17 @@ import json
 import os
 import re
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
-from anglekit.errors import AnglekitError
+from anglekit.errors import AnglekitError, ConfigError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -50,6 +60,17 @@ __all__ = [
 DEFAULT_BASE_URL = "https://api.github.com"
 DEFAULT_TOKEN_ENV = "GITHUB_TOKEN"
 _LINK = re.compile(r'<([^>]*)>\s*;\s*rel="?([^";]+)"?')
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def _http_client(base_url: str, timeout_s: float, headers: dict[str, str]) -> httpx.Client:
+    """The ``httpx.Client`` of one :class:`GitHubClient` (a clear error when httpx is missing)."""
+    try:
+        import httpx
+    except ImportError:
+        raise ConfigError("the GitHub client needs httpx: pip install 'anglekit[data]' (or httpx)") from None
+    host = urllib.parse.urlsplit(base_url).hostname or ""
+    return httpx.Client(timeout=timeout_s, headers=headers, follow_redirects=True, trust_env=host not in _LOOPBACK)
 
 
 class GitHubError(AnglekitError):
@@ -147,6 +168,21 @@ class GitHubClient:
         self.user_agent = user_agent
         self.stats = ClientStats()
         self._resume_at: float | None = None  # primary limit exhausted: no request before this time
+        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28", "User-Agent": user_agent}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        self._http = _http_client(self.base_url, timeout_s, headers)
+        self._closer = weakref.finalize(self, self._http.close)
+
+    def close(self) -> None:
+        """Close the connections (the client cannot be used afterwards)."""
+        self._closer()
+
+    def __enter__(self) -> GitHubClient:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.close()
 
     @property
     def authenticated(self) -> bool:
@@ -179,19 +215,11 @@ class GitHubClient:
 
     # ------------------------------------------------------------------ requests
     def _open(self, url: str) -> tuple[int, dict[str, str], bytes]:
-        request = urllib.request.Request(url, method="GET")
-        request.add_header("Accept", "application/vnd.github+json")
-        request.add_header("X-GitHub-Api-Version", "2022-11-28")
-        request.add_header("User-Agent", self.user_agent)
-        if self._token:
-            request.add_header("Authorization", f"Bearer {self._token}")
+        """One GET: status, headers (lower-case names) and body; transport failures raise ``httpx.TransportError``."""
         self.stats.requests += 1
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as reply:  # noqa: S310 - http(s) only
-                status, headers, body = reply.status, dict(reply.headers.items()), reply.read()
-        except urllib.error.HTTPError as error:
-            status, headers, body = error.code, dict(error.headers.items()) if error.headers else {}, error.read()
-        headers = {k.lower(): v for k, v in headers.items()}
+        reply = self._http.get(url)
+        status, body = reply.status_code, reply.content
+        headers = {k.lower(): v for k, v in reply.headers.items()}
         self.stats.by_status[status] = self.stats.by_status.get(status, 0) + 1
         return status, headers, body
 
@@ -200,6 +228,8 @@ class GitHubClient:
         url = self.url(path, params)
         if not url.startswith(("http://", "https://")):
             raise GitHubError("only http(s) URLs are fetched", url=url)
+        import httpx
+
         failures = 0
         secondary = 0
         demanded = 0  # waits a response demanded (Retry-After, primary limit) and their total
@@ -212,10 +242,12 @@ class GitHubClient:
                     self._wait(remaining, "primary rate limit")
             try:
                 status, headers, body = self._open(url)
-            except (urllib.error.URLError, OSError, TimeoutError) as error:
+            except httpx.InvalidURL as error:
+                raise GitHubError(f"invalid URL: {error}", url=url) from None
+            except httpx.TransportError as error:  # connection refused or reset, timeouts, protocol errors
                 failures += 1
                 if failures > self.max_retries:
-                    raise GitHubError(f"request failed: {error}", url=url) from None
+                    raise GitHubError(f"request failed: {error or type(error).__name__}", url=url) from None
                 self.stats.retries += 1
                 self._wait(self.backoff_s * 2 ** (failures - 1), "connection error")
                 continue
