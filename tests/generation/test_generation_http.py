@@ -487,3 +487,54 @@ def test_cli_non_finite_numbers_are_refused(tmp_path: Path, capsys: pytest.Captu
         assert server.log == []
     # A flag with a range refuses nan when parsed (its range in the message); the others when checked.
     assert rc == 2 and ("must be a finite number" in err or f"got {flags[1]}" in err) and not (tmp_path / "p.jsonl").exists(), err
+
+
+def _closed_port() -> int:
+    """A port nothing listens on (bound, then closed): connecting to it is refused."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_refused_connection_is_retried_then_given_up_naming_the_url() -> None:
+    from anglekit.generation.backends import GenerationParams
+    from anglekit.generation.backends.openai_compat import OpenAICompatBackend, RetryPolicy
+
+    retries: list[tuple[str, float]] = []
+    base = f"http://127.0.0.1:{_closed_port()}/v1"
+    backend = OpenAICompatBackend("m", base, retry=RetryPolicy(max_retries=2, backoff_base=0.0),
+                                  on_retry=lambda reason, wait: retries.append((reason, wait)))
+    with pytest.raises(BackendError) as info:
+        backend.complete("Say hi.", GenerationParams())
+    backend.close()
+    assert not info.value.fatal and str(info.value).startswith(f"{base}/chat/completions: giving up after 3 attempts (last: connection error")
+    assert len(retries) == 2 and all(reason.startswith("connection error") and wait == 0.0 for reason, wait in retries)
+
+
+def test_a_redirect_is_not_followed_but_reported(tmp_path: Path) -> None:
+    with FakeOpenAIServer(lambda body, n: Reply(status=307, headers={"Location": "/v2/chat/completions"})) as server:
+        result = generate_pairs(SENTENCES[:1], tmp_path / "p.jsonl", _config(server, tmp_path, kinds=("synonym",)))
+        assert len(server.log) == 1
+    assert result.summary["requests"]["failed"] == 1 and "HTTP 307 Temporary Redirect: 'scripted'" in result.summary["errors"][0]
+
+
+def test_a_loopback_server_is_reached_past_an_environment_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(name, dead)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with FakeOpenAIServer() as server:
+        result = generate_pairs(SENTENCES[:1], tmp_path / "p.jsonl", _config(server, tmp_path, kinds=("synonym",), max_retries=0))
+    assert result.complete and len(result.records) == 3
+
+
+def test_without_httpx_the_backend_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from anglekit.errors import ConfigError
+    from anglekit.generation.backends.openai_compat import OpenAICompatBackend
+
+    monkeypatch.setitem(sys.modules, "httpx", None)  # import httpx -> ImportError
+    with pytest.raises(ConfigError, match=r"needs httpx: pip install 'anglekit\[llm\]'"):
+        OpenAICompatBackend("m", "http://127.0.0.1:1/v1")

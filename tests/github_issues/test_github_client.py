@@ -219,3 +219,13 @@ def test_without_httpx_the_module_imports_and_a_client_is_a_clear_error(monkeypa
 
 def _client_at(base_url: str, t: FakeTime, **kwargs: Any) -> GitHubClient:
     return GitHubClient(base_url, sleep=t.sleep, clock=t.clock, **kwargs)
+
+
+def test_a_loopback_api_is_reached_past_an_environment_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(name, dead)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with FakeGitHub(_list_fixture(2)) as server, _client(server, FakeTime(), max_retries=0) as client:
+        assert client.get("/items").data == [{"id": 0}, {"id": 1}]

@@ -1,7 +1,14 @@
-"""OpenAI-compatible chat/completions over HTTP with the standard library (urllib), with retries.
+"""OpenAI-compatible chat/completions over HTTP (httpx), with retries.
 
-Retried: HTTP 408, 409, 425, 429 and every 5xx (500-599, Cloudflare's 520-529 included), timeouts,
-connection errors, and response bodies that are not the expected JSON. The wait before the next
+HTTP goes through one ``httpx.Client`` per backend (kept-alive connections shared by the
+generation threads; no proxy for a loopback base URL, else the environment's proxy settings;
+redirects are not followed: a 3xx answer fails the request like another 4xx). ``httpx`` is imported
+when a backend is made, so ``import anglekit`` does not need it (it comes with the ``llm`` and
+``data`` extras). ``httpx`` retries nothing and the OpenAI SDK is not used, so the policy below is
+the only one.
+
+Retried: HTTP 408, 409, 425, 429 and every 5xx (500-599, Cloudflare's 520-529 included), timeouts
+(``RetryPolicy.timeout`` for connecting and for each read), connection errors, and response bodies that are not the expected JSON. The wait before the next
 attempt is the server's ``Retry-After`` (seconds or an HTTP date) when given, capped at
 ``RetryPolicy.max_retry_after``; otherwise exponential backoff ``backoff_base * 2**attempt``
 (capped at ``backoff_max``) with up to 25% jitter.
@@ -16,22 +23,22 @@ an answer in between resets the count): a request the server rejects every time 
 from __future__ import annotations
 
 import email.utils
-import http.client
 import json
 import os
 import random
-import socket
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anglekit.errors import ConfigError
 from anglekit.generation.backends import BackendError, Completion, GenerationParams
+
+if TYPE_CHECKING:
+    import httpx
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, *range(500, 600)})
 FATAL_STATUSES = frozenset({401, 403, 404})
@@ -97,6 +104,16 @@ def server_message(body: bytes) -> str:
     return text[:300]
 
 
+def _http_client(base_url: str, timeout: float) -> httpx.Client:
+    """The ``httpx.Client`` of one backend (a clear error when httpx is missing)."""
+    try:
+        import httpx
+    except ImportError:
+        raise ConfigError("the openai: backend needs httpx: pip install 'anglekit[llm]' (or httpx)") from None
+    host = urllib.parse.urlsplit(base_url).hostname or ""
+    return httpx.Client(timeout=timeout, trust_env=host not in _LOOPBACK)
+
+
 class _Retry(Exception):
     def __init__(self, reason: str, wait: float | None = None) -> None:
         super().__init__(reason)
@@ -132,9 +149,12 @@ class OpenAICompatBackend:
         self._errors_lock = threading.Lock()
         self._last_error: tuple[int, str] | None = None
         self._repeats = 0
-        host = urllib.parse.urlsplit(self.base_url).hostname or ""
-        handlers = [urllib.request.ProxyHandler({})] if host in _LOOPBACK else []
-        self._opener = urllib.request.build_opener(*handlers)
+        self._http = _http_client(self.base_url, self.retry.timeout)
+        self._closer = weakref.finalize(self, self._http.close)
+
+    def close(self) -> None:
+        """Close the connections (the backend cannot be used afterwards; also done when it is garbage-collected)."""
+        self._closer()
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "anglekit-generate"}
@@ -157,23 +177,20 @@ class OpenAICompatBackend:
         return json.dumps(body).encode("utf-8")
 
     def _attempt(self, body: bytes) -> Completion:
-        request = urllib.request.Request(self.url, data=body, headers=self._headers(), method="POST")
+        import httpx
+
         try:
-            with self._opener.open(request, timeout=self.retry.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            if exc.code in RETRY_STATUSES:
-                raise _Retry(f"HTTP {exc.code}", parse_retry_after(exc.headers.get("Retry-After"))) from None
-            detail = server_message(exc.read(4096)) if exc.fp is not None else ""
-            raise self._client_error(exc.code, str(exc.reason), detail) from None
-        except (TimeoutError, socket.timeout):
+            response = self._http.post(self.url, content=body, headers=self._headers())
+        except httpx.TimeoutException:
             raise _Retry("timeout") from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, (TimeoutError, socket.timeout)):
-                raise _Retry("timeout") from None
-            raise _Retry(f"connection error ({exc.reason})") from None
-        except (ConnectionError, http.client.HTTPException, OSError) as exc:
-            raise _Retry(f"connection error ({type(exc).__name__})") from None
+        except httpx.TransportError as exc:  # refused, reset, closed early, protocol errors
+            raise _Retry(f"connection error ({exc or type(exc).__name__})") from None
+        status = response.status_code
+        if status in RETRY_STATUSES:
+            raise _Retry(f"HTTP {status}", parse_retry_after(response.headers.get("Retry-After")))
+        if status >= 300:
+            raise self._client_error(status, response.reason_phrase, server_message(response.content[:4096]))
+        raw = response.content
         try:
             payload = json.loads(raw)
             choice = payload["choices"][0]
