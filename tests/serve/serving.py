@@ -39,6 +39,8 @@ class Gate:
         self._open = threading.Event()
         self._open.set()
         self.fail_when: Callable[[Sequence[Sequence[int]]], bool] = lambda ids: False
+        self.close_after: int | None = None
+        """Close the gate again once this many batches went through (the next one waits at it)."""
 
     def hold(self) -> None:
         self.entered.clear()
@@ -54,6 +56,9 @@ class Gate:
         self.entered.set()
         assert self._open.wait(60), "the test never released the gate"
         self.batches.append([len(seq) for seq in token_ids])
+        if self.close_after is not None and len(self.batches) >= self.close_after:
+            self.close_after = None
+            self.hold()
         if self.fail_when(token_ids):
             raise RuntimeError("the backend broke on purpose")
         return self.inner.embed(token_ids)

@@ -275,9 +275,8 @@ def test_clients_just_answered_share_the_next_forward_pass(
         waiting = asyncio.ensure_future(batcher.embed(texts[1:2]))  # arrives while the first runs
         await asyncio.to_thread(wait_for, lambda: batcher.queued == 2)
         await asyncio.sleep(2.0)  # a long first window: the worker may then wait up to a quarter of it (0.5 s)
+        gate.close_after = 1  # the next window stops at the gate, whichever texts it holds
         gate.release()
-        await asyncio.to_thread(wait_for, lambda: len(gate.batches) == 1)
-        gate.hold()  # the next window stops at the gate, whichever texts it holds
         answer = await first
         if not return_wait:  # no wait for returns: the next window (`waiting` alone) is formed at once
             await asyncio.to_thread(gate.entered.wait, 60)
