@@ -30,7 +30,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -182,12 +182,15 @@ def _vectors(data: bytes, encoding: str) -> np.ndarray:
 
 
 async def run_cell(url: str, sentences: list[str], size: int, concurrency: int, requests: int, max_seconds: float,
-                   encoding: str) -> dict[str, Any]:  # fmt: skip
-    """Warm up (``concurrency`` requests), then ``requests`` requests from ``concurrency`` clients."""
+                   encoding: str, body_of: Callable[[list[str]], bytes] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Warm up (``concurrency`` requests), then ``requests`` requests from ``concurrency`` clients;
+    ``body_of(texts)``: the request body (default: an embeddings request in ``encoding``); every
+    answer must hold ``size`` entries in ``data``."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    bodies = [_body([sentences[(k * size + j) % len(sentences)] for j in range(size)], encoding) for k in range(max(requests, 64))]
+    make = body_of or (lambda texts: _body(texts, encoding))
+    bodies = [make([sentences[(k * size + j) % len(sentences)] for j in range(size)]) for k in range(max(requests, 64))]
     connections = [Connection(parts.hostname or "127.0.0.1", parts.port or 80, parts.path) for _ in range(concurrency)]
     latencies: list[float] = []
     failures: list[str] = []

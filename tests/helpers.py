@@ -50,8 +50,8 @@ def vocabulary() -> list[str]:
     return list(seen)
 
 
-def build_tiny_bert(directory: Path, *, seed: int = 0) -> Path:
-    """A random 2-layer BERT (hidden 32) with a WordPiece tokenizer, saved under ``directory``."""
+def build_tiny_bert(directory: Path, *, seed: int = 0, layers: int = 2) -> Path:
+    """A random BERT of ``layers`` layers (default 2; hidden 32) with a WordPiece tokenizer, saved under ``directory``."""
     import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
@@ -63,7 +63,7 @@ def build_tiny_bert(directory: Path, *, seed: int = 0) -> Path:
     config = BertConfig(
         vocab_size=len(vocab),
         hidden_size=32,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=128,
@@ -81,8 +81,8 @@ def build_tiny_bert(directory: Path, *, seed: int = 0) -> Path:
     return directory
 
 
-def build_tiny_llama(directory: Path, *, seed: int = 0) -> Path:
-    """A random 2-layer Llama-style causal LM with a fast tokenizer that has NO pad token, left padding."""
+def build_tiny_llama(directory: Path, *, seed: int = 0, layers: int = 2) -> Path:
+    """A random Llama-style causal LM of ``layers`` layers (default 2) with a fast tokenizer that has NO pad token, left padding."""
     import torch
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -107,7 +107,7 @@ def build_tiny_llama(directory: Path, *, seed: int = 0) -> Path:
         vocab_size=len(vocab),
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=2,
         num_key_value_heads=2,
         max_position_embeddings=128,

@@ -34,6 +34,9 @@ class Gate:
         self.dim = inner.dim
         self.max_length = inner.max_length
         self.normalize = inner.normalize
+        self.layers = getattr(inner, "layers", None)
+        self.early_exit = getattr(inner, "early_exit", False)
+        self.early_exit_problem = getattr(inner, "early_exit_problem", None)
         self.batches: list[list[int]] = []
         self.entered = threading.Event()
         self._open = threading.Event()
@@ -52,7 +55,7 @@ class Gate:
     def tokenize(self, texts: Sequence[str], role: Any, *, truncate: bool) -> list[list[int]]:
         return self.inner.tokenize(texts, role, truncate=truncate)
 
-    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+    def embed(self, token_ids: Sequence[Sequence[int]], layer: int | None = None) -> np.ndarray:
         self.entered.set()
         assert self._open.wait(60), "the test never released the gate"
         self.batches.append([len(seq) for seq in token_ids])
@@ -61,7 +64,7 @@ class Gate:
             self.hold()
         if self.fail_when(token_ids):
             raise RuntimeError("the backend broke on purpose")
-        return self.inner.embed(token_ids)
+        return self.inner.embed(token_ids) if layer is None else self.inner.embed(token_ids, layer=layer)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:

@@ -42,7 +42,7 @@ BAD_EMBEDDINGS = [
     (b'{"input": ["a", null]}', 400, "invalid_request", "input", "input[1] must be a string, got null"),
     (b'{"input": "a", "model": 3}', 400, "invalid_request", "model", "model must be a string"),
     (b'{"input": "a", "model": "other"}', 404, "model_not_found", "model", "not served"),
-    (b'{"input": "a", "encoding_format": "int8"}', 400, "invalid_request", "encoding_format", "'float' or 'base64'"),
+    (b'{"input": "a", "encoding_format": "int4"}', 400, "invalid_request", "encoding_format", "'float', 'base64', 'int8', 'uint8', 'binary', 'ubinary'"),
     (b'{"input": "a", "encoding_format": 1}', 400, "invalid_request", "encoding_format", "must be a string"),
     (b'{"input": "a", "dimensions": "8"}', 400, "invalid_request", "dimensions", "integer"),
     (b'{"input": "a", "dimensions": true}', 400, "invalid_request", "dimensions", "integer"),

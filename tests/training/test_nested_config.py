@@ -91,3 +91,7 @@ def test_train_runs_end_to_end_with_ese(tiny_bert_dir: Path, pair_file: Path, tm
     assert "loss_ese_layers" in (tmp_path / "run" / "metrics.jsonl").read_text()
     shallow = Embedder.from_pretrained(result.model_dir, layer=1, truncate_dim=16, device="cpu")
     assert shallow.encode(["a dog", "a cat"]).shape == (2, 16)
+    # every layer was trained: the saved model says so (the server then accepts a per-request layer)
+    assert shallow.config.early_exit is True
+    plain = train(TrainConfig.from_dict({**config.flat(), "ese": False, "ese_compression_size": None, "output_dir": str(tmp_path / "plain")}))
+    assert Embedder.from_pretrained(plain.model_dir, device="cpu").config.early_exit is False

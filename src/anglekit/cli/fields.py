@@ -49,8 +49,9 @@ def add_setting(container: Any, s: Setting) -> None:
             kwargs["choices"] = s.choices
         else:
             kwargs["metavar"] = kind.__name__.upper()
-        if s.item is not None:  # a list setting: --flag 1 2 3
+        if s.item is not None:  # a list setting: --flag 1 2 3, and repeatable (--flag 1 --flag 2)
             kwargs["nargs"] = "+"
+            kwargs["action"] = "extend"
     container.add_argument(flag, dest=s.key, help=_help(s), **kwargs)
     for alias in aliases:
         container.add_argument(alias, dest=s.key, help=argparse.SUPPRESS, **kwargs)
@@ -61,7 +62,7 @@ def add_setting(container: Any, s: Setting) -> None:
                 container.add_argument(spelled, dest=s.key, action=OldFlag, old=old, new_key=s.key, nargs=0, const=given)
         else:
             container.add_argument(dashed, dest=s.key, action=OldFlag, old=old, new_key=s.key,
-                                   **{k: v for k, v in kwargs.items() if k != "metavar"})
+                                   **{k: v for k, v in kwargs.items() if k not in ("metavar", "action")})
 
 
 class OldFlag(argparse.Action):

@@ -22,7 +22,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         allow_abbrev=False,
         argument_default=argparse.SUPPRESS,
         help="serve a model over HTTP: OpenAI /v1/embeddings with dynamic batching",
-        description="Serve a model over HTTP: POST /v1/embeddings (OpenAI), POST /embed, GET /v1/models, "
+        description="Serve a model over HTTP: POST /v1/embeddings (OpenAI; quantized encoding formats, per-request layer of ESE models), "
+        "POST /v1/search (the indexes given with --index), POST /embed, GET /v1/models, "
         "GET /health, GET /metrics. Concurrent requests share length-ordered batches. SIGTERM drains "
         "the requests in flight and exits 0. Needs the 'serve' extra: pip install 'anglekit[serve]'.",
     )

@@ -226,6 +226,22 @@ class VectorIndex:
     def __contains__(self, ident: Any) -> bool:
         return str(ident) in self._row
 
+    def row_of(self, ident: str) -> int:
+        """The row of the document ``ident`` (a KeyError when it is not in the index)."""
+        return self._row[ident]
+
+    @property
+    def codes(self) -> np.ndarray | None:
+        """The int8 codes or packed bits of a quantized index, one row per id (None for ``quantize="none"``)."""
+        self._sync()
+        return self._codes
+
+    @property
+    def int8_scale(self) -> float | None:
+        """The scale of an int8 index's codes (``x ~ code * scale``); None for another quantization
+        or before the codes exist."""
+        return self._scale if self.settings.quantize == "int8" else None
+
     @property
     def vectors(self) -> np.ndarray:
         """The unit float32 vectors, one row per id (memory-mapped after :meth:`load`)."""

@@ -15,6 +15,9 @@ from anglekit.model.pooling import check_strategy
 CONFIG_NAME = "anglekit_config.json"
 FORMAT_VERSION = 1
 ROLES = ("query", "document")
+VECTOR_NEUTRAL = ("early_exit",)
+"""EmbedderConfig keys that change no vector (left out of fingerprints, so indexes built before
+they existed still match)."""
 
 
 @dataclass
@@ -57,6 +60,10 @@ class EmbedderConfig:
     layer: int | None = None
     """Embed from this transformer layer (1 = the first) instead of the last, as if the model
     stopped there (ESE layer truncation); pooling applies to that layer. None: the last layer."""
+    early_exit: bool = False
+    """Trained with ESE (every layer's pooled output was trained): an earlier layer's vector is
+    usable on its own, so a request may stop at an earlier layer (the server's per-request
+    ``layer``). It changes no vector, so it is not part of the model's fingerprint."""
     long_text: str = "truncate"
     """Texts longer than the window: ``truncate`` (cut at ``max_length``), ``chunk-mean`` or
     ``chunk-max`` (embed overlapping windows and pool their vectors: anglekit's substitute for
@@ -77,7 +84,7 @@ class EmbedderConfig:
             raise ConfigError(f"max_length must be a positive integer, got {self.max_length!r}")
         if self.padding_side not in (None, "left", "right"):
             raise ConfigError(f"padding_side must be 'left', 'right' or None, got {self.padding_side!r}")
-        for name in ("normalize", "bidirectional"):
+        for name in ("normalize", "bidirectional", "early_exit"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.prompt_preprocess is None:
@@ -173,6 +180,7 @@ class EmbedderSettings:
     base_gguf_file: str | None = None
     truncate_dim: int | None = None
     layer: int | None = None
+    early_exit: bool | None = None
     long_text: str | None = None
     long_text_window: int | None = None
     long_text_stride: int | None = None

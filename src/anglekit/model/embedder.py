@@ -30,8 +30,9 @@ from anglekit.errors import ConfigError
 from anglekit.io.atomic import settle_modes, staging_dir
 from anglekit.llm.bidirectional import enable_bidirectional, is_bidirectional
 from anglekit.llm.lora import ALL_LINEAR, DEFAULT_ALPHA, DEFAULT_DROPOUT, DEFAULT_RANK, is_peft_model, unwrap
-from anglekit.model.config import EmbedderConfig, EmbedderSettings
+from anglekit.model.config import VECTOR_NEUTRAL, EmbedderConfig, EmbedderSettings
 from anglekit.model.devices import INFERENCE_PRECISIONS, default_device, dtype_for_precision
+from anglekit.model.early_exit import hidden_states_to
 from anglekit.model.card import ModelCardData, portable_base, read_card, write_card
 from anglekit.model.encoding import EncodeAPI, prepare_tokenizer, tokenize_texts
 from anglekit.model.loading import LoadOptions, load_model
@@ -365,21 +366,33 @@ class Embedder(EncodeAPI, nn.Module):
         """The width of :meth:`encode`'s vectors by default: ``config.truncate_dim`` or :attr:`dim`."""
         return self.config.truncate_dim or self.dim
 
+    def check_layer(self, layer: int) -> int:
+        """``layer`` if this backbone has it (1 = the first transformer layer), else a ConfigError."""
+        layers = self.num_layers
+        if isinstance(layer, bool) or not isinstance(layer, int) or layer < 1 or (layers is not None and layer > layers):
+            raise ConfigError(f"{self.source}: layer must be an integer between 1 and {layers}, got {layer!r}")
+        return layer
+
     @property
     def num_layers(self) -> int | None:
         """The backbone's number of transformer layers (None when its config does not say)."""
         layers = getattr(unwrap(self.backbone).config, "num_hidden_layers", None)
         return None if layers is None else int(layers)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, *, layers: bool = False, **backbone_inputs: Tensor) -> Tensor:
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor, *, layers: bool = False, layer: int | None = None, **backbone_inputs: Tensor
+    ) -> Tensor:
         """Pooled (not normalised) vectors of a padded batch, shape [batch, hidden].
 
-        From the layer ``config.layer`` when set (pooled as if the model stopped there). With
-        ``layers=True``: a stack ``[n, batch, hidden]`` of every transformer layer 1..n (n = that
-        layer or the last), each pooled as if the model stopped there; row n-1 is the usual output
-        (ESE training).
+        From the layer ``layer`` (default: ``config.layer``) when set, pooled as if the model
+        stopped there; outside training the blocks after it do not run (early exit,
+        :mod:`anglekit.model.early_exit`). With ``layers=True``: a stack ``[n, batch, hidden]`` of
+        every transformer layer 1..n (n = that layer or the last), each pooled as if the model
+        stopped there; row n-1 is the usual output (ESE training).
         """
-        top = self.config.layer
+        top = self.config.layer if layer is None else self.check_layer(layer)
+        if top is not None and top == self.num_layers:
+            top = None  # the last layer: an ordinary forward pass
         want_all = layers or top is not None or needs_all_hidden_states(self.config.pooling)
         if self._takes_position_ids and "position_ids" not in backbone_inputs and bool((attention_mask[:, 0] == 0).any()):
             # Left padding: count positions from each row's first real token, so that a text's
@@ -387,6 +400,9 @@ class Embedder(EncodeAPI, nn.Module):
             backbone_inputs["position_ids"] = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
         if self._takes_use_cache and "use_cache" not in backbone_inputs:
             backbone_inputs["use_cache"] = False  # a decoder's key/value cache is of no use for embeddings
+        if top is not None and not layers and not torch.is_grad_enabled():
+            states = hidden_states_to(self.backbone, top, input_ids=input_ids, attention_mask=attention_mask, **backbone_inputs)
+            return pool(self.config.pooling, states, attention_mask)
         outputs = self.backbone(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -442,7 +458,8 @@ class Embedder(EncodeAPI, nn.Module):
     def fingerprint(self) -> str:
         """A stable id of the weights and embedding settings (for caches), cheap to compute."""
         digest = hashlib.sha256()
-        digest.update(json.dumps(self.config.to_dict(), sort_keys=True).encode())
+        settings = {k: v for k, v in self.config.to_dict().items() if k not in VECTOR_NEUTRAL}
+        digest.update(json.dumps(settings, sort_keys=True).encode())
         backbone_config = {
             k: v
             for k, v in unwrap(self.backbone).config.to_dict().items()

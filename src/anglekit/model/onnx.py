@@ -27,7 +27,7 @@ import numpy as np
 
 from anglekit.errors import ConfigError
 from anglekit.io.atomic import settle_modes, staging_dir
-from anglekit.model.config import CONFIG_NAME, EmbedderConfig
+from anglekit.model.config import CONFIG_NAME, VECTOR_NEUTRAL, EmbedderConfig
 from anglekit.model.encoding import EncodeAPI, prepare_tokenizer, tokenize_texts
 
 ONNX_FILE = "model.onnx"
@@ -512,7 +512,8 @@ class OnnxEmbedder(EncodeAPI):
     def fingerprint(self) -> str:
         """A stable id of the model's files and its embedding settings (for caches and indexes)."""
         digest = hashlib.sha256()
-        digest.update(json.dumps(self.config.to_dict(), sort_keys=True).encode())
+        settings = {k: v for k, v in self.config.to_dict().items() if k not in VECTOR_NEUTRAL}
+        digest.update(json.dumps(settings, sort_keys=True).encode())
         for path in self.weight_files():
             with open(path, "rb") as handle:
                 for chunk in iter(lambda: handle.read(1 << 22), b""):

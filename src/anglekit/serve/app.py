@@ -26,6 +26,7 @@ from anglekit.errors import AnglekitError
 from anglekit.serve.backends import Backend
 from anglekit.serve.batcher import Batcher
 from anglekit.serve.errors import (
+    IndexNotFound,
     InternalError,
     InvalidRequest,
     MethodNotAllowed,
@@ -37,12 +38,23 @@ from anglekit.serve.errors import (
     Unauthorized,
 )
 from anglekit.serve.metrics import CONTENT_TYPE, Metrics
-from anglekit.serve.schemas import EmbeddingsRequest, EmbedRequest, dumps, embeddings_response, finish, parse_json
+from anglekit.serve.quantized import QUANTIZED_FORMATS, UNIT_RANGE, Calibration, describe, quantize
+from anglekit.serve.schemas import (
+    EmbeddingsRequest,
+    EmbedRequest,
+    SearchRequest,
+    dumps,
+    embeddings_response,
+    finish,
+    parse_json,
+    search_response,
+)
+from anglekit.serve.search import ServedIndex, load_indexes
 from anglekit.serve.settings import ServeSettings
 
 log = logging.getLogger(__name__)
 
-ROUTES = ("/v1/embeddings", "/embed", "/v1/models", "/health", "/metrics")
+ROUTES = ("/v1/embeddings", "/v1/search", "/embed", "/v1/models", "/health", "/metrics")
 """The routes (metrics label any other path ``other``)."""
 
 
@@ -58,6 +70,7 @@ class ServerState:
         self.error: BaseException | None = None
         self.backend: Backend | None = None
         self.batcher: Batcher | None = None
+        self.indexes: dict[str, ServedIndex] = {}
         self.created = int(time.time())
         self.on_ready: Callable[[], None] | None = None
         self.on_failure: Callable[[BaseException], None] | None = None
@@ -67,6 +80,7 @@ class ServerState:
         """Load and warm up the model, start the batcher (on a thread of its own)."""
         try:
             backend = self._load()
+            indexes = load_indexes(self.settings.index, backend)
             s = self.settings
             batcher = Batcher(
                 backend, max_batch_tokens=s.max_batch_tokens, max_batch_size=s.max_batch_size, max_queue=s.max_queue, metrics=self.metrics
@@ -85,6 +99,7 @@ class ServerState:
         if self.status != "loading":  # shut down while loading
             return
         self.backend = backend
+        self.indexes = indexes
         self.batcher = batcher
         batcher.start()
         self.status = "ready"
@@ -111,6 +126,43 @@ class ServerState:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip().encode(), key.encode()):
             raise Unauthorized("invalid API key", headers=challenge)
+
+    def served_index(self, name: str | None) -> ServedIndex:
+        """The index ``name`` (None: the only one served), else IndexNotFound."""
+        if not self.indexes:
+            raise IndexNotFound("this server serves no index; start it with --index DIR (built by 'anglekit index build')", param="index")
+        if name is None:
+            if len(self.indexes) > 1:
+                raise IndexNotFound(f"this server serves several indexes; name one in 'index': {', '.join(self.indexes)}", param="index")
+            return next(iter(self.indexes.values()))
+        if name not in self.indexes:
+            raise IndexNotFound(f"index {name!r} is not served here; served: {', '.join(self.indexes)}", param="index")
+        return self.indexes[name]
+
+    def check_layer(self, layer: int | None, backend: Backend) -> None:
+        """A 400 unless the backend can stop at ``layer`` (a model trained with ESE)."""
+        if layer is None:
+            return
+        if not getattr(backend, "early_exit", False):
+            problem = getattr(backend, "early_exit_problem", None) or "this backend cannot stop at an earlier layer"
+            raise InvalidRequest(f"layer is not available: {problem}", param="layer")
+        layers = getattr(backend, "layers", None)
+        if layers is not None and not 1 <= layer <= layers:
+            raise InvalidRequest(f"layer must be between 1 and the model's {layers} layers, got {layer}", param="layer")
+
+    def calibration(self, parsed: EmbeddingsRequest, dim: int) -> Calibration:
+        """The int8 scale of a quantized response: the named index's, else the only int8 index's
+        (for full-width vectors), else the unit range."""
+        full = parsed.dimensions is None or parsed.dimensions == dim
+        if parsed.index is not None:
+            found = self.served_index(parsed.index).calibration()
+            if found is None:
+                raise InvalidRequest(f"index {parsed.index!r} is not int8-quantized: it has no scale to calibrate with", param="index")
+            if not full:
+                raise InvalidRequest("an index's int8 scale is calibrated on full-width vectors; leave dimensions out", param="index")
+            return found
+        int8 = [c for c in (served.calibration() for served in self.indexes.values()) if c is not None]
+        return int8[0] if len(int8) == 1 and full else Calibration(UNIT_RANGE, "unit-range")
 
     def check_model(self, model: str | None) -> None:
         if model is not None and model != self.model_name:
@@ -241,9 +293,37 @@ def create_app(settings: ServeSettings, load: Callable[[], Backend], *, model_na
         backend = batcher.backend
         parsed = EmbeddingsRequest.parse(parse_json(await request.body()), max_inputs=settings.max_client_batch, dim=backend.dim)
         state.check_model(parsed.model)
-        result = await batcher.embed(parsed.texts, truncate=settings.auto_truncate)
-        vectors = finish(result.vectors, normalize=backend.normalize, dimensions=parsed.dimensions)
-        body = embeddings_response(vectors, encoding_format=parsed.encoding_format, model=state.model_name, tokens=result.tokens)
+        state.check_layer(parsed.layer, backend)
+        quantized = parsed.encoding_format in QUANTIZED_FORMATS
+        calibration = state.calibration(parsed, backend.dim) if quantized else None
+        result = await batcher.embed(parsed.texts, truncate=settings.auto_truncate, layer=parsed.layer)
+        vectors = finish(result.vectors, normalize=backend.normalize or quantized, dimensions=parsed.dimensions)
+        quantization = None
+        if calibration is not None:
+            quantization = describe(parsed.encoding_format, calibration, vectors.shape[1])
+            vectors = quantize(vectors, parsed.encoding_format, calibration)
+        body = embeddings_response(
+            vectors, encoding_format=parsed.encoding_format, model=state.model_name, tokens=result.tokens, quantization=quantization
+        )
+        return Response(body, media_type="application/json")
+
+    @app.post("/v1/search")
+    @guarded
+    async def search(request: Request) -> Response:
+        """Search a served index: ``index`` (optional with one index), ``query``, ``k``, ``model``."""
+        state.authorize(request)
+        batcher = state.ready_batcher()
+        parsed = SearchRequest.parse(parse_json(await request.body()), max_inputs=settings.max_client_batch)
+        state.check_model(parsed.model)
+        served = state.served_index(parsed.index)
+        if parsed.k > served.size:
+            raise InvalidRequest(f"k is {parsed.k}, more than the {served.size} documents of index {served.name!r}", param="k")
+        result = await batcher.embed(parsed.queries, "query", truncate=settings.auto_truncate)
+        started = time.perf_counter()
+        hits = await asyncio.to_thread(served.search, result.vectors, parsed.k)
+        state.metrics.search_latency.labels(served.name).observe(time.perf_counter() - started)
+        state.metrics.search_queries.labels(served.name).inc(len(parsed.queries))
+        body = search_response(parsed.queries, hits, index=served.name, model=state.model_name, tokens=result.tokens)
         return Response(body, media_type="application/json")
 
     @app.post("/embed")
@@ -265,6 +345,11 @@ def create_app(settings: ServeSettings, load: Callable[[], Backend], *, model_na
         entry: dict[str, Any] = {"id": state.model_name, "object": "model", "created": state.created, "owned_by": "anglekit"}
         if state.backend is not None:
             entry.update(dimensions=state.backend.dim, max_input_tokens=state.backend.max_length)
+            if getattr(state.backend, "early_exit", False):
+                entry["layers"] = state.backend.layers
+            if state.indexes:
+                entry["indexes"] = [{"name": s.name, "documents": s.size, "kind": s.index.settings.kind,
+                                     "quantize": s.index.settings.quantize} for s in state.indexes.values()]  # fmt: skip
         return _json({"object": "list", "data": [entry]})
 
     @app.get("/health")

@@ -39,7 +39,9 @@ class Backend(Protocol):
         ...
 
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
-        """Pooled, un-normalised vectors of one batch, float32 ``[len(token_ids), dim]``."""
+        """Pooled, un-normalised vectors of one batch, float32 ``[len(token_ids), dim]``. A backend
+        whose ``early_exit`` is true also takes ``layer=`` (1 = the first transformer layer): the
+        vectors of that layer, the layers after it not run."""
         ...
 
 
@@ -51,8 +53,24 @@ class TorchBackend:
         self.embedder = embedder.eval()
         self._describe(embedder)
 
+    early_exit_problem: str | None = None
+    """Why a request may not choose its layer (None: it may, ``early_exit`` is true)."""
+
     def _describe(self, embedder: Any) -> None:
         self.dim = embedder.dim
+        self.layers: int | None = getattr(embedder, "num_layers", None)
+        """The transformer layers of the model (None when unknown)."""
+        self.early_exit = False
+        if not getattr(embedder.config, "early_exit", False):
+            self.early_exit_problem = "this model was not trained with ESE (its anglekit_config.json has no early_exit: true)"
+        elif getattr(embedder, "backend", "torch") != "torch":
+            self.early_exit_problem = "the exported graph runs every layer; serve the model's PyTorch weights (--backend torch)"
+        elif self.layers is None:
+            self.early_exit_problem = "the backbone's config does not say how many layers it has"
+        elif getattr(embedder.config, "long_text", "truncate") != "truncate":
+            self.early_exit_problem = "chunked long texts are pooled from the last layer only"
+        else:
+            self.early_exit, self.early_exit_problem = True, None
         self.precision = str(getattr(embedder, "precision", "fp32"))
         self.max_length = embedder.config.max_length
         self.normalize = embedder.config.normalize
@@ -74,7 +92,11 @@ class TorchBackend:
         )
         return encoded["input_ids"]
 
-    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+    def embed(self, token_ids: Sequence[Sequence[int]], layer: int | None = None) -> np.ndarray:
+        if layer is not None:
+            if not self.early_exit:
+                raise ValueError(f"layer {layer}: {self.early_exit_problem}")
+            return self._embed(token_ids, layer)
         if self.chunks_long_texts and any(len(seq) > self.window for seq in token_ids):
             from anglekit.model.long_text import combine_chunks, plan_token_chunks
 
@@ -86,11 +108,11 @@ class TorchBackend:
             return combine_chunks(np.concatenate(vectors), plan, "mean" if self.long_text == "chunk-mean" else "max")
         return self._embed(token_ids)
 
-    def _embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+    def _embed(self, token_ids: Sequence[Sequence[int]], layer: int | None = None) -> np.ndarray:
         import torch
 
         with torch.inference_mode():
-            vectors = self.embedder(**self.embedder.pad(token_ids, device=self.embedder.device))
+            vectors = self.embedder(**self.embedder.pad(token_ids, device=self.embedder.device), layer=layer)
         return vectors.float().cpu().numpy()
 
 
@@ -116,7 +138,7 @@ class OnnxBackend(TorchBackend):
         self.embedder = embedder
         self._describe(embedder)
 
-    def _embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+    def _embed(self, token_ids: Sequence[Sequence[int]], layer: int | None = None) -> np.ndarray:
         return self.embedder.embed_padded(self.embedder.pad(token_ids), normalize=False)
 
 

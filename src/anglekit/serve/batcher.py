@@ -62,6 +62,8 @@ class _Job:
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Embedded]
     arrived: float
+    layer: int | None = None
+    """Embed from this layer (a backend with early exit), None: the model's output."""
     ids: list[list[int]] = field(default_factory=list)
     vectors: np.ndarray | None = None
     remaining: int = 0
@@ -142,11 +144,12 @@ class Batcher:
         return self._texts
 
     # ----------------------------------------------------------------- requests
-    async def embed(self, texts: Sequence[str], role: Role | None = None, *, truncate: bool = True) -> Embedded:
-        """The vectors of ``texts``; :class:`QueueFull` when ``max_queue`` texts already wait,
-        :class:`ContextLengthExceeded` for a text over the max length when not ``truncate``."""
+    async def embed(self, texts: Sequence[str], role: Role | None = None, *, truncate: bool = True, layer: int | None = None) -> Embedded:
+        """The vectors of ``texts`` (from ``layer`` when given: texts of one layer share a batch);
+        :class:`QueueFull` when ``max_queue`` texts already wait, :class:`ContextLengthExceeded` for a
+        text over the max length when not ``truncate``."""
         loop = asyncio.get_running_loop()
-        job = _Job(list(texts), role, truncate, loop, loop.create_future(), time.perf_counter())
+        job = _Job(list(texts), role, truncate, loop, loop.create_future(), time.perf_counter(), layer)
         n = len(job.texts)
         with self._lock:
             if self._closed or self._thread is None:
@@ -311,12 +314,13 @@ class Batcher:
             pool.popleft()
             window.append((job, i))
             tokens += length
-        window.sort(key=lambda item: -len(item[0].ids[item[1]]))
+        window.sort(key=lambda item: (item[0].layer or 0, -len(item[0].ids[item[1]])))  # a batch runs to one layer
         batches: list[list[tuple[_Job, int]]] = []
         current: list[tuple[_Job, int]] = []
         longest = 0
         for job, i in window:
-            if current and (len(current) >= self.max_batch_size or (len(current) + 1) * longest > self.max_batch_tokens):
+            full = len(current) >= self.max_batch_size or (len(current) + 1) * longest > self.max_batch_tokens
+            if current and (full or current[0][0].layer != job.layer):
                 batches.append(current)
                 current = []
             if not current:
@@ -337,8 +341,9 @@ class Batcher:
                 job.started = True
                 self.metrics.queue_wait.observe(now - job.arrived)
         ids = [job.ids[i] for job, i in batch]
+        layer = batch[0][0].layer
         try:
-            vectors = self.backend.embed(ids)
+            vectors = self.backend.embed(ids) if layer is None else self.backend.embed(ids, layer=layer)  # type: ignore[call-arg]
         except Exception as exc:  # noqa: BLE001 - the requests of this batch fail, the server goes on
             log.exception("a forward pass failed")
             error = InternalError(f"the model failed on this request's batch: {type(exc).__name__}: {exc}")
@@ -346,6 +351,7 @@ class Batcher:
                 self._finish(job, error=error)
             return
         lengths = [len(seq) for seq in ids]
+        self.metrics.observe_tokens(sum(lengths), time.perf_counter())
         self.metrics.batch_seconds.observe(time.perf_counter() - now)
         self.metrics.batch_size.observe(len(batch))
         self.metrics.batch_tokens.observe(len(batch) * max(lengths))

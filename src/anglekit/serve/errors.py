@@ -51,6 +51,14 @@ class ModelNotFound(ServeError):
     code = "model_not_found"
 
 
+class IndexNotFound(ServeError):
+    """A search names an index this server does not serve (or it serves none)."""
+
+    status = 404
+    type = "invalid_request_error"
+    code = "index_not_found"
+
+
 class RouteNotFound(ServeError):
     status = 404
     type = "invalid_request_error"
@@ -98,6 +106,7 @@ class InternalError(ServeError):
 __all__ = [
     "ContextLengthExceeded",
     "InternalError",
+    "IndexNotFound",
     "InvalidRequest",
     "MethodNotAllowed",
     "ModelNotFound",

@@ -13,9 +13,12 @@ import orjson
 
 from anglekit.serve.backends import Role
 from anglekit.serve.errors import InvalidRequest
+from anglekit.serve.quantized import QUANTIZED_FORMATS
 
-ENCODING_FORMATS = ("float", "base64")
+ENCODING_FORMATS = ("float", "base64", *QUANTIZED_FORMATS)
 ROLES = ("query", "document")
+MAX_K = 10_000
+"""Results per search query at most."""
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -83,15 +86,19 @@ def _blank(text: str) -> bool:
 
 @dataclass
 class EmbeddingsRequest:
-    """``POST /v1/embeddings`` (OpenAI)."""
+    """``POST /v1/embeddings`` (OpenAI), with two fields of anglekit's: ``layer`` (a model trained
+    with ESE embeds from that layer, the layers after it not run) and ``index`` (the served int8
+    index whose scale calibrates ``encoding_format`` int8/uint8)."""
 
     texts: list[str]
     model: str | None
     encoding_format: str
     dimensions: int | None
     user: str | None
+    layer: int | None = None
+    index: str | None = None
 
-    FIELDS = ("input", "model", "encoding_format", "dimensions", "user")
+    FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "layer", "index")
 
     @classmethod
     def parse(cls, data: dict[str, Any], *, max_inputs: int, dim: int) -> EmbeddingsRequest:
@@ -99,13 +106,46 @@ class EmbeddingsRequest:
         model = _optional(data, "model", str, "a string")
         encoding_format = _optional(data, "encoding_format", str, "a string") or "float"
         if encoding_format not in ENCODING_FORMATS:
-            raise InvalidRequest(f"encoding_format must be 'float' or 'base64', got {encoding_format!r}", param="encoding_format")
+            known = ", ".join(repr(f) for f in ENCODING_FORMATS)
+            raise InvalidRequest(f"encoding_format must be one of {known}, got {encoding_format!r}", param="encoding_format")
         dimensions = _optional(data, "dimensions", int, "an integer")
         if dimensions is not None and not 1 <= dimensions <= dim:
             raise InvalidRequest(f"dimensions must be between 1 and the model's dimension {dim}, got {dimensions}", param="dimensions")
         user = _optional(data, "user", str, "a string")
+        layer = _optional(data, "layer", int, "an integer")
+        index = _optional(data, "index", str, "a string")
+        if index is not None and encoding_format not in ("int8", "uint8"):
+            raise InvalidRequest(
+                f"index calibrates the int8 and uint8 encoding formats only; encoding_format is {encoding_format!r}", param="index"
+            )
         texts = parse_texts(data.get("input"), "input", max_inputs)
-        return cls(texts, model, encoding_format, dimensions, user)
+        return cls(texts, model, encoding_format, dimensions, user, layer, index)
+
+
+@dataclass
+class SearchRequest:
+    """``POST /v1/search`` (anglekit's): ``index`` (optional when one is served), ``query`` (a string
+    or an array of them), ``k`` (default 10), ``model``."""
+
+    index: str | None
+    queries: list[str]
+    single: bool
+    k: int
+    model: str | None
+
+    FIELDS = ("index", "query", "k", "model")
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], *, max_inputs: int) -> SearchRequest:
+        _check_keys(data, cls.FIELDS)
+        index = _optional(data, "index", str, "a string")
+        model = _optional(data, "model", str, "a string")
+        k = _optional(data, "k", int, "an integer")
+        k = 10 if k is None else k
+        if not 1 <= k <= MAX_K:
+            raise InvalidRequest(f"k must be between 1 and {MAX_K}, got {k}", param="k")
+        query = data.get("query")
+        return cls(index, parse_texts(query, "query", max_inputs), isinstance(query, str), k, model)
 
 
 @dataclass
@@ -140,14 +180,31 @@ def finish(vectors: np.ndarray, *, normalize: bool, dimensions: int | None = Non
     return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
-def embeddings_response(vectors: np.ndarray, *, encoding_format: str, model: str, tokens: int) -> bytes:
-    """The OpenAI embeddings response; ``base64`` is the little-endian float32 bytes of each vector."""
+def embeddings_response(
+    vectors: np.ndarray, *, encoding_format: str, model: str, tokens: int, quantization: dict[str, Any] | None = None
+) -> bytes:
+    """The OpenAI embeddings response; ``base64`` is the little-endian float32 bytes of each vector;
+    quantized codes (``vectors`` holding them) come with their ``quantization`` object."""
     if encoding_format == "base64":
         rows: list[Any] = [base64.b64encode(row.astype("<f4").tobytes()).decode("ascii") for row in vectors]
     else:
         rows = list(vectors)
     data = [{"object": "embedding", "embedding": row, "index": i} for i, row in enumerate(rows)]
-    body = {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    body: dict[str, Any] = {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    if quantization is not None:
+        body["quantization"] = quantization
+    return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def search_response(queries: list[str], results: list[list[Any]], *, index: str, model: str, tokens: int) -> bytes:
+    """The search response: for each query, its results as ``anglekit search --json`` prints them
+    (rank, id, score, text)."""
+    data = [
+        {"object": "search_result", "index": i, "query": q, "results": [{"rank": r + 1, "id": h.id, "score": h.score, "text": h.text}
+                                                                        for r, h in enumerate(hits)]}
+        for i, (q, hits) in enumerate(zip(queries, results))
+    ]  # fmt: skip
+    body = {"object": "list", "index": index, "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
     return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
@@ -155,4 +212,7 @@ def dumps(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-__all__ = ["ENCODING_FORMATS", "ROLES", "EmbedRequest", "EmbeddingsRequest", "dumps", "embeddings_response", "finish", "parse_json", "parse_texts"]
+__all__ = [
+    "ENCODING_FORMATS", "MAX_K", "ROLES", "EmbedRequest", "EmbeddingsRequest", "SearchRequest", "dumps", "embeddings_response", "finish",
+    "parse_json", "parse_texts", "search_response",
+]  # fmt: skip

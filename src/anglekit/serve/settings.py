@@ -43,6 +43,11 @@ class ServeSettings:
     api_key: str | None = setting(
         None, help=f"Require 'Authorization: Bearer KEY' on the embedding and model routes (default: ${API_KEY_ENV}, if set)."
     )
+    index: tuple[str, ...] | None = setting(
+        None,
+        help="Serve an index built by 'anglekit index build' over POST /v1/search: DIR or NAME=DIR (repeatable; NAME "
+        "defaults to the folder's name). It must have been built with the served model and settings (checked at start).",
+    )
     threads: int | None = setting(None, minimum=1, help="CPU threads of the backend (default: torch's, usually one per core).")
     quiet: bool = setting(False, help="No access log (one line per request).")
 
@@ -57,6 +62,10 @@ class ServeSettings:
             raise ConfigError(f"threads must be >= 1, got {self.threads}")
         if self.max_client_batch > self.max_queue:
             raise ConfigError(f"max_client_batch ({self.max_client_batch}) may not exceed max_queue ({self.max_queue})")
+        self.index = tuple(self.index or ())
+        for spec in self.index:
+            if not spec.strip() or spec.endswith("=") or spec.startswith("="):
+                raise ConfigError(f"index must be DIR or NAME=DIR, got {spec!r}")
         if self.api_key is not None and not self.api_key.strip():
             raise ConfigError("api_key may not be empty")
 

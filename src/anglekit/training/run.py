@@ -252,6 +252,8 @@ def load_embedder(config: TrainConfig, device: str | None) -> Any:
         )
     elif lora.init_adapters:
         embedder.train_adapters()
+    if config.objective.ese:  # every layer is trained: the saved model may exit early (the server's per-request layer)
+        embedder.config.early_exit = True
     if embedder.has_lora:
         trainable = sum(p.numel() for p in embedder.parameters() if p.requires_grad)
         total = sum(p.numel() for p in embedder.parameters())
