@@ -31,11 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--max-steps", type=int, default=-1, help="stop early (smoke runs)")
     parser.add_argument("--no-group-by-length", action="store_true", help="plain random batches")
-    parser.add_argument("--max-batch-tokens", type=int, default=None,
-                        help="anglekit's --max-batch-tokens (token-budget batches instead of batch_size)")
+    parser.add_argument("--max-batch-tokens", type=int, default=None, help="anglekit's --max-batch-tokens (token-budget batches instead of batch_size)")
     parser.add_argument("--positive-threshold", type=float, default=None)
-    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
-                        help="anglekit's --precision (auto: bf16 autocast on CPUs with avx512_bf16/amx_bf16, else fp32)")
+    parser.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "bf16"],
+        default="auto",
+        help="anglekit's --precision (auto: bf16 autocast on CPUs with avx512_bf16/amx_bf16, else fp32)",
+    )
     common.add_common_args(parser)
     args = parser.parse_args(argv)
     common.set_threads(args.threads)
@@ -44,29 +47,31 @@ def main(argv: list[str] | None = None) -> int:
     from anglekit.training.run import train
 
     with tempfile.TemporaryDirectory(prefix="anglekit-bench-") as out, contextlib.redirect_stdout(sys.stderr):
-        config = TrainConfig.from_dict(dict(
-            model=str(common.minilm_dir(args.model_zip)),
-            pooling="last_avg",
-            max_length=common.TRAIN_MAX_LENGTH,
-            train_data=str(common.stsb_dir()) + ":train",
-            test_data=str(common.stsb_dir()) + ":test",
-            objective=args.objective,
-            positive_threshold=args.positive_threshold,
-            epochs=float(common.EPOCHS),
-            max_steps=args.max_steps,
-            batch_size=common.BATCH_SIZE,
-            learning_rate=common.LEARNING_RATE,
-            scheduler="constant",
-            warmup_steps=0,
-            seed=args.seed,
-            group_by_length=not args.no_group_by_length,
-            eval_batch_size=common.EVAL_BATCH_SIZE,
-            output_dir=out,
-            quiet=True,
-            device="cpu",
-            precision=args.precision,
-            max_batch_tokens=args.max_batch_tokens,
-        ))
+        config = TrainConfig.from_dict(
+            dict(
+                model=str(common.minilm_dir(args.model_zip)),
+                pooling="last_avg",
+                max_length=common.TRAIN_MAX_LENGTH,
+                train_data=str(common.stsb_dir()) + ":train",
+                test_data=str(common.stsb_dir()) + ":test",
+                objective=args.objective,
+                positive_threshold=args.positive_threshold,
+                epochs=float(common.EPOCHS),
+                max_steps=args.max_steps,
+                batch_size=common.BATCH_SIZE,
+                learning_rate=common.LEARNING_RATE,
+                scheduler="constant",
+                warmup_steps=0,
+                seed=args.seed,
+                group_by_length=not args.no_group_by_length,
+                eval_batch_size=common.EVAL_BATCH_SIZE,
+                output_dir=out,
+                quiet=True,
+                device="cpu",
+                precision=args.precision,
+                max_batch_tokens=args.max_batch_tokens,
+            )
+        )
         result = train(config)
     tokenize_seconds = result.tokenize_seconds or 0.0
     pairs = round(result.pairs_per_second * result.train_seconds)
@@ -91,9 +96,13 @@ def main(argv: list[str] | None = None) -> int:
             "group_by_length": not args.no_group_by_length,
             "precision": result.precision,
             "precision_requested": args.precision,
-            "batches": ("random (transformers RandomSampler)" if args.no_group_by_length
-                        else f"token budget {args.max_batch_tokens} (anglekit TokenBudgetBatchSampler)" if args.max_batch_tokens
-                        else "length-grouped (anglekit LengthGroupedSampler)"),
+            "batches": (
+                "random (transformers RandomSampler)"
+                if args.no_group_by_length
+                else f"token budget {args.max_batch_tokens} (anglekit TokenBudgetBatchSampler)"
+                if args.max_batch_tokens
+                else "length-grouped (anglekit LengthGroupedSampler)"
+            ),
             "max_batch_tokens": args.max_batch_tokens,
             "torch_threads": result.threads,
             "max_length": common.TRAIN_MAX_LENGTH,

@@ -113,14 +113,33 @@ def all_rows(quant_config: str) -> list[Row]:
         Row("st-torch", "main", "st-torch", "minilm", needs=("sentence_transformers",)),
         Row("st-torch-bf16", "main", "st-torch", "minilm", needs=("sentence_transformers",), precision="bf16"),
         Row("st-onnx", "st", "st-onnx", "st", "model.onnx", needs=("sentence_transformers", "optimum.onnxruntime")),
-        Row("st-onnx-int8", "st", "st-onnx", "st", f"model_qint8_{quant_config}.onnx",
-            needs=("sentence_transformers", "optimum.onnxruntime")),
-        Row("st-openvino", "st", "st-openvino", "st", "openvino_model.xml",
-            needs=("sentence_transformers", "optimum.onnxruntime", "optimum.intel.openvino", "openvino")),
-        Row("st-openvino-fp32", "st", "st-openvino", "st", "openvino_model.xml",
-            needs=("sentence_transformers", "optimum.onnxruntime", "optimum.intel.openvino", "openvino"), precision="fp32"),
-        Row("st-openvino-int8-static", "st", "st-openvino", "st", "openvino/openvino_model_qint8_quantized.xml",
-            needs=("sentence_transformers", "optimum.onnxruntime", "optimum.intel.openvino", "openvino", "nncf", "datasets"), precision="fp32"),
+        Row("st-onnx-int8", "st", "st-onnx", "st", f"model_qint8_{quant_config}.onnx", needs=("sentence_transformers", "optimum.onnxruntime")),
+        Row(
+            "st-openvino",
+            "st",
+            "st-openvino",
+            "st",
+            "openvino_model.xml",
+            needs=("sentence_transformers", "optimum.onnxruntime", "optimum.intel.openvino", "openvino"),
+        ),
+        Row(
+            "st-openvino-fp32",
+            "st",
+            "st-openvino",
+            "st",
+            "openvino_model.xml",
+            needs=("sentence_transformers", "optimum.onnxruntime", "optimum.intel.openvino", "openvino"),
+            precision="fp32",
+        ),
+        Row(
+            "st-openvino-int8-static",
+            "st",
+            "st-openvino",
+            "st",
+            "openvino/openvino_model_qint8_quantized.xml",
+            needs=("sentence_transformers", "optimum.onnxruntime", "optimum.intel.openvino", "openvino", "nncf", "datasets"),
+            precision="fp32",
+        ),
         Row("anglekit-openvino-fp32", "main", "anglekit-openvino", "ov-fp32", needs=("openvino", "onnxruntime", "onnxscript")),
         Row("anglekit-openvino-bf16", "main", "anglekit-openvino", "ov-bf16", needs=("openvino", "onnxruntime", "onnxscript")),
         Row("anglekit-openvino-int8", "main", "anglekit-openvino", "ov-int8", needs=("openvino", "nncf", "onnxruntime", "onnxscript")),
@@ -148,8 +167,12 @@ def cpu_info() -> dict[str, Any]:
     except OSError:
         pass
     wanted = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16")
-    return {"model_name": model or platform.processor() or "unknown", "machine": platform.machine(),
-            "logical_cpus": os.cpu_count(), "flags": {f: f in flags for f in wanted}}
+    return {
+        "model_name": model or platform.processor() or "unknown",
+        "machine": platform.machine(),
+        "logical_cpus": os.cpu_count(),
+        "flags": {f: f in flags for f in wanted},
+    }
 
 
 def st_quant_config(cpu: dict[str, Any]) -> str:
@@ -168,13 +191,15 @@ def probe_venv(python: Path, modules: set[str]) -> dict[str, bool]:
     """Which of ``modules`` the interpreter can find (find_spec only: nothing is imported but parents)."""
     if not python.is_file():
         return {m: False for m in modules}
-    code = ("import importlib.util, json, sys\n"
-            "def ok(m):\n"
-            "    try:\n"
-            "        return importlib.util.find_spec(m) is not None\n"
-            "    except Exception:\n"
-            "        return False\n"
-            "print(json.dumps({m: ok(m) for m in sys.argv[1:]}))\n")
+    code = (
+        "import importlib.util, json, sys\n"
+        "def ok(m):\n"
+        "    try:\n"
+        "        return importlib.util.find_spec(m) is not None\n"
+        "    except Exception:\n"
+        "        return False\n"
+        "print(json.dumps({m: ok(m) for m in sys.argv[1:]}))\n"
+    )
     proc = subprocess.run([str(python), "-c", code, *sorted(modules)], capture_output=True, text=True, check=False)
     try:
         return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -216,15 +241,28 @@ def build_inputs(limit: int | None, long_count: int, long_min_tokens: int, model
         lengths.append(n_tokens(text))
     short_lengths = [n_tokens(s) for s in short]
     return {
-        "short": short, "long": long,
-        "pairs1": [index[s] for s in s1], "pairs2": [index[s] for s in s2], "gold": gold.tolist(),
+        "short": short,
+        "long": long,
+        "pairs1": [index[s] for s in s1],
+        "pairs2": [index[s] for s in s2],
+        "gold": gold.tolist(),
         "stats": {
-            "stsb_test_pairs": len(gold), "short_texts": len(short),
-            "short_tokens": {"min": min(short_lengths), "median": statistics.median(short_lengths),
-                             "max": max(short_lengths), "mean": round(statistics.fmean(short_lengths), 1)},
-            "long_texts": len(long), "long_min_tokens": long_min_tokens,
-            "long_tokens_untruncated": {"min": min(lengths), "median": statistics.median(lengths), "max": max(lengths),
-                                        "mean": round(statistics.fmean(lengths), 1)},
+            "stsb_test_pairs": len(gold),
+            "short_texts": len(short),
+            "short_tokens": {
+                "min": min(short_lengths),
+                "median": statistics.median(short_lengths),
+                "max": max(short_lengths),
+                "mean": round(statistics.fmean(short_lengths), 1),
+            },
+            "long_texts": len(long),
+            "long_min_tokens": long_min_tokens,
+            "long_tokens_untruncated": {
+                "min": min(lengths),
+                "median": statistics.median(lengths),
+                "max": max(lengths),
+                "mean": round(statistics.fmean(lengths), 1),
+            },
             "model_max_length": max_length,
             "long_tokens_encoded": min(min(lengths), max_length),
             "long_sentences_joined": cursor,
@@ -235,16 +273,23 @@ def build_inputs(limit: int | None, long_count: int, long_min_tokens: int, model
 # --------------------------------------------------------------------------- subprocesses
 def child_env(threads: int) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false",
-                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
+    env.update(
+        {
+            "OMP_NUM_THREADS": str(threads),
+            "MKL_NUM_THREADS": str(threads),
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+        }
+    )
     return env
 
 
 def run_child(python: Path, argv: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
     """Run encode_row.py; its last stdout line is its JSON result; stderr goes to ``log``."""
     with open(log, "w", encoding="utf-8") as err:
-        proc = subprocess.run([str(python), str(ROW_SCRIPT), *argv], stdout=subprocess.PIPE, stderr=err, text=True,
-                              env=env, check=False)
+        proc = subprocess.run([str(python), str(ROW_SCRIPT), *argv], stdout=subprocess.PIPE, stderr=err, text=True, env=env, check=False)
     if proc.returncode != 0:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-15:]
         raise RuntimeError(f"exit {proc.returncode}: " + "\n".join(tail))
@@ -281,19 +326,18 @@ def targets(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         if ok(BASELINE):
             ratio = rows[int8]["short"]["sentences_per_s"] / rows[BASELINE]["short"]["sentences_per_s"]
-            checks.append({"target": f"{int8} >= {INT8_VS_ST_TORCH}x st-torch (short)", "value": round(ratio, 2),
-                           "pass": ratio >= INT8_VS_ST_TORCH})
+            checks.append({"target": f"{int8} >= {INT8_VS_ST_TORCH}x st-torch (short)", "value": round(ratio, 2), "pass": ratio >= INT8_VS_ST_TORCH})
         if ok("st-onnx-int8"):
             ratio = rows[int8]["short"]["sentences_per_s"] / rows["st-onnx-int8"]["short"]["sentences_per_s"]
             checks.append({"target": f"{int8} >= st-onnx-int8 (short)", "value": round(ratio, 2), "pass": ratio >= 1.0})
         if ok(REFERENCE):
             loss = rows[REFERENCE]["spearman"] - rows[int8]["spearman"]
-            checks.append({"target": f"{int8} loses <= {INT8_SPEARMAN_LOSS} Spearman points", "value": round(loss, 3),
-                           "pass": loss <= INT8_SPEARMAN_LOSS})
+            checks.append({"target": f"{int8} loses <= {INT8_SPEARMAN_LOSS} Spearman points", "value": round(loss, 3), "pass": loss <= INT8_SPEARMAN_LOSS})
     if ok("anglekit-onnx-fp32") and "max_abs_diff_short" in rows["anglekit-onnx-fp32"]:
         diff = max(rows["anglekit-onnx-fp32"]["max_abs_diff_short"], rows["anglekit-onnx-fp32"]["max_abs_diff_long"])
-        checks.append({"target": f"anglekit-onnx-fp32 within {FP32_TOLERANCE:g} of anglekit-torch (short and long)",
-                       "value": diff, "pass": diff <= FP32_TOLERANCE})
+        checks.append(
+            {"target": f"anglekit-onnx-fp32 within {FP32_TOLERANCE:g} of anglekit-torch (short and long)", "value": diff, "pass": diff <= FP32_TOLERANCE}
+        )
     return checks
 
 
@@ -307,15 +351,27 @@ def openvino_verdict(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     def sps(name: str, part: str) -> float:
         return rows[name][part]["sentences_per_s"]
 
-    pairs = (("anglekit-openvino-fp32", "anglekit-onnx-fp32"), ("anglekit-openvino-int8", "anglekit-onnx-int8"),
-             ("anglekit-openvino-int8-static", "anglekit-onnx-int8"), ("st-openvino-fp32", "st-onnx"))
-    out: dict[str, Any] = {"criterion": f"an anglekit-openvino row >= {CLEAR_WIN}x the fastest anglekit onnxruntime row "
-                                        "(anglekit-onnx-*) on short and on long texts", "pairs": [], "verdict": []}
+    pairs = (
+        ("anglekit-openvino-fp32", "anglekit-onnx-fp32"),
+        ("anglekit-openvino-int8", "anglekit-onnx-int8"),
+        ("anglekit-openvino-int8-static", "anglekit-onnx-int8"),
+        ("st-openvino-fp32", "st-onnx"),
+    )
+    out: dict[str, Any] = {
+        "criterion": f"an anglekit-openvino row >= {CLEAR_WIN}x the fastest anglekit onnxruntime row (anglekit-onnx-*) on short and on long texts",
+        "pairs": [],
+        "verdict": [],
+    }
     for ov_row, ort_row in pairs:
         if ok(ov_row) and ok(ort_row):
-            out["pairs"].append({"openvino": ov_row, "onnxruntime": ort_row,
-                                 "ratio_short": round(sps(ov_row, "short") / sps(ort_row, "short"), 2),
-                                 "ratio_long": round(sps(ov_row, "long") / sps(ort_row, "long"), 2)})
+            out["pairs"].append(
+                {
+                    "openvino": ov_row,
+                    "onnxruntime": ort_row,
+                    "ratio_short": round(sps(ov_row, "short") / sps(ort_row, "short"), 2),
+                    "ratio_long": round(sps(ov_row, "long") / sps(ort_row, "long"), 2),
+                }
+            )
     ort_rows = [n for n in rows if n.startswith("anglekit-onnx-") and ok(n)]
     ov_rows = [n for n in rows if n.startswith("anglekit-openvino-") and ok(n)]
     if not ort_rows or not ov_rows:
@@ -326,17 +382,27 @@ def openvino_verdict(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for ov_row in ov_rows:
         short = sps(ov_row, "short") / sps(best_short, "short")
         long = sps(ov_row, "long") / sps(best_long, "long")
-        out["verdict"].append({"openvino": ov_row, "vs_short": best_short, "ratio_short": round(short, 2),
-                               "vs_long": best_long, "ratio_long": round(long, 2),
-                               "clear_win": short >= CLEAR_WIN and long >= CLEAR_WIN})
+        out["verdict"].append(
+            {
+                "openvino": ov_row,
+                "vs_short": best_short,
+                "ratio_short": round(short, 2),
+                "vs_long": best_long,
+                "ratio_long": round(long, 2),
+                "clear_win": short >= CLEAR_WIN and long >= CLEAR_WIN,
+            }
+        )
     out["clear_win"] = any(v["clear_win"] for v in out["verdict"])
     return out
 
 
 LIKE_WITH_LIKE = (
-    ("anglekit-torch", "st-torch"), ("anglekit-torch-bf16", "st-torch-bf16"),
-    ("anglekit-onnx-fp32", "st-onnx"), ("anglekit-onnx-int8", "st-onnx-int8"),
-    ("anglekit-openvino-fp32", "st-openvino-fp32"), ("anglekit-openvino-bf16", "st-openvino"),
+    ("anglekit-torch", "st-torch"),
+    ("anglekit-torch-bf16", "st-torch-bf16"),
+    ("anglekit-onnx-fp32", "st-onnx"),
+    ("anglekit-onnx-int8", "st-onnx-int8"),
+    ("anglekit-openvino-fp32", "st-openvino-fp32"),
+    ("anglekit-openvino-bf16", "st-openvino"),
     ("anglekit-openvino-int8-static", "st-openvino-int8-static"),
 )
 """anglekit rows and their sentence-transformers peer: same runtime and the same precision."""
@@ -350,10 +416,17 @@ def like_with_like(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         if not (mine in rows and "short" in rows[mine] and peer in rows and "short" in rows[peer]):
             continue
         a, b = rows[mine], rows[peer]
-        out.append({"anglekit": mine, "peer": peer, "precision": a.get("precision"), "peer_precision": b.get("precision"),
-                    "same_precision": a.get("precision") == b.get("precision"),
-                    "ratio_short": round(a["short"]["sentences_per_s"] / b["short"]["sentences_per_s"], 2),
-                    "ratio_long": round(a["long"]["sentences_per_s"] / b["long"]["sentences_per_s"], 2)})
+        out.append(
+            {
+                "anglekit": mine,
+                "peer": peer,
+                "precision": a.get("precision"),
+                "peer_precision": b.get("precision"),
+                "same_precision": a.get("precision") == b.get("precision"),
+                "ratio_short": round(a["short"]["sentences_per_s"] / b["short"]["sentences_per_s"], 2),
+                "ratio_long": round(a["long"]["sentences_per_s"] / b["long"]["sentences_per_s"], 2),
+            }
+        )
     return out
 
 
@@ -361,14 +434,20 @@ def print_report(result: dict[str, Any]) -> None:
     cpu, stats = result["cpu"], result["inputs"]
     flags = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in cpu["flags"].items())
     print(f"CPU: {cpu['model_name']} ({cpu['machine']}, {cpu['logical_cpus']} logical CPUs); {flags}")
-    print(f"threads per row: {result['threads']}; batch {result['batch_size']}; best of {result['repeats']}"
-          + (f"; --limit {result['limit']} (smoke run)" if result["limit"] else ""))
+    print(
+        f"threads per row: {result['threads']}; batch {result['batch_size']}; best of {result['repeats']}"
+        + (f"; --limit {result['limit']} (smoke run)" if result["limit"] else "")
+    )
     lt = stats["long_tokens_untruncated"]
-    print(f"short: {stats['short_texts']} unique STS-B test sentences ({stats['stsb_test_pairs']} pairs; tokens median "
-          f"{stats['short_tokens']['median']}, max {stats['short_tokens']['max']}); long: {stats['long_texts']} texts of "
-          f"{lt['min']}-{lt['max']} tokens (median {lt['median']}), encoded at the model's {stats['model_max_length']}")
-    header = (f"{'row':<29} {'precision':<17} {'short s/s':>10} {'long s/s':>9} {'x st-torch':>11} {'RSS MB short/all':>17} "
-              f"{'Spearman':>9} {'max|diff| vs anglekit-torch':>28}")
+    print(
+        f"short: {stats['short_texts']} unique STS-B test sentences ({stats['stsb_test_pairs']} pairs; tokens median "
+        f"{stats['short_tokens']['median']}, max {stats['short_tokens']['max']}); long: {stats['long_texts']} texts of "
+        f"{lt['min']}-{lt['max']} tokens (median {lt['median']}), encoded at the model's {stats['model_max_length']}"
+    )
+    header = (
+        f"{'row':<29} {'precision':<17} {'short s/s':>10} {'long s/s':>9} {'x st-torch':>11} {'RSS MB short/all':>17} "
+        f"{'Spearman':>9} {'max|diff| vs anglekit-torch':>28}"
+    )
     print(header)
     print("-" * len(header))
     for name, row in result["rows"].items():
@@ -379,30 +458,33 @@ def print_report(result: dict[str, Any]) -> None:
         ratio_text = f"{ratio['short']:.2f}/{ratio['long']:.2f}" if ratio else "-"
         diff = row.get("max_abs_diff_short")
         diff_text = f"{diff:.1e} / {row['max_abs_diff_long']:.1e}" if diff is not None else "-"
-        print(f"{name:<29} {row.get('precision', '?'):<17} {row['short']['sentences_per_s']:>10.1f} {row['long']['sentences_per_s']:>9.2f} {ratio_text:>11} "
-              f"{row['peak_rss_mb_short_only']:>8.0f}/{row['peak_rss_mb']:<8.0f} {row['spearman']:>9.2f} {diff_text:>28}")
-    print("(x st-torch: short/long; RSS: peak after load + short texts / peak of the whole row (ru_maxrss); "
-          "max|diff|: short / long, L2-normalised vectors)")
+        print(
+            f"{name:<29} {row.get('precision', '?'):<17} {row['short']['sentences_per_s']:>10.1f} {row['long']['sentences_per_s']:>9.2f} {ratio_text:>11} "
+            f"{row['peak_rss_mb_short_only']:>8.0f}/{row['peak_rss_mb']:<8.0f} {row['spearman']:>9.2f} {diff_text:>28}"
+        )
+    print("(x st-torch: short/long; RSS: peak after load + short texts / peak of the whole row (ru_maxrss); max|diff|: short / long, L2-normalised vectors)")
     if result["limit"]:
-        print(f"(--limit {result['limit']}: Spearman on {stats['stsb_test_pairs']} pairs is noisy; the targets mean "
-              "something only on a full run)")
+        print(f"(--limit {result['limit']}: Spearman on {stats['stsb_test_pairs']} pairs is noisy; the targets mean something only on a full run)")
     for pair in result["like_with_like"]:
         same = "" if pair["same_precision"] else f"  (NOT like with like: {pair['precision']} vs {pair['peer_precision']})"
-        print(f"like with like: {pair['anglekit']} / {pair['peer']} ({pair['precision']}): {pair['ratio_short']:.2f}x short, "
-              f"{pair['ratio_long']:.2f}x long{same}")
+        print(
+            f"like with like: {pair['anglekit']} / {pair['peer']} ({pair['precision']}): {pair['ratio_short']:.2f}x short, {pair['ratio_long']:.2f}x long{same}"
+        )
     for check in result["targets"]:
         print(f"target {'PASS' if check['pass'] else 'FAIL'}: {check['target']} (value {check['value']:.3g})")
     ov = result["openvino"]
     for pair in ov["pairs"]:
-        print(f"OpenVINO {pair['openvino']} / onnxruntime {pair['onnxruntime']}: {pair['ratio_short']:.2f}x short, "
-              f"{pair['ratio_long']:.2f}x long")
+        print(f"OpenVINO {pair['openvino']} / onnxruntime {pair['onnxruntime']}: {pair['ratio_short']:.2f}x short, {pair['ratio_long']:.2f}x long")
     for v in ov["verdict"]:
-        print(f"OpenVINO {v['openvino']} / fastest anglekit onnxruntime row ({v['vs_short']} short, {v['vs_long']} long): "
-              f"{v['ratio_short']:.2f}x short, {v['ratio_long']:.2f}x long -> {'clear win' if v['clear_win'] else 'not a clear win'}")
+        print(
+            f"OpenVINO {v['openvino']} / fastest anglekit onnxruntime row ({v['vs_short']} short, {v['vs_long']} long): "
+            f"{v['ratio_short']:.2f}x short, {v['ratio_long']:.2f}x long -> {'clear win' if v['clear_win'] else 'not a clear win'}"
+        )
     if ov["clear_win"] is None:
         print("OpenVINO: not measured (" + result.get("openvino_note", "rows not run") + ")")
     else:
         print(f"OpenVINO a clear win on this CPU ({ov['criterion']}): {'YES' if ov['clear_win'] else 'no'}")
+
 
 # --------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
@@ -415,8 +497,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long-min-tokens", type=int, default=300, help="tokens of each long text before truncation")
     parser.add_argument("--rows", default=None, help="comma-separated rows to run (default: all that can run here)")
     parser.add_argument("--st-venv", default=str(ST_VENV), help="venv of sentence-transformers' ONNX/OpenVINO backends")
-    parser.add_argument("--out", default=None, help=f"results JSON (default {DEFAULT_OUT.relative_to(common.REPO_ROOT)}; "
-                                                   "not written for --limit runs unless given)")
+    parser.add_argument(
+        "--out", default=None, help=f"results JSON (default {DEFAULT_OUT.relative_to(common.REPO_ROOT)}; not written for --limit runs unless given)"
+    )
     parser.add_argument("--keep-temp", action="store_true", help="keep the temporary folder (exports, vectors, logs)")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.batch_size < 1 or args.threads < 1 or args.long_count < 1:
@@ -436,8 +519,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [r for r in rows if r.default]
 
     pythons = {"main": Path(sys.executable), "st": Path(args.st_venv) / "bin" / "python"}
-    have = {venv: probe_venv(pythons[venv], {m for r in rows if r.venv == venv for m in r.needs} | {"numpy"})
-            for venv in pythons}
+    have = {venv: probe_venv(pythons[venv], {m for r in rows if r.venv == venv for m in r.needs} | {"numpy"}) for venv in pythons}
     results: dict[str, dict[str, Any]] = {}
     runnable: list[Row] = []
     for row in rows:
@@ -466,16 +548,18 @@ def main(argv: list[str] | None = None) -> int:
         if exports:
             say(f"exporting anglekit {', '.join(exports)} ...")
             try:
-                prepared["anglekit"] = run_child(pythons["main"], ["prepare", "--what", "anglekit", "--out-dir", str(work / "anglekit"),
-                                                                   "--exports", ",".join(exports), "--threads", str(args.threads)],
-                                                 env, work / "prepare-anglekit.log")
+                prepared["anglekit"] = run_child(
+                    pythons["main"],
+                    ["prepare", "--what", "anglekit", "--out-dir", str(work / "anglekit"), "--exports", ",".join(exports), "--threads", str(args.threads)],
+                    env,
+                    work / "prepare-anglekit.log",
+                )
             except RuntimeError as exc:
                 prepared["anglekit"] = {"error": str(exc)}
         st_rows = [r for r in runnable if r.model == "st"]
         if st_rows:
             say("exporting sentence-transformers onnx / onnx-int8" + (" / openvino" if any(r.kind == "st-openvino" for r in st_rows) else "") + " ...")
-            argv_st = ["prepare", "--what", "st", "--out-dir", str(work / "st"), "--quant-config", quant_config,
-                       "--threads", str(args.threads)]
+            argv_st = ["prepare", "--what", "st", "--out-dir", str(work / "st"), "--quant-config", quant_config, "--threads", str(args.threads)]
             if any(r.kind == "st-openvino" for r in st_rows):
                 argv_st.append("--openvino")
             try:
@@ -499,9 +583,25 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 path = done[row.model]["path"]
             say(f"row {row.name} ...")
-            argv_row = ["run", "--kind", row.kind, "--row", row.name, "--path", path, "--inputs", str(inputs_path),
-                        "--threads", str(args.threads), "--batch-size", str(args.batch_size), "--repeats", str(args.repeats),
-                        "--vectors-out", str(work / f"{row.name}.npz")]
+            argv_row = [
+                "run",
+                "--kind",
+                row.kind,
+                "--row",
+                row.name,
+                "--path",
+                path,
+                "--inputs",
+                str(inputs_path),
+                "--threads",
+                str(args.threads),
+                "--batch-size",
+                str(args.batch_size),
+                "--repeats",
+                str(args.repeats),
+                "--vectors-out",
+                str(work / f"{row.name}.npz"),
+            ]
             if file_name:
                 argv_row += ["--file-name", file_name]
             if row.precision:
@@ -523,8 +623,9 @@ def main(argv: list[str] | None = None) -> int:
                 with np.load(work / f"{name}.npz") as mine, np.load(reference) as ref:
                     row.update(compare(mine, ref))
             if BASELINE in results and "short" in results[BASELINE]:
-                row["ratio_vs_st_torch"] = {part: round(row[part]["sentences_per_s"] / results[BASELINE][part]["sentences_per_s"], 3)
-                                            for part in ("short", "long")}
+                row["ratio_vs_st_torch"] = {
+                    part: round(row[part]["sentences_per_s"] / results[BASELINE][part]["sentences_per_s"], 3) for part in ("short", "long")
+                }
             if REFERENCE in results and "spearman" in results[REFERENCE]:
                 row["spearman_minus_anglekit_torch"] = round(row["spearman"] - results[REFERENCE]["spearman"], 4)
     finally:
@@ -535,23 +636,38 @@ def main(argv: list[str] | None = None) -> int:
 
     ordered = {r.name: results[r.name] for r in all_rows(quant_config) if r.name in results}
     result: dict[str, Any] = {
-        "benchmark": "bench_encode", "cpu": cpu, "threads": args.threads, "batch_size": args.batch_size,
-        "repeats": args.repeats, "limit": args.limit, "st_quant_config": quant_config,
-        "inputs": inputs["stats"], "prepare": prepared, "rows": ordered,
-        "targets": targets(ordered), "openvino": openvino_verdict(ordered), "like_with_like": like_with_like(ordered),
+        "benchmark": "bench_encode",
+        "cpu": cpu,
+        "threads": args.threads,
+        "batch_size": args.batch_size,
+        "repeats": args.repeats,
+        "limit": args.limit,
+        "st_quant_config": quant_config,
+        "inputs": inputs["stats"],
+        "prepare": prepared,
+        "rows": ordered,
+        "targets": targets(ordered),
+        "openvino": openvino_verdict(ordered),
+        "like_with_like": like_with_like(ordered),
         "run_seconds": round(time.perf_counter() - started_run, 1),
         "versions_main": common.versions("anglekit", "torch", "transformers", "sentence-transformers", "onnxruntime", "onnx", "onnxscript"),
         "thread_pinning": {
             "torch rows": "torch.set_num_threads(threads)",
             "onnxruntime rows": "SessionOptions.intra_op_num_threads=threads, inter_op_num_threads=1 (anglekit: "
-                                "OnnxEmbedder.from_pretrained(threads=); sentence-transformers: model_kwargs session_options)",
+            "OnnxEmbedder.from_pretrained(threads=); sentence-transformers: model_kwargs session_options)",
             "openvino rows": "ov_config INFERENCE_NUM_THREADS=threads, PERFORMANCE_HINT=LATENCY",
             "every row": "OMP_NUM_THREADS=MKL_NUM_THREADS=threads, TOKENIZERS_PARALLELISM=false",
         },
     }
     if not any(r.kind == "anglekit-openvino" for r in runnable):
-        result["openvino_note"] = "; ".join(f"{n}: {results[n].get('skipped', '')}" for n in ("anglekit-openvino-fp32", "anglekit-openvino-int8", "anglekit-openvino-int8-static")
-                                            if n in results) or "rows not selected"
+        result["openvino_note"] = (
+            "; ".join(
+                f"{n}: {results[n].get('skipped', '')}"
+                for n in ("anglekit-openvino-fp32", "anglekit-openvino-int8", "anglekit-openvino-int8-static")
+                if n in results
+            )
+            or "rows not selected"
+        )
     print_report(result)
 
     out = Path(args.out) if args.out else (None if args.limit else DEFAULT_OUT)

@@ -46,14 +46,29 @@ def main(argv: list[str] | None = None) -> int:
             timings = []
             for attempt in ("cold", "warm"):
                 started = time.perf_counter()
-                result = run_suite(name, model, batch_size=args.batch_size, max_length=model.config.max_length,
-                                   cache=cache, model_name="all-MiniLM-L6-v2", out_dir=Path(out) / attempt, progress=False)
+                result = run_suite(
+                    name,
+                    model,
+                    batch_size=args.batch_size,
+                    max_length=model.config.max_length,
+                    cache=cache,
+                    model_name="all-MiniLM-L6-v2",
+                    out_dir=Path(out) / attempt,
+                    progress=False,
+                )
                 timings.append(time.perf_counter() - started)
             info = result["model"].get("cache", {})
-            rows.append({"suite": name, "cold_seconds": timings[0], "warm_seconds": timings[1],
-                         "speedup": timings[0] / timings[1] if timings[1] else None,
-                         "warm_cache_misses": info.get("misses"), "warm_cache_hits": info.get("hits"),
-                         "markdown": (Path(out) / "warm" / f"{name}.md").read_text(encoding="utf-8")})
+            rows.append(
+                {
+                    "suite": name,
+                    "cold_seconds": timings[0],
+                    "warm_seconds": timings[1],
+                    "speedup": timings[0] / timings[1] if timings[1] else None,
+                    "warm_cache_misses": info.get("misses"),
+                    "warm_cache_hits": info.get("hits"),
+                    "markdown": (Path(out) / "warm" / f"{name}.md").read_text(encoding="utf-8"),
+                }
+            )
             print(f"{name}: cold {timings[0]:.1f} s, warm {timings[1]:.1f} s", file=sys.stderr, flush=True)
     print(f"all-MiniLM-L6-v2, batch {args.batch_size}, {torch.get_num_threads()} torch threads")
     print(f"{'suite':<14} {'cold s':>8} {'warm s':>8} {'speed-up':>9} {'warm misses':>12}")

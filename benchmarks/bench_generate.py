@@ -56,12 +56,26 @@ def train_run(name: str, train_data: str, objective: str, max_steps: int, seed: 
     from anglekit.training.run import train
 
     extra: dict[str, Any] = {"positive_threshold": 1.0} if objective == "paper" else {}
-    config = TrainConfig.from_dict(dict(
-        model=str(common.minilm_dir()), train_data=train_data, objective=objective, output_dir=str(out / f"run-{name}"),
-        overwrite_output_dir=True, max_steps=max_steps, epochs=args.epochs, batch_size=args.train_batch_size,
-        learning_rate=args.learning_rate, max_length=args.max_length, seed=seed, save_total_limit=1,
-        quiet=True, device=args.device, logging_steps=max(1, max_steps // 10) if max_steps > 0 else 10, **extra,
-    ))
+    config = TrainConfig.from_dict(
+        dict(
+            model=str(common.minilm_dir()),
+            train_data=train_data,
+            objective=objective,
+            output_dir=str(out / f"run-{name}"),
+            overwrite_output_dir=True,
+            max_steps=max_steps,
+            epochs=args.epochs,
+            batch_size=args.train_batch_size,
+            learning_rate=args.learning_rate,
+            max_length=args.max_length,
+            seed=seed,
+            save_total_limit=1,
+            quiet=True,
+            device=args.device,
+            logging_steps=max(1, max_steps // 10) if max_steps > 0 else 10,
+            **extra,
+        )
+    )
     with contextlib.redirect_stdout(sys.stderr):
         result = train(config)
     return {"steps": result.steps, "train_seconds": result.train_seconds, "model_dir": str(result.model_dir)}
@@ -106,8 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learning-rate", type=float, default=2e-5)
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0, help="generation sampling seed (part of the answer-cache key)")
-    parser.add_argument("--train-seeds", nargs="+", type=int, default=None,
-                        help="training seeds, one AnglE and one SimCSE run each (default: --seed); mean and std reported")
+    parser.add_argument(
+        "--train-seeds", nargs="+", type=int, default=None, help="training seeds, one AnglE and one SimCSE run each (default: --seed); mean and std reported"
+    )
     parser.add_argument("--eval-limit", type=int, default=None, help="evaluate on the first N STS-B test pairs only")
     parser.add_argument("--eval-batch-size", type=int, default=128)
     parser.add_argument("--eval-max-length", type=int, default=128, help="max tokens at evaluation, the same for every row")
@@ -126,19 +141,35 @@ def main(argv: list[str] | None = None) -> int:
 
     llms = args.llm or ["hf:pypi:smollm2-135m-instruct"]
     config = GenerationConfig(
-        llms=llms, size=args.size, max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
-        batch_size=args.gen_batch_size, concurrency=args.concurrency, device=args.device, progress=True,
+        llms=llms,
+        size=args.size,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+        batch_size=args.gen_batch_size,
+        concurrency=args.concurrency,
+        device=args.device,
+        progress=True,
         cache_dir=str(out / "cache"),
     )
     pairs = out / f"{subset}.pairs.jsonl"
     gen = generate_pairs(sentences, pairs, config).summary
-    print(f"generation: {gen['pairs']['total']} pairs, {gen['sentences_per_s']} sentences/s "
-          f"({gen['requests']['sent']} sent, {gen['requests']['cache_hits']} cached)", file=sys.stderr)
+    print(
+        f"generation: {gen['pairs']['total']} pairs, {gen['sentences_per_s']} sentences/s "
+        f"({gen['requests']['sent']} sent, {gen['requests']['cache_hits']} cached)",
+        file=sys.stderr,
+    )
 
     generation = {
-        "pairs": gen["pairs"], "drops": gen["drops"], "answer_formats": gen["answer_formats"], "usage": gen["usage"],
-        "elapsed_s": gen["elapsed_s"], "sentences_per_s": gen["sentences_per_s"], "requests_per_s": gen["requests_per_s"],
-        "sent": gen["requests"]["sent"], "cache_hits": gen["requests"]["cache_hits"],
+        "pairs": gen["pairs"],
+        "drops": gen["drops"],
+        "answer_formats": gen["answer_formats"],
+        "usage": gen["usage"],
+        "elapsed_s": gen["elapsed_s"],
+        "sentences_per_s": gen["sentences_per_s"],
+        "requests_per_s": gen["requests_per_s"],
+        "sent": gen["requests"]["sent"],
+        "cache_hits": gen["requests"]["cache_hits"],
         "note": "throughput is only meaningful when sent == requests (no cache hits)",
     }
     result_path = out / "bench_generate.json"
@@ -172,20 +203,22 @@ def main(argv: list[str] | None = None) -> int:
         "versions": common.versions("anglekit", "torch", "transformers"),
     }
     result_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    table = "\n".join([
-        f"STS-B test Spearman x100, all-MiniLM-L6-v2, {subset}, LLM {', '.join(llms)}, training seeds {seeds}"
-        + (f" (first {args.eval_limit} test pairs)" if args.eval_limit else ""),
-        "",
-        "| model | steps | STS-B test |",
-        "|---|---|---|",
-        f"| zero-shot | 0 | {zero:.2f} |",
-        f"| AnglE on generated pairs | {steps} | {angle_mean:.2f} ± {angle_std:.2f} |",
-        f"| SimCSE unsup, same sentences | {steps} | {simcse_mean:.2f} ± {simcse_std:.2f} |",
-        "",
-        f"generation: {generation['pairs']['total']} pairs ({generation['pairs']['positive']} pos / "
-        f"{generation['pairs']['negative']} neg), {generation['sentences_per_s']} sentences/s, "
-        f"{generation['requests_per_s']} requests/s" + (" (measured in an earlier run)" if generation.get("measured_earlier") else ""),
-    ])
+    table = "\n".join(
+        [
+            f"STS-B test Spearman x100, all-MiniLM-L6-v2, {subset}, LLM {', '.join(llms)}, training seeds {seeds}"
+            + (f" (first {args.eval_limit} test pairs)" if args.eval_limit else ""),
+            "",
+            "| model | steps | STS-B test |",
+            "|---|---|---|",
+            f"| zero-shot | 0 | {zero:.2f} |",
+            f"| AnglE on generated pairs | {steps} | {angle_mean:.2f} ± {angle_std:.2f} |",
+            f"| SimCSE unsup, same sentences | {steps} | {simcse_mean:.2f} ± {simcse_std:.2f} |",
+            "",
+            f"generation: {generation['pairs']['total']} pairs ({generation['pairs']['positive']} pos / "
+            f"{generation['pairs']['negative']} neg), {generation['sentences_per_s']} sentences/s, "
+            f"{generation['requests_per_s']} requests/s" + (" (measured in an earlier run)" if generation.get("measured_earlier") else ""),
+        ]
+    )
     (out / "bench_generate.md").write_text(table + "\n")
     print(table)
     return 0

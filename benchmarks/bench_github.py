@@ -69,8 +69,11 @@ def bench_collection(n_repos: int, n_issues: int, workdir: Path) -> dict[str, An
         for k in range(1, n_issues + 1):
             spec: dict[str, Any] = {"number": k, "title": f"Issue {k} of repo {r}", "body": "text " * rng.randint(20, 400)}
             if k % 10 == 0:
-                spec.update(state_reason="duplicate", comments=["Thanks for the report", f"Duplicate of #{k - rng.randint(1, 9)}"],
-                            timeline=[{"event": "labeled", "label": {"name": "duplicate"}}, {"event": "closed"}])
+                spec.update(
+                    state_reason="duplicate",
+                    comments=["Thanks for the report", f"Duplicate of #{k - rng.randint(1, 9)}"],
+                    timeline=[{"event": "labeled", "label": {"name": "duplicate"}}, {"event": "closed"}],
+                )
             issues.append(spec)
         repos[f"bench/repo{r}"] = issues
     fixture = make_fixture(repos)
@@ -113,10 +116,31 @@ def synthetic_pairs(n_pairs: int, seed: int = 0, sentences_per_text: int = 24, s
     scale = 5.0 if gold.max() > 1.5 else 1.0
     related = [i for i, g in enumerate(gold) if g >= 3.0 / 5.0 * scale]
     rng = random.Random(seed)
-    env_dump = "\n".join(f"{name}=={rng.randint(0, 9)}.{rng.randint(0, 30)}.{rng.randint(0, 9)}"
-                         for name in ("numpy", "scipy", "torch", "transformers", "tokenizers", "safetensors", "accelerate",
-                                      "datasets", "pandas", "pyarrow", "requests", "urllib3", "tqdm", "pyyaml", "regex",
-                                      "filelock", "fsspec", "huggingface-hub", "packaging", "typing-extensions"))
+    env_dump = "\n".join(
+        f"{name}=={rng.randint(0, 9)}.{rng.randint(0, 30)}.{rng.randint(0, 9)}"
+        for name in (
+            "numpy",
+            "scipy",
+            "torch",
+            "transformers",
+            "tokenizers",
+            "safetensors",
+            "accelerate",
+            "datasets",
+            "pandas",
+            "pyarrow",
+            "requests",
+            "urllib3",
+            "tqdm",
+            "pyyaml",
+            "regex",
+            "filelock",
+            "fsspec",
+            "huggingface-hub",
+            "packaging",
+            "typing-extensions",
+        )
+    )
     boilerplate = TEMPLATE + "\n### pip freeze\n```\n" + env_dump + "\n```\n"
 
     def group() -> list[int]:
@@ -177,8 +201,9 @@ def bench_long_text(n_pairs: int, tiny: bool, long_context_model: str | None = N
         vectors = embedder.encode(texts, batch_size=16, normalize=False)
         seconds = time.perf_counter() - start
         n = len(text1)
-        rows.append({"route": route, "model": model, "method": name, **_scores(vectors[:n], vectors[n:], labels),
-                     "tokens": tokens, "seconds": round(seconds, 2)})
+        rows.append(
+            {"route": route, "model": model, "method": name, **_scores(vectors[:n], vectors[n:], labels), "tokens": tokens, "seconds": round(seconds, 2)}
+        )
         print(json.dumps(rows[-1]), flush=True)
 
     def lengths_of(embedder: Any) -> tuple[list[list[int]], tuple[list[int], list[int]], list[int]]:
@@ -196,8 +221,13 @@ def bench_long_text(n_pairs: int, tiny: bool, long_context_model: str | None = N
     content, wrap, lengths = lengths_of(base)
     specials = len(wrap[0]) + len(wrap[1])
     for max_length in sorted({min(128, limit), limit}):
-        run("truncation", model_name, f"truncate@{max_length}", Embedder.from_pretrained(model_dir, max_length=max_length, device="cpu"),
-            sum(min(n, max_length) for n in lengths))
+        run(
+            "truncation",
+            model_name,
+            f"truncate@{max_length}",
+            Embedder.from_pretrained(model_dir, max_length=max_length, device="cpu"),
+            sum(min(n, max_length) for n in lengths),
+        )
     window = 128
     room = window - specials
     budget = max(1, limit // window)  # windows costing what truncation at the model limit costs
@@ -227,12 +257,19 @@ def bench_long_text(n_pairs: int, tiny: bool, long_context_model: str | None = N
             return result
         for max_length in (128, 512, whole):
             name = f"whole text (max_length {whole})" if max_length == whole else f"truncate@{max_length}"
-            run("long context" if max_length == whole else "truncation", long_context_model, name,
-                Embedder.from_pretrained(long_context_model, max_length=max_length, device="cpu"), sum(min(n, max_length) for n in lengths))
+            run(
+                "long context" if max_length == whole else "truncation",
+                long_context_model,
+                name,
+                Embedder.from_pretrained(long_context_model, max_length=max_length, device="cpu"),
+                sum(min(n, max_length) for n in lengths),
+            )
         specials = len(wrap[0]) + len(wrap[1])
         chunked = Embedder.from_pretrained(long_context_model, max_length=512, device="cpu", long_text="chunk-mean", long_text_window=128,
                                            long_text_stride=128 - specials)  # fmt: skip
-        run("chunk pooling", long_context_model, "chunk-mean@128 (no overlap)", chunked, chunk_tokens(content, probe.tokenizer, wrap, 128, 128 - specials, None))
+        run(
+            "chunk pooling", long_context_model, "chunk-mean@128 (no overlap)", chunked, chunk_tokens(content, probe.tokenizer, wrap, 128, 128 - specials, None)
+        )
         result["long_context"] = {"model": long_context_model, "model_limit": long_limit, "text_tokens_max": whole}
     return result
 
@@ -244,8 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=80, help="synthetic long-text pairs")
     parser.add_argument("--tiny", action="store_true", help="use a random tiny BERT instead of all-MiniLM-L6-v2")
     parser.add_argument("--skip-long", action="store_true")
-    parser.add_argument("--long-context-model", default="pypi:smollm2-135m-instruct",
-                        help="route 2: a model with long positions that reads whole texts ('' to skip)")
+    parser.add_argument(
+        "--long-context-model", default="pypi:smollm2-135m-instruct", help="route 2: a model with long positions that reads whole texts ('' to skip)"
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "bench_github.json")
     args = parser.parse_args(argv)

@@ -84,14 +84,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--objective", choices=("paper", "cosine"), default="paper", help="training objective (default: paper)")
     parser.add_argument("--max-steps", type=int, default=300, help="LoRA training steps (default: 300, about 15 min of CPU)")
     parser.add_argument("--batch-size", type=int, default=16, help="pairs per step (default: 16)")
-    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="fp32",
-                        help="autocast precision (default: fp32; auto: bf16 on GPUs and on CPUs with bf16 instructions)")
+    parser.add_argument(
+        "--precision",
+        choices=("auto", "fp32", "bf16"),
+        default="fp32",
+        help="autocast precision (default: fp32; auto: bf16 on GPUs and on CPUs with bf16 instructions)",
+    )
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--model-dtype", choices=("auto", "fp32", "bf16"), default=None,
-                        help="dtype of the frozen base weights (default: fp32; auto: bf16 on CUDA and on CPUs with bf16 "
-                        "instructions (avx512_bf16/amx_bf16), else fp32)")
-    parser.add_argument("--attn-implementation", choices=("auto", "eager", "sdpa", "flash_attention_2"), default="auto",
-                        help="attention kernel (default: auto)")
+    parser.add_argument(
+        "--model-dtype",
+        choices=("auto", "fp32", "bf16"),
+        default=None,
+        help="dtype of the frozen base weights (default: fp32; auto: bf16 on CUDA and on CPUs with bf16 instructions (avx512_bf16/amx_bf16), else fp32)",
+    )
+    parser.add_argument(
+        "--attn-implementation", choices=("auto", "eager", "sdpa", "flash_attention_2"), default="auto", help="attention kernel (default: auto)"
+    )
     parser.add_argument("--eval-limit", type=int, default=None, help="evaluate on the first N test pairs only (smoke runs)")
     parser.add_argument("--no-zero-shot", action="store_true", help="skip the zero-shot evaluation (e.g. the second objective)")
     parser.add_argument("--learning-rate", type=float, default=1e-4)
@@ -153,35 +161,37 @@ def main(argv: list[str] | None = None) -> int:
         if args.eval_limit:
             test = resolve_dataset(str(write_subset(test, args.eval_limit, Path(scratch) / "test.tsv")))
         run_dir = Path(args.output_dir) if args.output_dir else Path(scratch) / "run"
-        config = TrainConfig.from_dict(dict(
-            model=args.model,
-            prompt="paper",
-            max_length=args.max_length,
-            dtype=args.model_dtype,
-            lora=True,
-            lora_rank=args.lora_rank,
-            lora_alpha=args.lora_alpha,
-            lora_dropout=args.lora_dropout,
-            train_data=f"{stsb}:train",
-            objective=args.objective,
-            max_steps=args.max_steps,
-            batch_size=args.batch_size,
-            learning_rate=args.learning_rate,
-            scheduler="linear",
-            warmup_ratio=0.05,
-            precision=args.precision,
-            gradient_checkpointing=args.gradient_checkpointing,
-            attn_implementation=args.attn_implementation,
-            eval_batch_size=args.eval_batch_size,
-            seed=args.seed,
-            save_steps=max(args.max_steps, 1),
-            save_total_limit=1,
-            logging_steps=max(1, min(10, args.max_steps)),
-            output_dir=str(run_dir),
-            overwrite_output_dir=True,
-            quiet=args.quiet,
-            device=args.device,
-        ))
+        config = TrainConfig.from_dict(
+            dict(
+                model=args.model,
+                prompt="paper",
+                max_length=args.max_length,
+                dtype=args.model_dtype,
+                lora=True,
+                lora_rank=args.lora_rank,
+                lora_alpha=args.lora_alpha,
+                lora_dropout=args.lora_dropout,
+                train_data=f"{stsb}:train",
+                objective=args.objective,
+                max_steps=args.max_steps,
+                batch_size=args.batch_size,
+                learning_rate=args.learning_rate,
+                scheduler="linear",
+                warmup_ratio=0.05,
+                precision=args.precision,
+                gradient_checkpointing=args.gradient_checkpointing,
+                attn_implementation=args.attn_implementation,
+                eval_batch_size=args.eval_batch_size,
+                seed=args.seed,
+                save_steps=max(args.max_steps, 1),
+                save_total_limit=1,
+                logging_steps=max(1, min(10, args.max_steps)),
+                output_dir=str(run_dir),
+                overwrite_output_dir=True,
+                quiet=args.quiet,
+                device=args.device,
+            )
+        )
         device = args.device
 
         def score(embedder: Any) -> dict[str, float]:

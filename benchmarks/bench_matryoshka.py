@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict]] = {row: [] for row, _, _ in selected}
     started = time.perf_counter()
     for row, python, seeds in selected:
-        for seed in (args.seeds if args.seeds is not None and row != "base" else seeds):
+        for seed in args.seeds if args.seeds is not None and row != "base" else seeds:
             result = run_one(row, python, seed, max_steps=args.max_steps, reuse=args.reuse, threads=args.threads)
             if result is not None:
                 runs[row].append(result)

@@ -275,8 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seconds", type=float, default=60.0, help="stop issuing requests in a cell after this long")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads of every server (0: the number of cores)")
     parser.add_argument("--encoding", choices=("base64", "float"), default="base64", help="encoding_format of the requests")
-    parser.add_argument("--peer-env", action="append", default=[], metavar="NAME=VALUE",
-                        help="set this in every server's environment (e.g. OMP_WAIT_POLICY=PASSIVE for all)")
+    parser.add_argument(
+        "--peer-env", action="append", default=[], metavar="NAME=VALUE", help="set this in every server's environment (e.g. OMP_WAIT_POLICY=PASSIVE for all)"
+    )
     parser.add_argument("--out", default=str(HERE / "results" / "bench_serve.json"))
     args = parser.parse_args(argv)
 
@@ -332,8 +333,10 @@ def main(argv: list[str] | None = None) -> int:
                     "p99_ratio": ours["p99_ms"] / theirs["p99_ms"],
                 })  # fmt: skip
 
-    print(f"\nall-MiniLM-L6-v2, CPU, {threads} threads per server, {args.encoding} responses, STS-B test sentences"
-          + (f", server environment {extra_env}" if extra_env else ""))
+    print(
+        f"\nall-MiniLM-L6-v2, CPU, {threads} threads per server, {args.encoding} responses, STS-B test sentences"
+        + (f", server environment {extra_env}" if extra_env else "")
+    )
     header = f"{'sentences/request':>17} {'concurrency':>11}  " + "  ".join(f"{p:>30}" for p in args.peers if p not in skipped)
     print(header)
     print(f"{'':>17} {'':>11}  " + "  ".join(f"{'sent/s   p50 ms   p99 ms':>30}" for p in args.peers if p not in skipped))

@@ -99,9 +99,12 @@ ROWS: tuple[Row, ...] = (
     Row("anglekit", "paper", "tokens", "auto"),
 )
 NEW_ROWS = (
-    Row("anglekit", "paper", "grouped", "auto"), Row("anglekit", "paper", "grouped"),
-    Row("sentence-transformers", "cosent", "random"), Row("sentence-transformers", "cosent", "grouped", "bf16"),
-    Row("angle-emb", "paper", "grouped"), Row("angle-emb", "paper", "grouped", "bf16"),
+    Row("anglekit", "paper", "grouped", "auto"),
+    Row("anglekit", "paper", "grouped"),
+    Row("sentence-transformers", "cosent", "random"),
+    Row("sentence-transformers", "cosent", "grouped", "bf16"),
+    Row("angle-emb", "paper", "grouped"),
+    Row("angle-emb", "paper", "grouped", "bf16"),
     Row("anglekit", "paper", "tokens", "auto"),
 )
 """``--new-rows``: the rows of issue 27's comparison."""
@@ -201,9 +204,13 @@ def run_one(row: Row, seed: int, *, results: Path, force: bool, max_steps: int |
         print(f"FAILED {row.name} seed {seed} (exit {returncode})", file=sys.stderr)
         return f"failed (exit {returncode}): {last[:300] if last else 'no message'}"
     result = json.loads(stdout.strip().splitlines()[-1])
-    print(f"    spearman {result['spearman']:.2f}, {result['train_pairs_per_s']:.1f} pairs/s "
-          f"(tokenize {result['tokenize_seconds']:.1f} s + train {result['train_seconds']:.1f} s), "
-          f"{time.perf_counter() - started:.0f} s wall", file=sys.stderr, flush=True)
+    print(
+        f"    spearman {result['spearman']:.2f}, {result['train_pairs_per_s']:.1f} pairs/s "
+        f"(tokenize {result['tokenize_seconds']:.1f} s + train {result['train_seconds']:.1f} s), "
+        f"{time.perf_counter() - started:.0f} s wall",
+        file=sys.stderr,
+        flush=True,
+    )
     return result
 
 
@@ -256,31 +263,33 @@ def summarise(runs: dict[Row, list[dict[str, Any]]], per_pair: float | None = No
         speeds = [r["train_pairs_per_s"] for r in results]
         spearman_mean, spearman_std = _mean_std(scores)
         speed_mean, speed_std = _mean_std(speeds)
-        table.append({
-            "row": row.name,
-            "peer": row.peer,
-            "loss": row.loss,
-            "batches": row.batches,
-            "batching": _distinct(results, "batches"),
-            "seeds": [r["seed"] for r in results],
-            "spearman_mean": spearman_mean,
-            "spearman_std": spearman_std,
-            "spearman_runs": scores,
-            "train_pairs_per_s_mean": speed_mean,
-            "train_pairs_per_s_std": speed_std,
-            "train_pairs_per_s_runs": speeds,
-            "loop_pairs_per_s_mean": statistics.fmean(r["loop_pairs_per_s"] for r in results),
-            "tokenize_seconds_mean": statistics.fmean(r["tokenize_seconds"] for r in results),
-            "throughput_ratio_vs_reference": speed_mean / ref_speed if ref_speed else None,
-            "train_tokens_per_s_mean": speed_mean * per_pair if per_pair else None,
-            "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
-            "precision": _distinct(results, "precision"),
-            "spearman_delta_vs_fp32": _paired_delta(results, runs.get(FP32_BASELINE, [])),
-            "steps": _distinct(results, "steps"),
-            "torch_threads": _distinct(results, "torch_threads"),
-            "max_length": _distinct(results, "max_length"),
-            "versions": _distinct(results, "versions"),
-        })
+        table.append(
+            {
+                "row": row.name,
+                "peer": row.peer,
+                "loss": row.loss,
+                "batches": row.batches,
+                "batching": _distinct(results, "batches"),
+                "seeds": [r["seed"] for r in results],
+                "spearman_mean": spearman_mean,
+                "spearman_std": spearman_std,
+                "spearman_runs": scores,
+                "train_pairs_per_s_mean": speed_mean,
+                "train_pairs_per_s_std": speed_std,
+                "train_pairs_per_s_runs": speeds,
+                "loop_pairs_per_s_mean": statistics.fmean(r["loop_pairs_per_s"] for r in results),
+                "tokenize_seconds_mean": statistics.fmean(r["tokenize_seconds"] for r in results),
+                "throughput_ratio_vs_reference": speed_mean / ref_speed if ref_speed else None,
+                "train_tokens_per_s_mean": speed_mean * per_pair if per_pair else None,
+                "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
+                "precision": _distinct(results, "precision"),
+                "spearman_delta_vs_fp32": _paired_delta(results, runs.get(FP32_BASELINE, [])),
+                "steps": _distinct(results, "steps"),
+                "torch_threads": _distinct(results, "torch_threads"),
+                "max_length": _distinct(results, "max_length"),
+                "versions": _distinct(results, "versions"),
+            }
+        )
     return table
 
 
@@ -289,21 +298,27 @@ def _spread(mean: float, std: float, n: int, digits: int) -> str:
 
 
 def print_table(table: list[dict[str, Any]]) -> None:
-    header = (f"{'peer':<22} {'loss':<18} {'batches':<8} {'prec':<5} {'seeds':<5} {'spearman':>13} {'pairs/s':>12} "
-              f"{'tokens/s':>8} {'ratio':>5} {'tok s':>5} {'threads':>7} {'peak MB':>7}")
+    header = (
+        f"{'peer':<22} {'loss':<18} {'batches':<8} {'prec':<5} {'seeds':<5} {'spearman':>13} {'pairs/s':>12} "
+        f"{'tokens/s':>8} {'ratio':>5} {'tok s':>5} {'threads':>7} {'peak MB':>7}"
+    )
     print(header)
     print("-" * len(header))
     for row in table:
         n = len(row["seeds"])
         ratio = row["throughput_ratio_vs_reference"]
         tokens = row["train_tokens_per_s_mean"]
-        print(f"{row['peer']:<22} {row['loss']:<18} {row['batches']:<8} {str(row['precision']):<5} {n:<5} "
-              f"{_spread(row['spearman_mean'], row['spearman_std'], n, 2):>13} "
-              f"{_spread(row['train_pairs_per_s_mean'], row['train_pairs_per_s_std'], n, 1):>12} "
-              f"{f'{tokens:.0f}' if tokens else '-':>8} {f'{ratio:.2f}' if ratio else '-':>5} {row['tokenize_seconds_mean']:>5.1f} "
-              f"{str(row['torch_threads']):>7} {row['peak_rss_mb']:>7.0f}")
-    print(f"ratio: pairs/s against {REFERENCE.name}; pairs/s and tok s: see the timed span in bench_train.py's doc; "
-          "tokens/s: pairs/s x the mean non-padding tokens of a pair's two sides (same tokenizer, every row)")
+        print(
+            f"{row['peer']:<22} {row['loss']:<18} {row['batches']:<8} {str(row['precision']):<5} {n:<5} "
+            f"{_spread(row['spearman_mean'], row['spearman_std'], n, 2):>13} "
+            f"{_spread(row['train_pairs_per_s_mean'], row['train_pairs_per_s_std'], n, 1):>12} "
+            f"{f'{tokens:.0f}' if tokens else '-':>8} {f'{ratio:.2f}' if ratio else '-':>5} {row['tokenize_seconds_mean']:>5.1f} "
+            f"{str(row['torch_threads']):>7} {row['peak_rss_mb']:>7.0f}"
+        )
+    print(
+        f"ratio: pairs/s against {REFERENCE.name}; pairs/s and tok s: see the timed span in bench_train.py's doc; "
+        "tokens/s: pairs/s x the mean non-padding tokens of a pair's two sides (same tokenizer, every row)"
+    )
 
 
 def cpu_flags() -> dict[str, Any]:
@@ -323,18 +338,26 @@ def cpu_flags() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     doc = __doc__ or ""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    parser.add_argument("--only", action="append", default=[], metavar="PEER[:LOSS[:BATCHES[:PRECISION]]]",
-                        help="run only the rows these name (repeatable), e.g. anglekit:paper or sentence-transformers:cosent:grouped")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="PEER[:LOSS[:BATCHES[:PRECISION]]]",
+        help="run only the rows these name (repeatable), e.g. anglekit:paper or sentence-transformers:cosent:grouped",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="seeds of every row (default 0 1 2)")
     parser.add_argument("--max-steps", type=int, default=None, help="stop each run early (smoke test; kept apart by file name)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads of every run (0: torch's default)")
     parser.add_argument("--force", action="store_true", help="run again even where a finished per-run JSON exists")
     parser.add_argument("--results-dir", type=Path, default=RESULTS, help="where train/ and bench_train.json go")
     parser.add_argument("--list", action="store_true", help="print the rows and exit")
-    parser.add_argument("--new-rows", action="store_true",
-                        help="run only issue 27's rows: anglekit's default (auto: bf16 on CPUs with avx512_bf16/amx_bf16), anglekit fp32, "
-                        "sentence-transformers CoSENT at its defaults and with bf16=True + grouped batches, angle-emb paper weights grouped "
-                        "in fp32 and bf16, anglekit auto with --max-batch-tokens")
+    parser.add_argument(
+        "--new-rows",
+        action="store_true",
+        help="run only issue 27's rows: anglekit's default (auto: bf16 on CPUs with avx512_bf16/amx_bf16), anglekit fp32, "
+        "sentence-transformers CoSENT at its defaults and with bf16=True + grouped batches, angle-emb paper weights grouped "
+        "in fp32 and bf16, anglekit auto with --max-batch-tokens",
+    )
     args = parser.parse_args(argv)
     if args.list:
         print("\n".join(row.name for row in ROWS))
@@ -366,8 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         "timing": paragraphs[2],
         "protocol_tag": common.TRAIN_PROTOCOL,
         "reference": REFERENCE.name,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "threads_argument": args.threads,
-                    "cpu_flags": cpu_flags()},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "threads_argument": args.threads, "cpu_flags": cpu_flags()},
         "max_steps": args.max_steps,
         "failed": failed,
         "tokens_per_pair": per_pair,

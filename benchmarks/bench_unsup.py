@@ -88,31 +88,33 @@ def run_one(method: str, seed: int, args: argparse.Namespace, root: Path) -> dic
     model = str(common.minilm_dir(args.model_zip))
     with tempfile.TemporaryDirectory(prefix=f"anglekit-unsup-{method}-{seed}-") as out, contextlib.redirect_stdout(sys.stderr):
         evaluating = args.eval_steps > 0
-        config = TrainConfig.from_dict(dict(
-            model=model,
-            pooling=args.pooling,
-            max_length=args.max_length,
-            train_data=args.corpus,
-            objective=method,
-            mlp_head=args.mlp_head,
-            max_steps=args.max_steps,
-            batch_size=args.batch_size,
-            learning_rate=args.learning_rate,
-            scheduler="constant",
-            warmup_steps=0,
-            seed=seed,
-            group_by_length=args.group_by_length,
-            dev_data=str(root / "stsb") + ":dev" if evaluating else None,
-            eval_steps=args.eval_steps if evaluating else None,
-            save_total_limit=1,
-            eval_batch_size=args.eval_batch_size,
-            logging_steps=args.logging_steps,
-            probe_steps=args.probe_steps,
-            probe_data=str(root / "stsb") + ":dev" if args.probes else None,
-            output_dir=out,
-            quiet=True,
-            device=None if args.device == "auto" else args.device,
-        ))
+        config = TrainConfig.from_dict(
+            dict(
+                model=model,
+                pooling=args.pooling,
+                max_length=args.max_length,
+                train_data=args.corpus,
+                objective=method,
+                mlp_head=args.mlp_head,
+                max_steps=args.max_steps,
+                batch_size=args.batch_size,
+                learning_rate=args.learning_rate,
+                scheduler="constant",
+                warmup_steps=0,
+                seed=seed,
+                group_by_length=args.group_by_length,
+                dev_data=str(root / "stsb") + ":dev" if evaluating else None,
+                eval_steps=args.eval_steps if evaluating else None,
+                save_total_limit=1,
+                eval_batch_size=args.eval_batch_size,
+                logging_steps=args.logging_steps,
+                probe_steps=args.probe_steps,
+                probe_data=str(root / "stsb") + ":dev" if args.probes else None,
+                output_dir=out,
+                quiet=True,
+                device=None if args.device == "auto" else args.device,
+            )
+        )
         started = time.perf_counter()
         result = train(config)
         train_seconds = time.perf_counter() - started
@@ -140,8 +142,20 @@ def run_one(method: str, seed: int, args: argparse.Namespace, root: Path) -> dic
 
 
 def protocol(args: argparse.Namespace) -> dict[str, Any]:
-    keys = ("corpus", "max_steps", "batch_size", "learning_rate", "max_length", "pooling", "mlp_head", "eval_steps",
-            "eval_max_length", "eval_limit", "group_by_length", "device")
+    keys = (
+        "corpus",
+        "max_steps",
+        "batch_size",
+        "learning_rate",
+        "max_length",
+        "pooling",
+        "mlp_head",
+        "eval_steps",
+        "eval_max_length",
+        "eval_limit",
+        "group_by_length",
+        "device",
+    )
     return {k: getattr(args, k) for k in keys}
 
 
@@ -157,15 +171,17 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         group = [r for r in rows if r["method"] == method]
         stsb_mean, stsb_std = stats([r["stsb_test"] for r in group])
         avg_mean, avg_std = stats([r.get("sts_avg") for r in group])
-        summary.append({
-            "method": method,
-            "seeds": [r["seed"] for r in group],
-            "stsb_test_mean": stsb_mean,
-            "stsb_test_std": stsb_std,
-            "sts_avg_mean": avg_mean,
-            "sts_avg_std": avg_std,
-            "train_seconds_mean": stats([r.get("train_seconds") for r in group])[0],
-        })
+        summary.append(
+            {
+                "method": method,
+                "seeds": [r["seed"] for r in group],
+                "stsb_test_mean": stsb_mean,
+                "stsb_test_std": stsb_std,
+                "sts_avg_mean": avg_mean,
+                "sts_avg_std": avg_std,
+                "train_seconds_mean": stats([r.get("train_seconds") for r in group])[0],
+            }
+        )
     return summary
 
 
@@ -194,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-length", type=int, default=32, help="training max tokens (SimCSE: 32)")
     parser.add_argument("--pooling", default="last_avg", help="last_avg (MiniLM's own) or cls (SimCSE, with --mlp-head)")
     parser.add_argument("--mlp-head", action="store_true", help="SimCSE's training-only MLP over the pooled vector")
-    parser.add_argument("--group-by-length", action=argparse.BooleanOptionalAction, default=False,
-                        help="length-grouped batches (default: off, random batches as SimCSE)")
+    parser.add_argument(
+        "--group-by-length", action=argparse.BooleanOptionalAction, default=False, help="length-grouped batches (default: off, random batches as SimCSE)"
+    )
     parser.add_argument("--eval-steps", type=int, default=250, help="STS-B dev every N steps, best kept (0: off)")
     parser.add_argument("--eval-max-length", type=int, default=128)
     parser.add_argument("--eval-batch-size", type=int, default=128)
@@ -225,8 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.reuse and path.is_file():
             row = json.loads(path.read_text())
         else:
-            row = {"method": "zero-shot", "seed": 0, **evaluate(common.minilm_dir(args.model_zip), args, root),
-                   "protocol": protocol(args)}
+            row = {"method": "zero-shot", "seed": 0, **evaluate(common.minilm_dir(args.model_zip), args, root), "protocol": protocol(args)}
             common.write_result(row, str(path))
         rows.append(row)
     for method in args.methods:
@@ -245,8 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {"protocol": protocol(args), "summary": summary, "runs": rows}
     (out_dir.parent / "bench_unsup.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
     (out_dir.parent / "bench_unsup.md").write_text(
-        "# Unsupervised: SimCSE vs SimACE from all-MiniLM-L6-v2\n\n" + text + "\n\nProtocol: "
-        + json.dumps(protocol(args)) + "\n"
+        "# Unsupervised: SimCSE vs SimACE from all-MiniLM-L6-v2\n\n" + text + "\n\nProtocol: " + json.dumps(protocol(args)) + "\n"
     )
     return 0
 

@@ -53,15 +53,40 @@ def gpu() -> dict[str, Any]:
     import torch
 
     props = torch.cuda.get_device_properties(0)
-    return {"name": props.name, "memory_gb": round(props.total_memory / 2**30, 1), "capability": f"{props.major}.{props.minor}",
-            "torch": torch.__version__, "cuda": torch.version.cuda, "bf16": torch.cuda.is_bf16_supported()}
+    return {
+        "name": props.name,
+        "memory_gb": round(props.total_memory / 2**30, 1),
+        "capability": f"{props.major}.{props.minor}",
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "bf16": torch.cuda.is_bf16_supported(),
+    }
 
 
 def train_args(scratch: Path, name: str, model: str, steps: int, batch: int, *extra: str) -> tuple[list[str], Path]:
     out = scratch / name
-    return ["train", "--model", model, "--train-data", "stsb:train", "--test-data", "stsb:test", "--max-steps", str(steps),
-            "--batch-size", str(batch), "--device", "cuda", "--output-dir", str(out), "--overwrite-output-dir", "--quiet",
-            "--save-steps", str(steps), *extra], out
+    return [
+        "train",
+        "--model",
+        model,
+        "--train-data",
+        "stsb:train",
+        "--test-data",
+        "stsb:test",
+        "--max-steps",
+        str(steps),
+        "--batch-size",
+        str(batch),
+        "--device",
+        "cuda",
+        "--output-dir",
+        str(out),
+        "--overwrite-output-dir",
+        "--quiet",
+        "--save-steps",
+        str(steps),
+        *extra,
+    ], out
 
 
 def results_of(run_dir: Path) -> dict[str, Any]:
@@ -79,8 +104,7 @@ def step_train_bf16(scratch: Path, steps: int) -> dict[str, Any]:
 def step_train_bf16_unpad(scratch: Path, steps: int) -> dict[str, Any]:
     if importlib.util.find_spec("flash_attn") is None:
         raise Skip("flash_attn is not installed (pip install flash-attn): unpadding needs its variable-length kernel")
-    argv, out = train_args(scratch, "train_bf16_unpad", ENCODER, steps, 64, "--precision", "bf16",
-                           "--attn-implementation", "flash_attention_2", "--unpad")
+    argv, out = train_args(scratch, "train_bf16_unpad", ENCODER, steps, 64, "--precision", "bf16", "--attn-implementation", "flash_attention_2", "--unpad")
     anglekit(*argv)
     return results_of(out)
 
@@ -88,8 +112,21 @@ def step_train_bf16_unpad(scratch: Path, steps: int) -> dict[str, Any]:
 def step_lora_4bit(scratch: Path, steps: int) -> dict[str, Any]:
     if importlib.util.find_spec("bitsandbytes") is None:
         raise Skip("bitsandbytes is not installed (pip install 'anglekit[llm]' bitsandbytes)")
-    argv, out = train_args(scratch, "lora_4bit", LLM, max(10, steps // 3), 16, "--prompt", "paper", "--lora",
-                           "--load-in-kbit", "4", "--gradient-checkpointing", "--precision", "bf16")
+    argv, out = train_args(
+        scratch,
+        "lora_4bit",
+        LLM,
+        max(10, steps // 3),
+        16,
+        "--prompt",
+        "paper",
+        "--lora",
+        "--load-in-kbit",
+        "4",
+        "--gradient-checkpointing",
+        "--precision",
+        "bf16",
+    )
     anglekit(*argv)
     return results_of(out)
 
@@ -128,8 +165,7 @@ def step_encode_cuda(scratch: Path, steps: int) -> dict[str, Any]:
     for dtype in ("fp32", "fp16", "bf16"):
         out = scratch / f"encode-{dtype}.npy"
         started = time.perf_counter()
-        anglekit("encode", ENCODER, "--input", str(source), "--output", str(out), "--device", "cuda", "--dtype", dtype,
-                 "--batch-size", "256", "--quiet")
+        anglekit("encode", ENCODER, "--input", str(source), "--output", str(out), "--device", "cuda", "--dtype", dtype, "--batch-size", "256", "--quiet")
         figures[f"{dtype}_seconds_with_load"] = time.perf_counter() - started
     head = scratch / "head.txt"
     head.write_text("\n".join(sample[:256]) + "\n", encoding="utf-8")
@@ -153,8 +189,11 @@ def free_port() -> int:
 def step_serve_cuda(scratch: Path, steps: int) -> dict[str, Any]:
     port = free_port()
     log = (scratch / "serve.log").open("w", encoding="utf-8")
-    server = subprocess.Popen([sys.executable, "-m", "anglekit", "serve", ENCODER, "--device", "cuda", "--host", "127.0.0.1",
-                               "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "anglekit", "serve", ENCODER, "--device", "cuda", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 300
@@ -173,7 +212,7 @@ def step_serve_cuda(scratch: Path, steps: int) -> dict[str, Any]:
         sample = texts(256)
         latencies = []
         for i in range(20):
-            body = json.dumps({"input": sample[(i * 32) % 224:(i * 32) % 224 + 32], "model": ENCODER}).encode()
+            body = json.dumps({"input": sample[(i * 32) % 224 : (i * 32) % 224 + 32], "model": ENCODER}).encode()
             request = urllib.request.Request(f"{base}/v1/embeddings", data=body, headers={"Content-Type": "application/json"})
             started = time.perf_counter()
             with urllib.request.urlopen(request, timeout=60) as response:
@@ -219,8 +258,13 @@ def step_onnx_cuda(scratch: Path, steps: int) -> dict[str, Any]:
 
 
 STEPS: dict[str, Callable[[Path, int], dict[str, Any]]] = {
-    "train_bf16": step_train_bf16, "train_bf16_unpad": step_train_bf16_unpad, "lora_4bit": step_lora_4bit,
-    "torchrun_1": step_torchrun_1, "encode_cuda": step_encode_cuda, "serve_cuda": step_serve_cuda, "onnx_cuda": step_onnx_cuda,
+    "train_bf16": step_train_bf16,
+    "train_bf16_unpad": step_train_bf16_unpad,
+    "lora_4bit": step_lora_4bit,
+    "torchrun_1": step_torchrun_1,
+    "encode_cuda": step_encode_cuda,
+    "serve_cuda": step_serve_cuda,
+    "onnx_cuda": step_onnx_cuda,
 }
 
 

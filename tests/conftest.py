@@ -26,8 +26,9 @@ TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
-import helpers  # noqa: E402
 import torch  # noqa: E402
+
+import helpers  # noqa: E402
 
 torch.set_num_threads(1)
 

@@ -110,8 +110,7 @@ class FakeGitHub:
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         parsed = urllib.parse.urlsplit(handler.path)
         query = dict(urllib.parse.parse_qsl(parsed.query))
-        entry = {"target": handler.path, "path": parsed.path, "query": query,
-                 "authorization": handler.headers.get("Authorization")}
+        entry = {"target": handler.path, "path": parsed.path, "query": query, "authorization": handler.headers.get("Authorization")}
         with self._lock:
             self.requests.append(entry)
             if self.log_path is not None:

@@ -228,7 +228,6 @@ def _slow_cli(argv: list[str]) -> int:
     return main(argv)
 
 
-
 @dataclass
 class Hold:
     """Where one killed run of :func:`kill_when_held` stops: ``held()`` says the process has reached
@@ -242,8 +241,15 @@ class Hold:
 
 
 def kill_when_held(
-    command: list[str], *, kills: int, arm: Callable[[int | None], Hold | None], resume_flag: str | None = None,
-    timeout: float = 300.0, env: dict[str, str] | None = None, finish: bool = True, **popen: Any,
+    command: list[str],
+    *,
+    kills: int,
+    arm: Callable[[int | None], Hold | None],
+    resume_flag: str | None = None,
+    timeout: float = 300.0,
+    env: dict[str, str] | None = None,
+    finish: bool = True,
+    **popen: Any,
 ) -> list[dict[str, Any]]:
     """Run ``command`` ``kills`` times, each killed (SIGKILL to its process group) while it is held
     at a point of its work, then once more to completion (``resume_flag`` appended after the first
@@ -283,8 +289,15 @@ def kill_when_held(
             else:
                 started = time.monotonic()
                 _, err_bytes = process.communicate(timeout=600)
-                runs.append({"point": None, "killed": False, "returncode": process.returncode,
-                             "seconds": round(time.monotonic() - started, 2), "stderr": err_bytes.decode(errors="replace")[-3000:]})
+                runs.append(
+                    {
+                        "point": None,
+                        "killed": False,
+                        "returncode": process.returncode,
+                        "seconds": round(time.monotonic() - started, 2),
+                        "stderr": err_bytes.decode(errors="replace")[-3000:],
+                    }
+                )
         finally:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)

@@ -24,7 +24,25 @@ def test_the_root_holds_only_the_public_api() -> None:
 
 def test_every_package_is_named_for_a_concept_and_imports() -> None:
     packages = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").is_file())
-    assert packages == ["cli", "config", "corpus", "data", "evaluation", "export", "generation", "github_issues", "index", "io", "llm", "losses", "model", "reproduce", "scale", "serve", "training"]
+    assert packages == [
+        "cli",
+        "config",
+        "corpus",
+        "data",
+        "evaluation",
+        "export",
+        "generation",
+        "github_issues",
+        "index",
+        "io",
+        "llm",
+        "losses",
+        "model",
+        "reproduce",
+        "scale",
+        "serve",
+        "training",
+    ]
     for name in packages:
         importlib.import_module(f"anglekit.{name}")
 

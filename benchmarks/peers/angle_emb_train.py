@@ -57,30 +57,36 @@ PAPER_LOSS_KWARGS = {
     "ibn_tau": 20.0,
     "angle_tau": 1.0,
 }
-_LOSS_FIELDS = ("cosine_w", "ibn_w", "cln_w", "angle_w", "cosine_tau", "ibn_tau", "angle_tau",
-                "angle_pooling_strategy", "dataset_format")
+_LOSS_FIELDS = ("cosine_w", "ibn_w", "cln_w", "angle_w", "cosine_tau", "ibn_tau", "angle_tau", "angle_pooling_strategy", "dataset_format")
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--weights", choices=["defaults", "paper"], required=True,
-                   help="'defaults' = AngleLoss() defaults; 'paper' = cosine/ibn/angle weights 1 "
-                        "with taus 20/20/1")
+    p.add_argument(
+        "--weights",
+        choices=["defaults", "paper"],
+        required=True,
+        help="'defaults' = AngleLoss() defaults; 'paper' = cosine/ibn/angle weights 1 with taus 20/20/1",
+    )
     p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--max-steps", type=int, default=None,
-                   help="stop after K optimizer steps (smoke runs); default: the full epoch")
-    p.add_argument("--eval-limit", type=int, default=None,
-                   help="evaluate on only the first N test pairs (smoke runs)")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after K optimizer steps (smoke runs); default: the full epoch")
+    p.add_argument("--eval-limit", type=int, default=None, help="evaluate on only the first N test pairs (smoke runs)")
     p.add_argument("--max-length", type=int, default=common.TRAIN_MAX_LENGTH)
-    p.add_argument("--group-by-length", action="store_true",
-                   help="length-grouped batches (transformers' LengthGroupedSampler, see the module doc)")
-    p.add_argument("--bf16", action="store_true",
-                   help="AnglE.fit(bf16=True) with use_cpu=True in its TrainingArguments (transformers refuses "
-                        "bf16 without a GPU unless use_cpu is set): angle-emb's best setting on a CPU with bf16 "
-                        "instructions")
-    p.add_argument("--filter-duplicate", type=int, choices=[0, 1], default=1,
-                   help="AnglE.fit(filter_duplicate=...); 1 is fit()'s default (its CLI "
-                        "angle-trainer defaults to 0)")
+    p.add_argument("--group-by-length", action="store_true", help="length-grouped batches (transformers' LengthGroupedSampler, see the module doc)")
+    p.add_argument(
+        "--bf16",
+        action="store_true",
+        help="AnglE.fit(bf16=True) with use_cpu=True in its TrainingArguments (transformers refuses "
+        "bf16 without a GPU unless use_cpu is set): angle-emb's best setting on a CPU with bf16 "
+        "instructions",
+    )
+    p.add_argument(
+        "--filter-duplicate",
+        type=int,
+        choices=[0, 1],
+        default=1,
+        help="AnglE.fit(filter_duplicate=...); 1 is fit()'s default (its CLI angle-trainer defaults to 0)",
+    )
     common.add_common_args(p)
     return p.parse_args(argv)
 
@@ -110,8 +116,7 @@ def run(args) -> dict:
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
 
-    angle = AnglE.from_pretrained(str(model_dir), max_length=args.max_length,
-                                  pooling_strategy="avg", train_mode=True)
+    angle = AnglE.from_pretrained(str(model_dir), max_length=args.max_length, pooling_strategy="avg", train_mode=True)
 
     columns = {
         "text1": tr1,
@@ -184,21 +189,18 @@ def run(args) -> dict:
     lr_end = float(trainer.lr_scheduler.get_last_lr()[0]) if trainer.lr_scheduler is not None else None
     targs = trainer.args
     effective_loss = {k: getattr(trainer.loss_fct, k) for k in _LOSS_FIELDS if hasattr(trainer.loss_fct, k)}
-    pairs_trained = min(steps * common.BATCH_SIZE, n_train * common.EPOCHS) if args.max_steps \
-        else n_train * common.EPOCHS
+    pairs_trained = min(steps * common.BATCH_SIZE, n_train * common.EPOCHS) if args.max_steps else n_train * common.EPOCHS
 
     # Evaluate with angle-emb's own encode (Pooler 'avg' = masked mean pooling).
     def encode(texts):
-        chunks = [angle.encode(texts[i:i + common.EVAL_BATCH_SIZE], to_numpy=True)
-                  for i in range(0, len(texts), common.EVAL_BATCH_SIZE)]
+        chunks = [angle.encode(texts[i : i + common.EVAL_BATCH_SIZE], to_numpy=True) for i in range(0, len(texts), common.EVAL_BATCH_SIZE)]
         return np.concatenate(chunks, axis=0)
 
     e1, e2 = encode(te1), encode(te2)
     spearman = common.cosine_spearman_x100(e1, e2, te_scores)
 
     notes = [
-        "fit() builds transformers.TrainingArguments itself; lr_scheduler_type='constant', seed, "
-        "report_to, max_steps passed via argument_kwargs (accepted)",
+        "fit() builds transformers.TrainingArguments itself; lr_scheduler_type='constant', seed, report_to, max_steps passed via argument_kwargs (accepted)",
         "fit() warmup_steps default is 1000; passed warmup_steps=0",
         "fit() wraps self.backbone in torch.compile after building the trainer, so training and "
         "encode run the uncompiled module (the trainer/pooler hold the original)",
@@ -227,8 +229,7 @@ def run(args) -> dict:
         "batches": f"{'length-grouped' if args.group_by_length else 'random'} ({captured['sampler']})",
         "steps": steps,
         "peak_rss_mb": round(common.peak_rss_mb(), 1),
-        "versions": common.versions("angle-emb", "transformers", "tokenizers", "torch", "datasets", "accelerate",
-                                    "peft", "numpy", "scipy"),
+        "versions": common.versions("angle-emb", "transformers", "tokenizers", "torch", "datasets", "accelerate", "peft", "numpy", "scipy"),
         "weights": args.weights,
         "loss_kwargs": loss_kwargs,
         "effective_loss": effective_loss,

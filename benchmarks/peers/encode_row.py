@@ -64,8 +64,16 @@ import common  # noqa: E402  (sets HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE on impo
 import numpy as np  # noqa: E402
 
 KINDS = ("anglekit-torch", "anglekit-onnx", "anglekit-openvino", "st-torch", "st-onnx", "st-openvino")
-ANGLEKIT_EXPORTS = {"fp32": {}, "int8": {"quantize": "int8"}, "int8-O2": {"quantize": "int8", "optimize": "O2"}, "int8-O3": {"quantize": "int8", "optimize": "O3"},
-                    "ov-fp32": {}, "ov-bf16": {"precision": "bf16"}, "ov-int8": {"quantize": "int8"}, "ov-int8-static": {"quantize": "int8-static"}}
+ANGLEKIT_EXPORTS = {
+    "fp32": {},
+    "int8": {"quantize": "int8"},
+    "int8-O2": {"quantize": "int8", "optimize": "O2"},
+    "int8-O3": {"quantize": "int8", "optimize": "O3"},
+    "ov-fp32": {},
+    "ov-bf16": {"precision": "bf16"},
+    "ov-int8": {"quantize": "int8"},
+    "ov-int8-static": {"quantize": "int8-static"},
+}
 PRECISIONS = ("fp32", "bf16")
 """``--precision`` of a row: torch rows load their weights in it; OpenVINO rows set it as the
 inference precision hint (anglekit: recorded with the export; sentence-transformers: ov_config)."""
@@ -134,10 +142,14 @@ def prepare_anglekit(out_dir: Path, exports: list[str], threads: int) -> dict[st
             folder = export_onnx(embedder, out_dir / name, **ANGLEKIT_EXPORTS[name])
             info_file, weights = "onnx_config.json", "model.onnx"
         info = json.loads((folder / info_file).read_text(encoding="utf-8"))
-        done[name] = {"path": str(folder), "seconds": round(time.perf_counter() - started, 2), "exporter": info.get("exporter"),
-                      "bytes": (folder / weights).stat().st_size, "check": info.get("check")}
-    return {"what": "anglekit", "exports": done,
-            "versions": common.versions("anglekit", "torch", "onnxruntime", "onnx", "onnxscript")}
+        done[name] = {
+            "path": str(folder),
+            "seconds": round(time.perf_counter() - started, 2),
+            "exporter": info.get("exporter"),
+            "bytes": (folder / weights).stat().st_size,
+            "check": info.get("check"),
+        }
+    return {"what": "anglekit", "exports": done, "versions": common.versions("anglekit", "torch", "onnxruntime", "onnx", "onnxscript")}
 
 
 def prepare_st(out_dir: Path, quant_config: str, openvino: bool, threads: int) -> dict[str, Any]:
@@ -148,30 +160,27 @@ def prepare_st(out_dir: Path, quant_config: str, openvino: bool, threads: int) -
     shutil.copytree(common.minilm_dir(), out_dir, dirs_exist_ok=True)
     done: dict[str, Any] = {}
     started = time.perf_counter()
-    model = SentenceTransformer(str(out_dir), backend="onnx", device="cpu",
-                                model_kwargs={"provider": "CPUExecutionProvider"})
+    model = SentenceTransformer(str(out_dir), backend="onnx", device="cpu", model_kwargs={"provider": "CPUExecutionProvider"})
     model.save_pretrained(str(out_dir))
     done["onnx"] = {"file_name": "onnx/model.onnx", "seconds": round(time.perf_counter() - started, 2)}
     started = time.perf_counter()
     export_dynamic_quantized_onnx_model(model, quant_config, str(out_dir))
     name = f"onnx/model_qint8_{quant_config}.onnx"
     if not (out_dir / name).is_file():
-        raise FileNotFoundError(f"export_dynamic_quantized_onnx_model wrote no {name}: "
-                                f"{sorted(p.name for p in (out_dir / 'onnx').iterdir())}")
-    done["onnx-int8"] = {"file_name": name, "quant_config": quant_config,
-                         "seconds": round(time.perf_counter() - started, 2)}
+        raise FileNotFoundError(f"export_dynamic_quantized_onnx_model wrote no {name}: {sorted(p.name for p in (out_dir / 'onnx').iterdir())}")
+    done["onnx-int8"] = {"file_name": name, "quant_config": quant_config, "seconds": round(time.perf_counter() - started, 2)}
     del model
     if openvino:
         started = time.perf_counter()
-        ov_model = SentenceTransformer(str(out_dir), backend="openvino", device="cpu",
-                                       model_kwargs={"ov_config": _ov_config(threads)})
+        ov_model = SentenceTransformer(str(out_dir), backend="openvino", device="cpu", model_kwargs={"ov_config": _ov_config(threads)})
         ov_model.save_pretrained(str(out_dir))
-        done["openvino"] = {"file_name": "openvino/openvino_model.xml",
-                            "seconds": round(time.perf_counter() - started, 2)}
+        done["openvino"] = {"file_name": "openvino/openvino_model.xml", "seconds": round(time.perf_counter() - started, 2)}
         started = time.perf_counter()
         try:
-            done["openvino-int8-static"] = {**export_st_static_openvino(ov_model, out_dir, calibration_texts()),
-                                            "seconds": round(time.perf_counter() - started, 2)}
+            done["openvino-int8-static"] = {
+                **export_st_static_openvino(ov_model, out_dir, calibration_texts()),
+                "seconds": round(time.perf_counter() - started, 2),
+            }
         except Exception as exc:  # noqa: BLE001 - its row reports the failure; the other rows still run
             done["openvino-int8-static"] = {"error": f"{type(exc).__name__}: {exc}"[:600]}
     for value in done.values():
@@ -181,9 +190,12 @@ def prepare_st(out_dir: Path, quant_config: str, openvino: bool, threads: int) -
         if files[0].suffix == ".xml":
             files.append(files[0].with_suffix(".bin"))
         value["bytes"] = sum(f.stat().st_size for f in files if f.is_file())
-    return {"what": "st", "path": str(out_dir), "exports": done,
-            "versions": common.versions("sentence-transformers", "transformers", "optimum", "optimum-onnx",
-                                        "onnxruntime", "torch", "openvino", "optimum-intel")}
+    return {
+        "what": "st",
+        "path": str(out_dir),
+        "exports": done,
+        "versions": common.versions("sentence-transformers", "transformers", "optimum", "optimum-onnx", "onnxruntime", "torch", "openvino", "optimum-intel"),
+    }
 
 
 def export_st_static_openvino(model: Any, out_dir: Path, texts: list[str]) -> dict[str, Any]:
@@ -204,19 +216,28 @@ def export_st_static_openvino(model: Any, out_dir: Path, texts: list[str]) -> di
 
     datasets.load_dataset = offline
     try:
-        export_static_quantized_openvino_model(model, OVQuantizationConfig(num_samples=len(texts)), str(out_dir),
-                                               dataset_name="stsb-train-512", dataset_config_name="default",
-                                               dataset_split="train", column_name="sentence")
+        export_static_quantized_openvino_model(
+            model,
+            OVQuantizationConfig(num_samples=len(texts)),
+            str(out_dir),
+            dataset_name="stsb-train-512",
+            dataset_config_name="default",
+            dataset_split="train",
+            column_name="sentence",
+        )
     finally:
         datasets.load_dataset = original
     found = sorted((out_dir / "openvino").glob("openvino_model_qint8_quantized.xml"))
     if not found:
-        raise FileNotFoundError(f"export_static_quantized_openvino_model wrote no openvino_model_qint8_quantized.xml: "
-                                f"{sorted(p.name for p in (out_dir / 'openvino').iterdir())}")
+        raise FileNotFoundError(
+            f"export_static_quantized_openvino_model wrote no openvino_model_qint8_quantized.xml: {sorted(p.name for p in (out_dir / 'openvino').iterdir())}"
+        )
     return {"file_name": f"openvino/{found[0].name}", "calibration_texts": len(texts), "quantization_config": f"OVQuantizationConfig(num_samples={len(texts)})"}
 
 
-def load(kind: str, path: str, file_name: str | None, threads: int, precision: str | None = None) -> tuple[Callable[[list[str], int], np.ndarray], dict[str, Any]]:
+def load(
+    kind: str, path: str, file_name: str | None, threads: int, precision: str | None = None
+) -> tuple[Callable[[list[str], int], np.ndarray], dict[str, Any]]:
     """(encode(texts, batch_size) -> normalised float32 vectors, details) for one kind of row."""
     if kind in ("anglekit-torch", "st-torch"):
         common.set_threads(threads)
@@ -236,9 +257,14 @@ def load(kind: str, path: str, file_name: str | None, threads: int, precision: s
         model = OnnxEmbedder.from_pretrained(path, threads=threads, precision=precision)
         options = model.session.get_session_options()
         quantized = model.info.get("quantize")
-        details = {"ort_intra_op_threads": options.intra_op_num_threads, "ort_inter_op_threads": options.inter_op_num_threads,
-                   "max_length": model.config.max_length, "export_config": model.info,
-                   "providers": model.session.get_providers(), "precision": "int8 dynamic" if quantized else model.precision}
+        details = {
+            "ort_intra_op_threads": options.intra_op_num_threads,
+            "ort_inter_op_threads": options.inter_op_num_threads,
+            "max_length": model.config.max_length,
+            "export_config": model.info,
+            "providers": model.session.get_providers(),
+            "precision": "int8 dynamic" if quantized else model.precision,
+        }
         return (lambda texts, bs: model.encode(texts, batch_size=bs, normalize=True)), details
     if kind == "anglekit-openvino":
         _import_anglekit()
@@ -246,10 +272,13 @@ def load(kind: str, path: str, file_name: str | None, threads: int, precision: s
 
         model = OpenVinoEmbedder.from_pretrained(path, threads=threads, precision=precision)
         quantized = model.info.get("quantize")
-        details = {"openvino_inference_num_threads": int(model.session.get_property("INFERENCE_NUM_THREADS")),
-                   "openvino_inference_precision": str(model.session.get_property("INFERENCE_PRECISION_HINT")),
-                   "max_length": model.config.max_length, "export_config": model.info,
-                   "precision": model.precision + (f", {quantized}" if quantized else "")}
+        details = {
+            "openvino_inference_num_threads": int(model.session.get_property("INFERENCE_NUM_THREADS")),
+            "openvino_inference_precision": str(model.session.get_property("INFERENCE_PRECISION_HINT")),
+            "max_length": model.config.max_length,
+            "export_config": model.info,
+            "precision": model.precision + (f", {quantized}" if quantized else ""),
+        }
         return (lambda texts, bs: model.encode(texts, batch_size=bs, normalize=True)), details
     if kind.startswith("st-"):
         import torch
@@ -279,26 +308,33 @@ def load(kind: str, path: str, file_name: str | None, threads: int, precision: s
         elif backend == "onnx":
             session = getattr(inner, "session", None) or getattr(inner, "model", None)
             options = session.get_session_options()
-            details.update({"ort_intra_op_threads": options.intra_op_num_threads,
-                            "ort_inter_op_threads": options.inter_op_num_threads,
-                            "onnx_file": str(getattr(inner, "path", "") or getattr(inner, "model_path", "")),
-                            "precision": "int8 dynamic" if file_name and "qint8" in file_name else "fp32"})
+            details.update(
+                {
+                    "ort_intra_op_threads": options.intra_op_num_threads,
+                    "ort_inter_op_threads": options.inter_op_num_threads,
+                    "onnx_file": str(getattr(inner, "path", "") or getattr(inner, "model_path", "")),
+                    "precision": "int8 dynamic" if file_name and "qint8" in file_name else "fp32",
+                }
+            )
         else:
+
             def late() -> dict[str, Any]:  # optimum-intel compiles on first use: read after the warm-up
                 compiled = getattr(inner, "request", None)  # an openvino CompiledModel
                 if compiled is None or not hasattr(compiled, "get_property"):
                     return {}
                 hint = compiled.get_property("INFERENCE_PRECISION_HINT")
                 static = ", int8-static" if file_name and "qint8" in file_name else ""
-                return {"openvino_inference_num_threads": int(compiled.get_property("INFERENCE_NUM_THREADS")),
-                        "openvino_inference_precision": str(hint), "precision": _ov_precision(hint) + static}
+                return {
+                    "openvino_inference_num_threads": int(compiled.get_property("INFERENCE_NUM_THREADS")),
+                    "openvino_inference_precision": str(hint),
+                    "precision": _ov_precision(hint) + static,
+                }
 
             details["_late"] = late
             details["ov_config"] = dict(getattr(inner, "ov_config", {}) or {})
 
         def encode(texts: list[str], bs: int) -> np.ndarray:
-            return model.encode(texts, batch_size=bs, convert_to_numpy=True, normalize_embeddings=True,
-                                show_progress_bar=False)
+            return model.encode(texts, batch_size=bs, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
 
         return encode, details
     raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
@@ -331,34 +367,46 @@ def run_row(args: argparse.Namespace) -> dict[str, Any]:
             out = encode(texts, args.batch_size)
             timings[name].append(time.perf_counter() - started)
             vectors[name] = np.asarray(out, dtype=np.float32)
-    spearman = common.cosine_spearman_x100(vectors["short"][inputs["pairs1"]], vectors["short"][inputs["pairs2"]],
-                                           np.asarray(inputs["gold"], dtype=np.float64))
+    spearman = common.cosine_spearman_x100(vectors["short"][inputs["pairs1"]], vectors["short"][inputs["pairs2"]], np.asarray(inputs["gold"], dtype=np.float64))
     if args.vectors_out:
         tmp = Path(args.vectors_out + ".tmp.npz")
         np.savez(tmp, short=vectors["short"], long=vectors["long"])
         os.replace(tmp, args.vectors_out)
-    result: dict[str, Any] = {"row": args.row or args.kind, "kind": args.kind, "path": args.path, "file_name": args.file_name,
-                              "precision": details.get("precision", "unknown"), "precision_asked": args.precision}
+    result: dict[str, Any] = {
+        "row": args.row or args.kind,
+        "kind": args.kind,
+        "path": args.path,
+        "file_name": args.file_name,
+        "precision": details.get("precision", "unknown"),
+        "precision_asked": args.precision,
+    }
     for name, texts in (("short", short), ("long", long)):
         best = min(timings[name])
-        result[name] = {"texts": len(texts), "sentences_per_s": round(len(texts) / best, 2),
-                        "best_seconds": round(best, 4), "all_seconds": [round(t, 4) for t in timings[name]]}
-    result.update({
-        "spearman": round(spearman, 4),
-        "peak_rss_mb": round(common.peak_rss_mb(), 1),
-        "peak_rss_mb_short_only": round(peak_short, 1),
-        "load_seconds": round(load_seconds, 3),
-        "warmup_seconds": round(warmup_seconds, 3),
-        "dim": int(vectors["short"].shape[1]),
-        "threads": args.threads,
-        "batch_size": args.batch_size,
-        "repeats": args.repeats,
-        "env_threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM")},
-        "details": details,
-        "versions": common.versions("anglekit", "sentence-transformers", "transformers", "torch", "onnxruntime",
-                                    "optimum", "optimum-onnx", "openvino", "optimum-intel", "numpy"),
-        "python": sys.executable,
-    })
+        result[name] = {
+            "texts": len(texts),
+            "sentences_per_s": round(len(texts) / best, 2),
+            "best_seconds": round(best, 4),
+            "all_seconds": [round(t, 4) for t in timings[name]],
+        }
+    result.update(
+        {
+            "spearman": round(spearman, 4),
+            "peak_rss_mb": round(common.peak_rss_mb(), 1),
+            "peak_rss_mb_short_only": round(peak_short, 1),
+            "load_seconds": round(load_seconds, 3),
+            "warmup_seconds": round(warmup_seconds, 3),
+            "dim": int(vectors["short"].shape[1]),
+            "threads": args.threads,
+            "batch_size": args.batch_size,
+            "repeats": args.repeats,
+            "env_threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM")},
+            "details": details,
+            "versions": common.versions(
+                "anglekit", "sentence-transformers", "transformers", "torch", "onnxruntime", "optimum", "optimum-onnx", "openvino", "optimum-intel", "numpy"
+            ),
+            "python": sys.executable,
+        }
+    )
     return result
 
 
@@ -377,10 +425,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--kind", choices=KINDS, required=True)
     run.add_argument("--row", default=None, help="the row's name in the table")
     run.add_argument("--path", required=True, help="model folder")
-    run.add_argument("--file-name", default=None,
-                     help="st-onnx / st-openvino: model_kwargs file_name")
-    run.add_argument("--precision", choices=PRECISIONS, default=None,
-                     help="torch rows: the weights' dtype; OpenVINO rows: the inference precision hint (default: the row's own)")
+    run.add_argument("--file-name", default=None, help="st-onnx / st-openvino: model_kwargs file_name")
+    run.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
+        help="torch rows: the weights' dtype; OpenVINO rows: the inference precision hint (default: the row's own)",
+    )
     run.add_argument("--inputs", required=True, help="JSON written by bench_encode.py (short, long, pairs1, pairs2, gold)")
     run.add_argument("--threads", type=int, default=2)
     run.add_argument("--batch-size", type=int, default=64)

@@ -30,10 +30,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--batch-size", type=int, default=common.EVAL_BATCH_SIZE)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--max-length", type=int, default=None,
-                   help="override model.max_seq_length (default: the model's own, 256)")
-    p.add_argument("--limit", type=int, default=None,
-                   help="use only the first N test pairs (smoke runs)")
+    p.add_argument("--max-length", type=int, default=None, help="override model.max_seq_length (default: the model's own, 256)")
+    p.add_argument("--limit", type=int, default=None, help="use only the first N test pairs (smoke runs)")
     common.add_common_args(p)
     return p.parse_args(argv)
 
@@ -44,7 +42,6 @@ def main(argv=None) -> int:
 
 def run(args) -> dict:
     common.set_threads(args.threads)
-    import numpy as np
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -61,8 +58,7 @@ def run(args) -> dict:
     model.eval()
 
     def encode():
-        return model.encode(sentences, batch_size=args.batch_size, convert_to_numpy=True,
-                            show_progress_bar=False)
+        return model.encode(sentences, batch_size=args.batch_size, convert_to_numpy=True, show_progress_bar=False)
 
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     t0 = time.perf_counter()
@@ -110,8 +106,8 @@ def run(args) -> dict:
         "torch_threads": torch.get_num_threads(),
         "device": str(model.device),
         "notes": "unique STS-B test sentences from both columns; best of repeats after one "
-                 "untimed warm-up pass; ST sorts by length internally; spearman is zero-shot "
-                 "(untrained model), from the same embeddings",
+        "untimed warm-up pass; ST sorts by length internally; spearman is zero-shot "
+        "(untrained model), from the same embeddings",
     }
 
 

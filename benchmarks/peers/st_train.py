@@ -49,15 +49,15 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--loss", choices=["cosent", "angle"], required=True)
     p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--max-steps", type=int, default=None,
-                   help="stop after K optimizer steps (smoke runs); default: the full epoch")
-    p.add_argument("--eval-limit", type=int, default=None,
-                   help="evaluate on only the first N test pairs (smoke runs)")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after K optimizer steps (smoke runs); default: the full epoch")
+    p.add_argument("--eval-limit", type=int, default=None, help="evaluate on only the first N test pairs (smoke runs)")
     p.add_argument("--max-seq-length", type=int, default=common.TRAIN_MAX_LENGTH)
-    p.add_argument("--group-by-length", action="store_true",
-                   help="length-grouped batches (transformers' grouping, see the module doc)")
-    p.add_argument("--bf16", action="store_true",
-                   help="bf16=True in its training arguments (bf16 autocast; on the CPU with use_cpu=True): its best setting on a CPU with avx512_bf16")
+    p.add_argument("--group-by-length", action="store_true", help="length-grouped batches (transformers' grouping, see the module doc)")
+    p.add_argument(
+        "--bf16",
+        action="store_true",
+        help="bf16=True in its training arguments (bf16 autocast; on the CPU with use_cpu=True): its best setting on a CPU with avx512_bf16",
+    )
     common.add_common_args(p)
     return p.parse_args(argv)
 
@@ -83,7 +83,7 @@ def length_grouped_batch_sampler(lengths: list[int]) -> type:
             generator = torch.Generator().manual_seed(int(self.seed) + int(self.epoch))
             order = get_length_grouped_indices(lengths, self.batch_size, generator=generator)
             for start in range(0, len(order), self.batch_size):
-                batch = order[start:start + self.batch_size]
+                batch = order[start : start + self.batch_size]
                 if len(batch) == self.batch_size or not self.drop_last:
                     type(self).batches_yielded += 1
                     yield batch
@@ -100,6 +100,7 @@ def run(args) -> dict:
         SentenceTransformerTrainer,
         SentenceTransformerTrainingArguments,
     )
+
     try:  # 5.x location; the top-level alias is deprecated
         from sentence_transformers.sentence_transformer import losses
     except ImportError:  # pragma: no cover - older 3.x/4.x layout
@@ -117,11 +118,13 @@ def run(args) -> dict:
     modules = [type(m).__name__ for m in model]
     pooling_mode = common.st_pooling_mode(model)
 
-    train_ds = Dataset.from_dict({
-        "sentence1": tr1,
-        "sentence2": tr2,
-        "score": [float(s) for s in tr_scores],  # raw 0..5; ranking-only use (see module doc)
-    })
+    train_ds = Dataset.from_dict(
+        {
+            "sentence1": tr1,
+            "sentence2": tr2,
+            "score": [float(s) for s in tr_scores],  # raw 0..5; ranking-only use (see module doc)
+        }
+    )
     tokenize_seconds = 0.0
     sampler_options: dict = {}
     sampler = None
@@ -165,11 +168,9 @@ def run(args) -> dict:
         if sched is not None:
             lr_end = float(sched.get_last_lr()[0])
 
-    pairs_trained = min(steps * common.BATCH_SIZE, n_train * common.EPOCHS) if args.max_steps \
-        else n_train * common.EPOCHS
+    pairs_trained = min(steps * common.BATCH_SIZE, n_train * common.EPOCHS) if args.max_steps else n_train * common.EPOCHS
     if sampler is not None and sampler.batches_yielded < steps:
-        raise RuntimeError(f"the length-grouped batch sampler gave {sampler.batches_yielded} batches for "
-                           f"{steps} steps: sentence-transformers did not use it")
+        raise RuntimeError(f"the length-grouped batch sampler gave {sampler.batches_yielded} batches for {steps} steps: sentence-transformers did not use it")
 
     model.eval()
     e1 = model.encode(te1, batch_size=common.EVAL_BATCH_SIZE, convert_to_numpy=True, show_progress_bar=False)
@@ -189,12 +190,14 @@ def run(args) -> dict:
         "loop_pairs_per_s": round(pairs_trained / train_seconds, 3),
         "group_by_length": args.group_by_length,
         "precision": "bf16" if args.bf16 else "fp32",
-        "batches": ("length-grouped (transformers get_length_grouped_indices via batch_sampler)"
-                    if args.group_by_length else "random (DefaultBatchSampler over RandomSampler)"),
+        "batches": (
+            "length-grouped (transformers get_length_grouped_indices via batch_sampler)"
+            if args.group_by_length
+            else "random (DefaultBatchSampler over RandomSampler)"
+        ),
         "steps": steps,
         "peak_rss_mb": round(common.peak_rss_mb(), 1),
-        "versions": common.versions("sentence-transformers", "transformers", "tokenizers", "torch",
-                                    "datasets", "accelerate", "numpy", "scipy"),
+        "versions": common.versions("sentence-transformers", "transformers", "tokenizers", "torch", "datasets", "accelerate", "numpy", "scipy"),
         "loss_params": loss.get_config_dict(),
         "train_loss": float(train_out.training_loss),
         "train_pairs": pairs_trained,
@@ -217,8 +220,8 @@ def run(args) -> dict:
         "device": str(model.device),
         "timing": common.TIMING_NOTE,
         "notes": "train_seconds times trainer.train() (tokenizing each batch in the collator); eval encodes STS-B test at "
-                 f"max_seq_length={args.max_seq_length}, batch {common.EVAL_BATCH_SIZE}; model ends "
-                 "with a Normalize module (cosine/angle-invariant).",
+        f"max_seq_length={args.max_seq_length}, batch {common.EVAL_BATCH_SIZE}; model ends "
+        "with a Normalize module (cosine/angle-invariant).",
     }
 
 

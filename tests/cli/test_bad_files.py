@@ -63,8 +63,7 @@ Reader = Callable[[Path, dict[str, Any]], tuple[list[str], Path]]
 def _report(tmp: Path, ctx: dict[str, Any]) -> tuple[list[str], Path]:
     run = tmp / "run"
     run.mkdir()
-    (run / "sts.json").write_text(json.dumps({"columns": ["STS12", "Avg"], "scores": {"STS12": 70.0, "Avg": 70.0},
-                                              "model": {"name": "m"}}))
+    (run / "sts.json").write_text(json.dumps({"columns": ["STS12", "Avg"], "scores": {"STS12": 70.0, "Avg": 70.0}, "model": {"name": "m"}}))
     return ["report", str(run), "--no-published"], run / "sts.json"
 
 
@@ -100,8 +99,7 @@ def _build_details(tmp: Path, ctx: dict[str, Any]) -> tuple[list[str], Path]:
 def _repos_file(tmp: Path, ctx: dict[str, Any]) -> tuple[list[str], Path]:
     path = tmp / "repos.txt"
     path.write_text("# none reachable: the test only reads this file\n")
-    return ["github-issues", "collect", "--repos-file", str(path), "--base-url", "http://127.0.0.1:9",
-            "--output-dir", str(tmp / "c")], path
+    return ["github-issues", "collect", "--repos-file", str(path), "--base-url", "http://127.0.0.1:9", "--output-dir", str(tmp / "c")], path
 
 
 def _eval_data(tmp: Path, ctx: dict[str, Any]) -> tuple[list[str], Path]:
@@ -119,21 +117,61 @@ def _train_config(tmp: Path, ctx: dict[str, Any]) -> tuple[list[str], Path]:
     path = tmp / "train.yaml"
     path.write_text("seed: 1\n")
     pairs = helpers.write_pairs(tmp / "pairs.jsonl", 8, seed=0)
-    return ["train", ctx["model"], "--config", str(path), "--train-data", str(pairs), "--output-dir", str(tmp / "t"),
-            "--max-steps", "1", "--positive-threshold", "2.5", "--device", "cpu"], path
+    return [
+        "train",
+        ctx["model"],
+        "--config",
+        str(path),
+        "--train-data",
+        str(pairs),
+        "--output-dir",
+        str(tmp / "t"),
+        "--max-steps",
+        "1",
+        "--positive-threshold",
+        "2.5",
+        "--device",
+        "cpu",
+    ], path
 
 
 def _train_data(tmp: Path, ctx: dict[str, Any]) -> tuple[list[str], Path]:
     pairs = helpers.write_pairs(tmp / "pairs.jsonl", 8, seed=0)
-    return ["train", ctx["model"], "--train-data", str(pairs), "--output-dir", str(tmp / "t"), "--max-steps", "1",
-            "--positive-threshold", "2.5", "--device", "cpu"], pairs
+    return [
+        "train",
+        ctx["model"],
+        "--train-data",
+        str(pairs),
+        "--output-dir",
+        str(tmp / "t"),
+        "--max-steps",
+        "1",
+        "--positive-threshold",
+        "2.5",
+        "--device",
+        "cpu",
+    ], pairs
 
 
 def _train_dev_data(tmp: Path, ctx: dict[str, Any]) -> tuple[list[str], Path]:
     pairs = helpers.write_pairs(tmp / "pairs.jsonl", 8, seed=0)
     dev = helpers.write_pairs(tmp / "dev.jsonl", 8, seed=1)
-    return ["train", ctx["model"], "--train-data", str(pairs), "--dev-data", str(dev), "--output-dir", str(tmp / "t"),
-            "--max-steps", "1", "--positive-threshold", "2.5", "--device", "cpu"], dev
+    return [
+        "train",
+        ctx["model"],
+        "--train-data",
+        str(pairs),
+        "--dev-data",
+        str(dev),
+        "--output-dir",
+        str(tmp / "t"),
+        "--max-steps",
+        "1",
+        "--positive-threshold",
+        "2.5",
+        "--device",
+        "cpu",
+    ], dev
 
 
 def _search_index(tmp: Path, ctx: dict[str, Any]) -> tuple[list[str], Path]:
@@ -145,8 +183,7 @@ def _search_index(tmp: Path, ctx: dict[str, Any]) -> tuple[list[str], Path]:
 def _index_shards(tmp: Path, ctx: dict[str, Any]) -> tuple[list[str], Path]:
     folder = tmp / "shards"
     shutil.copytree(ctx["shards"], folder)
-    return ["index", "build", ctx["model"], "--input", str(folder), "--output-dir", str(tmp / "ix"), "--quiet",
-            "--device", "cpu"], folder / "manifest.json"
+    return ["index", "build", ctx["model"], "--input", str(folder), "--output-dir", str(tmp / "ix"), "--quiet", "--device", "cpu"], folder / "manifest.json"
 
 
 def _model_file(name: str) -> Reader:
@@ -201,26 +238,34 @@ def context(tmp_path_factory: pytest.TempPathFactory, tiny_bert_dir: Path) -> di
     """Good inputs made once: a GitHub collection, encode shards and an index of the tiny model."""
     from anglekit.github_issues.client import GitHubClient
     from anglekit.github_issues.collect import collect
+
     from fake_github import FakeGitHub, make_fixture
 
     root = tmp_path_factory.mktemp("good")
     specs = [{"number": k, "title": f"Crash {k}", "body": "trace " * k} for k in range(1, 7)]
     specs[1]["comments"] = ["Duplicate of #1"]
     with FakeGitHub(make_fixture({"acme/bad": specs})) as server:
-        summary = collect(["acme/bad"], root / "collection", client=GitHubClient(server.base_url, per_page=50, sleep=lambda s: None),
-                          candidates="all")
+        summary = collect(["acme/bad"], root / "collection", client=GitHubClient(server.base_url, per_page=50, sleep=lambda s: None), candidates="all")
     assert not summary.failed
     corpus = root / "corpus.txt"
     corpus.write_text("a man plays\na dog runs\ntwo kids ride\nthe sun sets\n")
-    assert helpers.run_cli(["encode", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(root / "shards"),
-                            "--shard-size", "2", "--quiet", "--device", "cpu"], _NoCapture())[0] == 0
-    assert helpers.run_cli(["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(root / "index"),
-                            "--quiet", "--device", "cpu"], _NoCapture())[0] == 0
+    assert (
+        helpers.run_cli(
+            ["encode", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(root / "shards"), "--shard-size", "2", "--quiet", "--device", "cpu"],
+            _NoCapture(),
+        )[0]
+        == 0
+    )
+    assert (
+        helpers.run_cli(
+            ["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(root / "index"), "--quiet", "--device", "cpu"], _NoCapture()
+        )[0]
+        == 0
+    )
     from anglekit.model.embedder import Embedder
 
     Embedder.from_pretrained(tiny_bert_dir, device="cpu").add_lora(rank=4, alpha=8, dropout=0.0).save_pretrained(root / "adapters")
-    return {"model": str(tiny_bert_dir), "collection": root / "collection", "shards": root / "shards", "index": root / "index",
-            "adapters": root / "adapters"}
+    return {"model": str(tiny_bert_dir), "collection": root / "collection", "shards": root / "shards", "index": root / "index", "adapters": root / "adapters"}
 
 
 class _NoCapture:
@@ -244,8 +289,7 @@ def test_the_good_input_passes(name: str, context: dict[str, Any], tmp_path: Pat
 
 @pytest.mark.parametrize("kind", list(BAD))
 @pytest.mark.parametrize("name", list(READERS))
-def test_a_bad_file_is_one_line_exit_2_naming_it(name: str, kind: str, context: dict[str, Any], tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_file_is_one_line_exit_2_naming_it(name: str, kind: str, context: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     reader, text_only = READERS[name]
     argv, path = reader(tmp_path, context)
     if text_only and kind in TEXT_ONLY:
@@ -277,13 +321,16 @@ def _run_ok_or_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tup
     return code, err.strip()
 
 
-@pytest.mark.parametrize(("content", "needle"), [
-    ({"model": "m", "datasets": {"stsb:test": {"spearman": 80.0}}}, "no 'columns' or 'scores' key"),  # eval --data --output's JSON
-    ({"columns": ["STS12"], "scores": {"STS12": "80.1"}}, "field 'scores.STS12': expected a number or null, got a string"),
-    ({"columns": "STS12", "scores": {}}, "field 'columns': expected a list of column names"),
-    ({"columns": ["STS12"], "scores": [80.1]}, "field 'scores'"),
-    ({"columns": ["STS12"], "scores": {"STS12": 1.0}, "model": "m"}, "field 'model': expected an object"),
-])
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ({"model": "m", "datasets": {"stsb:test": {"spearman": 80.0}}}, "no 'columns' or 'scores' key"),  # eval --data --output's JSON
+        ({"columns": ["STS12"], "scores": {"STS12": "80.1"}}, "field 'scores.STS12': expected a number or null, got a string"),
+        ({"columns": "STS12", "scores": {}}, "field 'columns': expected a list of column names"),
+        ({"columns": ["STS12"], "scores": [80.1]}, "field 'scores'"),
+        ({"columns": ["STS12"], "scores": {"STS12": 1.0}, "model": "m"}, "field 'model': expected an object"),
+    ],
+)
 def test_report_on_a_scores_file_of_another_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: Any, needle: str) -> None:
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "sts.json").write_text(json.dumps(content))
@@ -298,14 +345,17 @@ def test_report_given_the_json_file_instead_of_its_folder(tmp_path: Path, capsys
     assert code == 2 and str(path) in err and "is a file; expected a folder" in err, err
 
 
-@pytest.mark.parametrize(("lines", "needle"), [
-    ('{"step": 1, "loss": 0.5}\n{"step": 2, "loss": "0.4"}\n', "row 2, field 'loss': expected a number (or null), got a string"),
-    ('{"step": "two", "loss": 0.5}\n', "row 1, field 'step': expected the step as a number"),
-    ('{"step": 1, "probe_alignment": [0.1]}\n', "row 1, field 'probe_alignment'"),
-    ('{"step": 1, "loss": true}\n', "field 'loss': expected a number (or null), got a boolean"),
-    ('{"loss": 0.5}\n', "row 1: no 'step' key"),
-    ('{"step": 1, "loss": 0.5}\n{"step": 2, "lo\n', "row 2: malformed JSON"),
-])
+@pytest.mark.parametrize(
+    ("lines", "needle"),
+    [
+        ('{"step": 1, "loss": 0.5}\n{"step": 2, "loss": "0.4"}\n', "row 2, field 'loss': expected a number (or null), got a string"),
+        ('{"step": "two", "loss": 0.5}\n', "row 1, field 'step': expected the step as a number"),
+        ('{"step": 1, "probe_alignment": [0.1]}\n', "row 1, field 'probe_alignment'"),
+        ('{"step": 1, "loss": true}\n', "field 'loss': expected a number (or null), got a boolean"),
+        ('{"loss": 0.5}\n', "row 1: no 'step' key"),
+        ('{"step": 1, "loss": 0.5}\n{"step": 2, "lo\n', "row 2: malformed JSON"),
+    ],
+)
 def test_plot_dynamics_on_non_numeric_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str], lines: str, needle: str) -> None:
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "metrics.jsonl").write_text(lines)
@@ -324,16 +374,19 @@ def _edit_jsonl(path: Path, change: Callable[[dict[str, Any]], Any]) -> None:
     state_path.write_text(json.dumps(state))
 
 
-@pytest.mark.parametrize(("case", "needle"), [
-    ("issues cut short", "state.json records"),
-    ("issues deleted", "holds 0 bytes but state.json records"),
-    ("number not an integer", "row 1, field 'number': expected an issue number"),
-    ("title a list", "row 1, field 'title': expected text or null"),
-    ("comments not a list", "field 'comments': expected a list of objects"),
-    ("byte count a string", "field 'issues_bytes': expected a count"),
-    ("repos not a list", "field 'repos': expected a list of owner/name strings"),
-    ("unknown phase", "field 'phase': expected one of"),
-])
+@pytest.mark.parametrize(
+    ("case", "needle"),
+    [
+        ("issues cut short", "state.json records"),
+        ("issues deleted", "holds 0 bytes but state.json records"),
+        ("number not an integer", "row 1, field 'number': expected an issue number"),
+        ("title a list", "row 1, field 'title': expected text or null"),
+        ("comments not a list", "field 'comments': expected a list of objects"),
+        ("byte count a string", "field 'issues_bytes': expected a count"),
+        ("repos not a list", "field 'repos': expected a list of owner/name strings"),
+        ("unknown phase", "field 'phase': expected one of"),
+    ],
+)
 def test_github_issues_build_on_a_corrupt_or_incomplete_collection(
     case: str, needle: str, context: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -362,18 +415,19 @@ def test_github_issues_build_on_a_corrupt_or_incomplete_collection(
     assert not (tmp_path / "ds").exists()
 
 
-@pytest.mark.parametrize(("option", "needle"), [
-    ("transfer.seed=abc", "option transfer.seed: expected an integer, got str 'abc'"),
-    ("transfer.c_grid=[1, x]", "option transfer.c_grid[1]: expected a number, got str 'x'"),
-    ("sts.check_counts=1", "option sts.check_counts: expected true or false, got int 1"),
-    ("sts.tasks=[STS12, 5]", "option sts.tasks[1]: expected a string, got int 5"),
-    ("geometry.plot=[1]", "option geometry.plot: expected true or false, got list"),
-    ("retrieval.split=[test]", "option retrieval.split: expected a string"),
-    ("sts.variant=[a", "cannot read the value as YAML"),
-])
-def test_eval_option_values_of_the_wrong_type_fail_before_the_model_loads(
-    option: str, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.mark.parametrize(
+    ("option", "needle"),
+    [
+        ("transfer.seed=abc", "option transfer.seed: expected an integer, got str 'abc'"),
+        ("transfer.c_grid=[1, x]", "option transfer.c_grid[1]: expected a number, got str 'x'"),
+        ("sts.check_counts=1", "option sts.check_counts: expected true or false, got int 1"),
+        ("sts.tasks=[STS12, 5]", "option sts.tasks[1]: expected a string, got int 5"),
+        ("geometry.plot=[1]", "option geometry.plot: expected true or false, got list"),
+        ("retrieval.split=[test]", "option retrieval.split: expected a string"),
+        ("sts.variant=[a", "cannot read the value as YAML"),
+    ],
+)
+def test_eval_option_values_of_the_wrong_type_fail_before_the_model_loads(option: str, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     suite = option.split(".")[0]
     missing_model = str(tmp_path / "no-model-here")  # loading it would fail: the option is checked first
     code, err = _run_ok_or_error(["eval", missing_model, "--suite", suite, "--option", option, "--output-dir", str(tmp_path / "o")], capsys)
@@ -384,10 +438,16 @@ def test_eval_option_values_of_the_wrong_type_fail_before_the_model_loads(
 def test_eval_options_of_the_right_type_are_converted() -> None:
     from anglekit.cli.eval import parse_options
 
-    options = parse_options(["transfer.seed=3", "geometry.positive_threshold=4", "sts.tasks=STS12", "transfer.blas_threads=null",
-                             "retrieval.ks=[1, 5]"], ["transfer", "geometry", "sts", "retrieval"])
-    assert options == {"transfer": {"seed": 3, "blas_threads": None}, "geometry": {"positive_threshold": 4.0},
-                       "sts": {"tasks": ("STS12",)}, "retrieval": {"ks": (1, 5)}}
+    options = parse_options(
+        ["transfer.seed=3", "geometry.positive_threshold=4", "sts.tasks=STS12", "transfer.blas_threads=null", "retrieval.ks=[1, 5]"],
+        ["transfer", "geometry", "sts", "retrieval"],
+    )
+    assert options == {
+        "transfer": {"seed": 3, "blas_threads": None},
+        "geometry": {"positive_threshold": 4.0},
+        "sts": {"tasks": ("STS12",)},
+        "retrieval": {"ks": (1, 5)},
+    }
     assert isinstance(options["geometry"]["positive_threshold"], float)
 
 
@@ -400,9 +460,7 @@ def _pairs(path: Path, labels: list[float]) -> Path:
 
 
 @pytest.mark.parametrize(("labels", "needle"), [([3.0], "at least 2 pairs, got 1"), ([2.0, 2.0, 2.0], "all 3 gold labels equal 2")])
-def test_eval_data_on_one_pair_or_constant_labels_names_the_file(
-    labels: list[float], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_eval_data_on_one_pair_or_constant_labels_names_the_file(labels: list[float], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _pairs(tmp_path / "few.jsonl", labels)
     code, err = _run_ok_or_error(["eval", str(tmp_path / "no-model-here"), "--data", str(path)], capsys)
     assert code == 2 and f"--data {path}" in err and needle in err, err  # found before the (missing) model loads
@@ -411,13 +469,35 @@ def test_eval_data_on_one_pair_or_constant_labels_names_the_file(
 @pytest.mark.parametrize("flag", ["--dev-data", "--test-data"])
 @pytest.mark.parametrize(("labels", "needle"), [([3.0], "at least 2 pairs"), ([1.0, 1.0], "all 2 gold labels equal 1")])
 def test_train_dev_and_test_data_with_an_undefined_score_name_the_file_before_training(
-    flag: str, labels: list[float], needle: str, tiny_bert_dir: Path, pair_file: Path, tmp_path: Path,
+    flag: str,
+    labels: list[float],
+    needle: str,
+    tiny_bert_dir: Path,
+    pair_file: Path,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     path = _pairs(tmp_path / "dev.jsonl", labels)
     out = tmp_path / "run"
-    code, err = _run_ok_or_error(["train", str(tiny_bert_dir), "--train-data", str(pair_file), flag, str(path), "--output-dir", str(out),
-                                  "--max-steps", "1", "--positive-threshold", "2.5", "--device", "cpu"], capsys)
+    code, err = _run_ok_or_error(
+        [
+            "train",
+            str(tiny_bert_dir),
+            "--train-data",
+            str(pair_file),
+            flag,
+            str(path),
+            "--output-dir",
+            str(out),
+            "--max-steps",
+            "1",
+            "--positive-threshold",
+            "2.5",
+            "--device",
+            "cpu",
+        ],
+        capsys,
+    )
     assert code == 2 and f"{flag} {path}" in err and needle in err, err
     assert not (out / "metrics.jsonl").exists() and not (out / "model").exists()  # no step was trained
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import helpers
 from anglekit.cli import main
+
+import helpers
 
 SENTENCES = [
     "a man is playing the guitar .",
@@ -137,9 +138,7 @@ def test_train_without_model_is_a_clear_error(tmp_path: Path, pair_file: Path, c
     assert not (tmp_path / "run").exists()
 
 
-def test_train_runs_from_yaml_with_flag_overrides(
-    tmp_path: Path, tiny_bert_dir: Path, pair_file: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_train_runs_from_yaml_with_flag_overrides(tmp_path: Path, tiny_bert_dir: Path, pair_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
     config = tmp_path / "config.yaml"
     config.write_text(
@@ -165,15 +164,11 @@ def texts_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_encode_writes_npy_equal_to_embedder_encode(
-    tmp_path: Path, tiny_bert_dir: Path, texts_file: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_encode_writes_npy_equal_to_embedder_encode(tmp_path: Path, tiny_bert_dir: Path, texts_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from anglekit.model.embedder import Embedder
 
     output = tmp_path / "vectors.npy"
-    code, stdout, err = _run(
-        ["encode", str(tiny_bert_dir), "--input", str(texts_file), "--output", str(output), "--batch-size", "2", "--quiet"], capsys
-    )
+    code, stdout, err = _run(["encode", str(tiny_bert_dir), "--input", str(texts_file), "--output", str(output), "--batch-size", "2", "--quiet"], capsys)
     assert code == 0, err
     assert f"wrote {len(SENTENCES)} x 32 vectors" in stdout
     vectors = np.load(output)
@@ -234,9 +229,7 @@ def test_encode_missing_input(tmp_path: Path, tiny_bert_dir: Path, capsys: pytes
 
 
 @pytest.mark.parametrize("name", ["vectors.npz", "vectors", "vectors.npy.txt", "vectors.NPY"])
-def test_encode_output_must_end_in_npy(
-    tmp_path: Path, tiny_bert_dir: Path, texts_file: Path, name: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_encode_output_must_end_in_npy(tmp_path: Path, tiny_bert_dir: Path, texts_file: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(["encode", str(tiny_bert_dir), "--input", str(texts_file), "--output", str(tmp_path / name)], capsys)
     assert code == 2 and ".npy" in err and name in err
     assert _listing(tmp_path) == ["texts.txt"]
@@ -250,9 +243,7 @@ def test_encode_refuses_to_overwrite_its_input(tmp_path: Path, tiny_bert_dir: Pa
     assert source.read_text() == "dog\ncat\n"
 
 
-def test_encode_bad_model_exits_2_and_keeps_an_existing_output(
-    tmp_path: Path, texts_file: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_encode_bad_model_exits_2_and_keeps_an_existing_output(tmp_path: Path, texts_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     output = tmp_path / "vectors.npy"
     np.save(output, np.ones((2, 3), dtype=np.float32))
     code, _, err = _run(["encode", str(tmp_path / "no-model"), "--input", str(texts_file), "--output", str(output)], capsys)
@@ -289,13 +280,11 @@ def test_eval_prints_scores_and_writes_json(
     tmp_path: Path, tiny_bert_dir: Path, pair_file: Path, dev_pair_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from anglekit.data.catalog import resolve_dataset
-    from anglekit.model.embedder import Embedder
     from anglekit.evaluation.similarity import evaluate_pairs
+    from anglekit.model.embedder import Embedder
 
     output = tmp_path / "scores.json"
-    code, stdout, err = _run(
-        ["eval", str(tiny_bert_dir), "--data", str(pair_file), "--data", str(dev_pair_file), "--output", str(output), "--quiet"], capsys
-    )
+    code, stdout, err = _run(["eval", str(tiny_bert_dir), "--data", str(pair_file), "--data", str(dev_pair_file), "--output", str(output), "--quiet"], capsys)
     assert code == 0, err
     assert "spearman" in stdout and "pearson" in stdout
     results = json.loads(output.read_text())
@@ -391,7 +380,6 @@ def test_github_issues_is_wired_and_reports_a_missing_collection(tmp_path: Path,
 
 def test_github_issues_is_a_known_dataset_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from anglekit.data.catalog import resolve_dataset
-
     from anglekit.github_issues.build import MANIFEST
 
     folder = tmp_path / "github-issues"  # as written by `anglekit github-issues build`

@@ -22,8 +22,19 @@ def test_eval_sts_suite_writes_results_and_caches(tiny_bert_dir: Path, tmp_path:
     root = write_sts_root(tmp_path / "data")
     out = tmp_path / "eval"
     args = [
-        "eval", str(tiny_bert_dir), "--suite", "sts", "--data-root", str(root), "--output-dir", str(out),
-        "--cache", str(tmp_path / "cache"), "--option", "sts.check_counts=false", "--quiet",
+        "eval",
+        str(tiny_bert_dir),
+        "--suite",
+        "sts",
+        "--data-root",
+        str(root),
+        "--output-dir",
+        str(out),
+        "--cache",
+        str(tmp_path / "cache"),
+        "--option",
+        "sts.check_counts=false",
+        "--quiet",
     ]
     assert main(args) == 0
     first = json.loads((out / "sts.json").read_text())
@@ -39,10 +50,24 @@ def test_eval_data_and_suite_together_and_report(tiny_bert_dir: Path, tmp_path: 
     root = write_nontransfer_root(tmp_path / "data")
     out = tmp_path / "eval"
     scores = tmp_path / "scores.json"
-    code = main([
-        "eval", str(tiny_bert_dir), "--suite", "non-transfer", "--data", str(root / "stsb") + ":test",
-        "--output", str(scores), "--data-root", str(root), "--output-dir", str(out), "--no-cache", "--quiet",
-    ])
+    code = main(
+        [
+            "eval",
+            str(tiny_bert_dir),
+            "--suite",
+            "non-transfer",
+            "--data",
+            str(root / "stsb") + ":test",
+            "--output",
+            str(scores),
+            "--data-root",
+            str(root),
+            "--output-dir",
+            str(out),
+            "--no-cache",
+            "--quiet",
+        ]
+    )
     assert code == 0
     assert json.loads(scores.read_text())["datasets"]
     assert (out / "non-transfer.json").is_file()
@@ -71,8 +96,20 @@ def test_eval_bad_suite_arguments(tiny_bert_dir: Path, tmp_path: Path, capsys: p
 
 def test_eval_suite_with_missing_data_names_the_file(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
-    code = main(["eval", str(tiny_bert_dir), "--suite", "retrieval", "--data-root", str(tmp_path / "empty"),
-                 "--output-dir", str(tmp_path / "o"), "--no-cache", "--quiet"])
+    code = main(
+        [
+            "eval",
+            str(tiny_bert_dir),
+            "--suite",
+            "retrieval",
+            "--data-root",
+            str(tmp_path / "empty"),
+            "--output-dir",
+            str(tmp_path / "o"),
+            "--no-cache",
+            "--quiet",
+        ]
+    )
     assert code == 2
     assert "flickr30k" in capsys.readouterr().err
 

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import helpers
-
 from anglekit.cli import COMMANDS, build_parser, main
 from anglekit.errors import ConfigError, UnsupportedModelError
 from anglekit.version import __version__
+
+import helpers
 
 _EVALUATION_TESTS = str(Path(__file__).resolve().parents[1] / "evaluation")  # tests/evaluation: the tiny data roots
 if _EVALUATION_TESTS not in sys.path:
@@ -347,7 +347,11 @@ class _StubEncoder:
     ],
 )
 def test_eval_falls_back_on_unsupported_model_error_only(
-    error: Exception, backend: str, falls_back: bool, dev_pair_file: Path, monkeypatch: pytest.MonkeyPatch,
+    error: Exception,
+    backend: str,
+    falls_back: bool,
+    dev_pair_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     import anglekit.cli.eval as eval_command

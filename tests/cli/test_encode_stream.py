@@ -15,7 +15,7 @@ import pytest
 
 import helpers
 
-SLOW = '''
+SLOW = """
 import os, sys, time
 from pathlib import Path
 from anglekit.model.embedder import Embedder
@@ -33,7 +33,7 @@ def held(self, *args, **kwargs):
 Embedder.encode = held
 from anglekit.cli import main
 sys.exit(main(sys.argv[1:]))
-'''
+"""
 
 
 def _corpus(path: Path, n: int) -> list[str]:

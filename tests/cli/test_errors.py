@@ -15,7 +15,6 @@ import pytest
 import torch
 
 import helpers
-from anglekit.cli import main
 
 SENTENCES = ["a man is playing the guitar .", "dog", "two kids ride bikes", "the old woman walks her dog ."]
 
@@ -147,7 +146,9 @@ def test_every_numeric_flag_checks_its_range_when_parsed(capsys: pytest.CaptureF
 # ------------------------------------------------------------------ model folders
 
 
-def test_max_length_above_the_position_embeddings(tiny_bert_dir: Path, texts: Path, tmp_path: Path, pair_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_max_length_above_the_position_embeddings(
+    tiny_bert_dir: Path, texts: Path, tmp_path: Path, pair_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = _run(["encode", str(tiny_bert_dir), "--input", str(texts), "--output", str(tmp_path / "v.npy"), "--max-length", "5000"], capsys)
     _clean_error(code, err, "max_length 5000", "128 position embeddings")
     code, _, err = _run(["train", str(tiny_bert_dir), "--train-data", str(pair_file), "--max-length", "5000",
@@ -156,7 +157,9 @@ def test_max_length_above_the_position_embeddings(tiny_bert_dir: Path, texts: Pa
     assert not (tmp_path / "v.npy").exists() and not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
-def test_truncated_weights_are_refused_before_loading(tiny_bert_dir: Path, copy_model: Any, texts: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_truncated_weights_are_refused_before_loading(
+    tiny_bert_dir: Path, copy_model: Any, texts: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     model = copy_model(tiny_bert_dir)
     weights = model / "model.safetensors"
     data = weights.read_bytes()
@@ -168,7 +171,9 @@ def test_truncated_weights_are_refused_before_loading(tiny_bert_dir: Path, copy_
     _clean_error(code, err, "not a readable safetensors file")
 
 
-def test_a_model_folder_without_tokenizer_files_is_refused(tiny_bert_dir: Path, copy_model: Any, texts: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_model_folder_without_tokenizer_files_is_refused(
+    tiny_bert_dir: Path, copy_model: Any, texts: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     model = copy_model(tiny_bert_dir)
     for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
         (model / name).unlink(missing_ok=True)
@@ -177,7 +182,9 @@ def test_a_model_folder_without_tokenizer_files_is_refused(tiny_bert_dir: Path, 
     assert not (tmp_path / "v.npy").exists()
 
 
-def test_an_odd_hidden_size_with_the_angle_term_fails_before_any_data(tiny_bert_dir: Path, copy_model: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_odd_hidden_size_with_the_angle_term_fails_before_any_data(
+    tiny_bert_dir: Path, copy_model: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     model = copy_model(tiny_bert_dir)
     config = json.loads((model / "config.json").read_text())
     config.update(hidden_size=33, num_attention_heads=3)
@@ -214,7 +221,9 @@ def test_resume_and_overwrite_together_are_refused(tiny_bert_dir: Path, pair_fil
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here: cuda is a valid device")
-def test_device_cuda_without_a_gpu_is_an_error_not_a_silent_cpu_run(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_device_cuda_without_a_gpu_is_an_error_not_a_silent_cpu_run(
+    tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     argv = _train(tiny_bert_dir, pair_file, tmp_path / "run")
     argv[argv.index("--device") + 1] = "cuda"
     code, _, err = _run(argv, capsys)

@@ -93,9 +93,7 @@ def test_search_with_another_model_exits_2(tmp_path: Path, tiny_bert_dir: Path, 
      (b'{"id": "a", "text": "dog"}\n{"id": 2.5, "text": "cat"}\n', "row 2, field 'id': id must be a string or an integer"),
      (b"", "empty")],
 )  # fmt: skip
-def test_bad_corpus_exits_2_and_writes_no_index(
-    tmp_path: Path, tiny_bert_dir: Path, content: bytes, match: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_bad_corpus_exits_2_and_writes_no_index(tmp_path: Path, tiny_bert_dir: Path, content: bytes, match: str, capsys: pytest.CaptureFixture[str]) -> None:
     corpus = tmp_path / "c.jsonl"
     corpus.write_bytes(content)
     code, out, err = _run(["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(tmp_path / "ix"), "--quiet"], capsys)

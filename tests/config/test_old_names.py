@@ -44,8 +44,7 @@ def _read(data: dict[str, object]) -> dict[str, object]:
     ({"old-batch": 3}, {"batch": 3}),
     ({"run": {"progress": True}}, {"quiet": False}),
 ])  # fmt: skip
-def test_old_keys_map_to_the_new_setting_with_a_warning(data: dict[str, object], expected: dict[str, object],
-                                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_old_keys_map_to_the_new_setting_with_a_warning(data: dict[str, object], expected: dict[str, object], caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="anglekit.config.fields"), pytest.warns(DeprecationWarning) as caught:
         assert _read(data) == expected
     message = str(caught[0].message)

@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import helpers
 from anglekit.corpus import encode_corpus, open_shards
 from anglekit.errors import ConfigError, DataError, OutputError
+
+import helpers
 
 
 def _corpus(path: Path, n: int) -> list[str]:

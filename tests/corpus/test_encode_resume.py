@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import helpers
 from anglekit.corpus import encode_corpus, open_shards
 from anglekit.model.embedder import Embedder
+
+import helpers
 
 
 def _corpus(path: Path, n: int) -> list[str]:
@@ -90,16 +91,30 @@ def test_a_resumed_encode_says_where_it_restarts(tmp_path: Path, tiny_bert_dir: 
     assert (report.encoded, report.reused) == (2, 2)
     # A fresh folder says nothing of resuming.
     said.clear()
-    fresh = encode_corpus(str(tiny_bert_dir), tmp_path / "c.txt", tmp_path / "fresh", shard_size=4, model_kwargs={"device": "cpu"},
-                          say=said.append)
+    fresh = encode_corpus(str(tiny_bert_dir), tmp_path / "c.txt", tmp_path / "fresh", shard_size=4, model_kwargs={"device": "cpu"}, say=said.append)
     assert said == [] and fresh.resumed is None
 
 
 def test_workers_exit_cleanly_and_a_rerun_is_quick(tmp_path: Path, tiny_bert_dir: Path) -> None:
     _corpus(tmp_path / "c.txt", 14)
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "anglekit", "encode", str(tiny_bert_dir), "--input", str(tmp_path / "c.txt"), "--output-dir", str(out),
-            "--shard-size", "3", "--workers", "2", "--device", "cpu"]
+    argv = [
+        sys.executable,
+        "-m",
+        "anglekit",
+        "encode",
+        str(tiny_bert_dir),
+        "--input",
+        str(tmp_path / "c.txt"),
+        "--output-dir",
+        str(out),
+        "--shard-size",
+        "3",
+        "--workers",
+        "2",
+        "--device",
+        "cpu",
+    ]
     env = {**os.environ, "PYTHONWARNINGS": "default"}
     first = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     assert first.returncode == 0, first.stderr
@@ -107,10 +122,12 @@ def test_workers_exit_cleanly_and_a_rerun_is_quick(tmp_path: Path, tiny_bert_dir
     for noise in ("leaked semaphore", "resource_tracker", "Loading weights", "Traceback"):
         assert noise not in first.stderr, first.stderr
     # Nothing to do: the rerun never imports torch (it neither loads the model nor starts workers).
-    probe = ("import sys, runpy; sys.argv = ['anglekit'] + sys.argv[1:]\n"
-             "try:\n    runpy.run_module('anglekit', run_name='__main__')\n"
-             "except SystemExit as exc:\n    code = exc.code\n"
-             "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', code)")
+    probe = (
+        "import sys, runpy; sys.argv = ['anglekit'] + sys.argv[1:]\n"
+        "try:\n    runpy.run_module('anglekit', run_name='__main__')\n"
+        "except SystemExit as exc:\n    code = exc.code\n"
+        "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', code)"
+    )
     again = subprocess.run([sys.executable, "-c", probe, *argv[3:]], capture_output=True, text=True, env=env, check=False)
     assert again.returncode == 0, again.stderr
     assert "0 encoded now, 5 already done" in again.stdout and "nothing to do" in again.stdout

@@ -155,9 +155,9 @@ def test_saved_hf_dataset_dir(tmp_path: Path) -> None:
     columns = {"sentence1": [r[0] for r in ROWS], "sentence2": [r[1] for r in ROWS], "score": [r[2] for r in ROWS]}
     datasets.Dataset.from_dict(columns).save_to_disk(str(tmp_path / "single"))
     check_rows(read_pairs(tmp_path / "single"))  # aliases sentence1/sentence2/score
-    datasets.DatasetDict(
-        {"train": datasets.Dataset.from_dict(columns), "test": datasets.Dataset.from_dict(columns).select([0])}
-    ).save_to_disk(str(tmp_path / "dict"))
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict(columns), "test": datasets.Dataset.from_dict(columns).select([0])}).save_to_disk(
+        str(tmp_path / "dict")
+    )
     assert len(read_pairs(tmp_path / "dict", split="test")) == 1
     check_rows(read_pairs(tmp_path / "dict", split="train"))
     with pytest.raises(ConfigError, match="split"):
@@ -455,17 +455,7 @@ def test_binary_file(tmp_path: Path) -> None:
 
 def test_lenient_counts_and_reports(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "p.tsv"
-    path.write_bytes(
-        b"text1\ttext2\tlabel\n"
-        b"good one\tfine\t1.5\n"
-        b"\tempty\t2\n"
-        b"x\ty\tabc\n"
-        b"x\ty\t9\n"
-        b"x\ty\n"
-        b"caf\xe9\ty\t1\n"
-        b"x\t \t1\n"
-        b"good two\tfine\t2.4\n"
-    )
+    path.write_bytes(b"text1\ttext2\tlabel\ngood one\tfine\t1.5\n\tempty\t2\nx\ty\tabc\nx\ty\t9\nx\ty\ncaf\xe9\ty\t1\nx\t \t1\ngood two\tfine\t2.4\n")
     with caplog.at_level(logging.WARNING, logger="anglekit.data"):
         ds = read_pairs(path, lenient=True, label_range=(0, 5))
     assert ds.text1 == ["good one", "good two"] and ds.labels.tolist() == [1.5, 2.4]

@@ -23,9 +23,9 @@ from anglekit.data import (
     resolve_triplets,
     triplets_from_records,
 )
-from anglekit.training.tasks.contrastive import SentenceCollator, TokenizedSentences, TokenizedTriplets, TripletCollator
 from anglekit.data.nli import parse_nli_label
 from anglekit.errors import ConfigError, DataError
+from anglekit.training.tasks.contrastive import SentenceCollator, TokenizedSentences, TokenizedTriplets, TripletCollator
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_shared = pytest.mark.skipif(not (SHARED / "senteval" / "SNLI").is_dir(), reason="../shared/data not available")
@@ -164,8 +164,7 @@ def test_triplets_from_jsonl_csv_tsv(tmp_path: Path) -> None:
 def test_triplet_errors_name_file_row_and_field(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text(
-        json.dumps({"anchor": "a", "positive": "p", "negative": "n"}) + "\n\n"
-        + json.dumps({"anchor": "a", "positive": "", "negative": "n"}) + "\n",
+        json.dumps({"anchor": "a", "positive": "p", "negative": "n"}) + "\n\n" + json.dumps({"anchor": "a", "positive": "", "negative": "n"}) + "\n",
         encoding="utf-8",
     )
     with pytest.raises(DataError) as exc:

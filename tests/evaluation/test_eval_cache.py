@@ -82,8 +82,9 @@ def test_second_suite_run_encodes_nothing(tmp_path: Path) -> None:
 
     root = write_sts_root(tmp_path / "data")
     inner = HashingEncoder(32)
-    opts = dict(data_root=root, batch_size=4, cache=tmp_path / "cache", fingerprint=inner.fingerprint(),
-                progress=False, tasks=["STS12", "STS-B"], check_counts=False)
+    opts = dict(
+        data_root=root, batch_size=4, cache=tmp_path / "cache", fingerprint=inner.fingerprint(), progress=False, tasks=["STS12", "STS-B"], check_counts=False
+    )
     first = run_suite("sts", inner, out_dir=tmp_path / "run1", **opts)
     assert inner.n_encoded > 0
     assert first["model"]["cache"]["misses"] > 0

@@ -49,8 +49,7 @@ def test_mteb_scores_a_local_sts_task_like_anglekit() -> None:
     encode = RandomProjection()
     t1, t2, gold = _pairs()
     model = AnglekitMTEBModel(encode, name="test/random-projection", revision="r1")
-    results = mteb.evaluate(model, local_sts_task("AnglekitLocalSTS", t1, t2, gold), cache=None,
-                            show_progress_bar=False)
+    results = mteb.evaluate(model, local_sts_task("AnglekitLocalSTS", t1, t2, gold), cache=None, show_progress_bar=False)
     scores = results.task_results[0].scores["test"][0]
     ours = correlation_scores(paired_cosine(encode(t1), encode(t2)), gold)
     assert scores["cosine_spearman"] * 100 == pytest.approx(ours.spearman, abs=1e-3)
@@ -87,8 +86,7 @@ class FakeEmbedder:
     def fingerprint(self) -> str:
         return "fake"
 
-    def encode(self, texts: Sequence[str], batch_size: int = 32, *, convert_to: str = "numpy",
-               role: str | None = None) -> np.ndarray:
+    def encode(self, texts: Sequence[str], batch_size: int = 32, *, convert_to: str = "numpy", role: str | None = None) -> np.ndarray:
         self.roles.append(role)
         return np.random.default_rng(len(texts)).normal(size=(len(texts), 4))
 
@@ -104,9 +102,7 @@ def test_query_and_document_roles_reach_an_embedder() -> None:
     def loader(texts: list[str]) -> list[dict[str, list[str]]]:
         return [{"text": texts}]
 
-    model.encode(loader(["q1", "q2"]), task_metadata=task.metadata, hf_split="test", hf_subset="default",
-                 prompt_type=PromptType.query)
-    model.encode(loader(["d1"]), task_metadata=task.metadata, hf_split="test", hf_subset="default",
-                 prompt_type=PromptType.document)
+    model.encode(loader(["q1", "q2"]), task_metadata=task.metadata, hf_split="test", hf_subset="default", prompt_type=PromptType.query)
+    model.encode(loader(["d1"]), task_metadata=task.metadata, hf_split="test", hf_subset="default", prompt_type=PromptType.document)
     model.encode(loader(["s1"]), task_metadata=task.metadata, hf_split="test", hf_subset="default")
     assert fake.roles == ["query", "document", None]

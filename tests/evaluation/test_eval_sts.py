@@ -41,13 +41,11 @@ def write_sts_root(root: Path, *, blank_every: int = 3) -> Path:
     """A data root with every year (tiny subsets, some blank gold lines), STS-B and SICK (SentEval layout)."""
     for y, (year, subsets) in enumerate(se.STS_YEARS.items()):
         for s, name in enumerate(subsets):
-            write_subset(root / "senteval" / "STS" / f"{year}-en-test", name, 12 + s, seed=100 * y + s,
-                         blank_every=blank_every)
+            write_subset(root / "senteval" / "STS" / f"{year}-en-test", name, 12 + s, seed=100 * y + s, blank_every=blank_every)
     rng = np.random.default_rng(7)
     stsb = root / "senteval" / "STS" / "STSBenchmark"
     stsb.mkdir(parents=True)
-    rows = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{rng.uniform(0, 5):.3f}\t{_sentence(rng)}\t{_sentence(rng)}"
-            for i in range(20)]
+    rows = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{rng.uniform(0, 5):.3f}\t{_sentence(rng)}\t{_sentence(rng)}" for i in range(20)]
     rows[3] += "\textra\tcolumns"  # extra trailing columns: the first 7 count
     (stsb / "sts-test.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     sick = root / "senteval" / "SICK"
@@ -130,10 +128,8 @@ def test_year_scores_with_direct_inputs() -> None:
         subsets.append(se.StsSubset("X", f"s{k}", ["a"] * n, ["b"] * n, gold, n, 0, "in", "gs"))
         cosines.append(gold * 0.1 + rng.normal(0, 0.3, n))
     out = year_scores(se.StsYear("X", tuple(subsets), "dir"), cosines)
-    assert out["all"]["spearman"] == pytest.approx(
-        stats.spearmanr(np.concatenate(cosines), np.concatenate([s.gold for s in subsets])).statistic * 100)
-    assert out["all"]["pearson"] == pytest.approx(
-        stats.pearsonr(np.concatenate(cosines), np.concatenate([s.gold for s in subsets])).statistic * 100)
+    assert out["all"]["spearman"] == pytest.approx(stats.spearmanr(np.concatenate(cosines), np.concatenate([s.gold for s in subsets])).statistic * 100)
+    assert out["all"]["pearson"] == pytest.approx(stats.pearsonr(np.concatenate(cosines), np.concatenate([s.gold for s in subsets])).statistic * 100)
 
 
 def test_blank_lines_skipped_and_counted(tmp_path: Path) -> None:
@@ -218,13 +214,15 @@ def test_markdown_year_table_puts_all_mean_and_wmean_in_their_columns() -> None:
         "variant": "senteval",
         "columns": ["STS12", "Avg"],
         "scores": {"STS12": 11.11, "Avg": 11.11},
-        "details": {"STS12": {
-            "all": {"spearman": 11.11, "pearson": 12.0},
-            "mean": {"spearman": 22.22, "pearson": 23.0},
-            "wmean": {"spearman": 33.33, "pearson": 34.0},
-            "n_pairs": 44,
-            "subsets": {"MSRpar": {"spearman": 55.55, "pearson": 66.66, "n_pairs": 44, "n_skipped_blank_gold": 7}},
-        }},
+        "details": {
+            "STS12": {
+                "all": {"spearman": 11.11, "pearson": 12.0},
+                "mean": {"spearman": 22.22, "pearson": 23.0},
+                "wmean": {"spearman": 33.33, "pearson": 34.0},
+                "n_pairs": 44,
+                "subsets": {"MSRpar": {"spearman": 55.55, "pearson": 66.66, "n_pairs": 44, "n_skipped_blank_gold": 7}},
+            }
+        },
     }
     lines = sts_markdown(result).splitlines()
 
@@ -240,8 +238,7 @@ def test_markdown_year_table_puts_all_mean_and_wmean_in_their_columns() -> None:
 
     assert table("year") == [{"year": "STS12", "all": "11.11", "mean": "22.22", "wmean": "33.33", "pairs": "44"}]
     assert table("model") == [{"model": "model", "STS12": "11.11", "Avg": "11.11"}]
-    assert table("subset") == [{"subset": "STS12 MSRpar", "spearman": "55.55", "pearson": "66.66", "pairs": "44",
-                                "skipped (blank gold)": "7"}]
+    assert table("subset") == [{"subset": "STS12 MSRpar", "spearman": "55.55", "pearson": "66.66", "pairs": "44", "skipped (blank gold)": "7"}]
 
 
 # ------------------------------------------------------------------ errors

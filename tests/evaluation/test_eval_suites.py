@@ -85,8 +85,7 @@ def test_prepared_encoder_batches_and_restores_order() -> None:
 def test_run_suite_writes_json_and_markdown(tmp_path: Path) -> None:
     root = write_nontransfer_root(tmp_path / "data")
     out = tmp_path / "run"
-    result = run_suite("non-transfer", HashingEncoder(32), data_root=root, out_dir=out, model_name="hashing-32",
-                       progress=False)
+    result = run_suite("non-transfer", HashingEncoder(32), data_root=root, out_dir=out, model_name="hashing-32", progress=False)
     saved = json.loads((out / "non-transfer.json").read_text())
     assert saved["scores"] == pytest.approx(result["scores"])
     assert saved["columns"] == ["MRPC", "STS-B", "QNLI", "Avg"]
@@ -101,8 +100,7 @@ def test_embedder_through_run_suite(tmp_path: Path, load_bert) -> None:  # noqa:
     model = load_bert(pooling="last_avg", max_length=32)
     with pytest.raises(ConfigError, match="loaded with max_length=32"):
         run_suite("non-transfer", model, data_root=root, max_length=64)
-    result = run_suite("non-transfer", model, data_root=root, max_length=32, batch_size=4, progress=False,
-                       cache=tmp_path / "cache")
+    result = run_suite("non-transfer", model, data_root=root, max_length=32, batch_size=4, progress=False, cache=tmp_path / "cache")
     assert result["model"]["fingerprint"] == model.fingerprint()
     assert result["model"]["pooling"] == "last_avg"
     assert result["model"]["cache"]["misses"] > 0
@@ -111,8 +109,7 @@ def test_embedder_through_run_suite(tmp_path: Path, load_bert) -> None:  # noqa:
 def test_run_suites_shares_one_encoder(tmp_path: Path) -> None:
     root = write_nontransfer_root(tmp_path / "data")
     inner = HashingEncoder(16)
-    results = run_suites(["non-transfer"], inner, data_root=root, out_dir=tmp_path / "r", progress=False,
-                         options={"non-transfer": {"datasets": ["QNLI"]}})
+    results = run_suites(["non-transfer"], inner, data_root=root, out_dir=tmp_path / "r", progress=False, options={"non-transfer": {"datasets": ["QNLI"]}})
     assert results["non-transfer"]["columns"] == ["QNLI", "Avg"]
     with pytest.raises(ConfigError, match="not run"):
         run_suites(["non-transfer"], inner, data_root=root, options={"sts": {}})
@@ -154,11 +151,9 @@ def test_qnli_errors(tmp_path: Path) -> None:
 def test_report_side_by_side(tmp_path: Path) -> None:
     root = write_nontransfer_root(tmp_path / "data")
     for name, dim in (("a", 16), ("b", 64)):
-        run_suite("non-transfer", HashingEncoder(dim), data_root=root, out_dir=tmp_path / name,
-                  model_name=f"hash-{dim}", progress=False)
+        run_suite("non-transfer", HashingEncoder(dim), data_root=root, out_dir=tmp_path / name, model_name=f"hash-{dim}", progress=False)
     sts = tmp_path / "a" / "sts.json"
-    sts.write_text(json.dumps({"columns": ["STS12", "Avg"], "scores": {"STS12": 50.0, "Avg": 50.0},
-                               "variant": "senteval", "model": {"name": "hash-16"}}))
+    sts.write_text(json.dumps({"columns": ["STS12", "Avg"], "scores": {"STS12": 50.0, "Avg": 50.0}, "variant": "senteval", "model": {"name": "hash-16"}}))
     md = report([tmp_path / "a", tmp_path / "b"])
     assert "| hash-16" in md and "| hash-64" in md
     assert "SimCSE-BERT-base (unsup.)" in md and "68.40" in md  # published row on the STS table

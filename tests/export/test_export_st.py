@@ -21,10 +21,11 @@ import numpy as np
 import pytest
 import torch
 
-import helpers
 from anglekit.errors import ExportError
 from anglekit.export import FORMATS, ExportResult, export
 from anglekit.model.embedder import Embedder
+
+import helpers
 
 st = pytest.importorskip("sentence_transformers")
 
@@ -128,9 +129,7 @@ def test_anglekit_reads_sentence_transformers_resave_of_an_export(tiny_bert_dir:
     ],
 )
 @pytest.mark.parametrize("model", ["llama", "gpt2"])
-def test_decoders_and_prompts_round_trip(
-    tiny_llama_dir: Path, tiny_gpt2_dir: Path, tmp_path: Path, model: str, kwargs: dict[str, str], custom: bool
-) -> None:
+def test_decoders_and_prompts_round_trip(tiny_llama_dir: Path, tiny_gpt2_dir: Path, tmp_path: Path, model: str, kwargs: dict[str, str], custom: bool) -> None:
     base = tiny_llama_dir if model == "llama" else tiny_gpt2_dir
     embedder = Embedder.from_pretrained(base, max_length=24, device="cpu", **kwargs)
     assert embedder.tokenizer.padding_side == "left"

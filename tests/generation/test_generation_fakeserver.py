@@ -118,7 +118,11 @@ class FakeOpenAIServer:
                     self._send(reply.status, {"error": {"message": "scripted"}}, reply.headers)
                     return
                 content = reply.content if reply.content is not None else numbered(default_sentences(text, kind))
-                payload: dict[str, Any] = {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+                payload: dict[str, Any] = {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+                }
                 if reply.usage is not None:
                     payload["usage"] = reply.usage
                 self._send(200, payload, reply.headers)

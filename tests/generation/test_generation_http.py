@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_generation_fakeserver import FakeOpenAIServer, Reply, default_sentences, numbered
 
 from anglekit.cli.generate import add_parser as add_generate_parser
 from anglekit.cli.generate import run as run_generate
@@ -21,7 +22,6 @@ from anglekit.data.readers import read_pairs
 from anglekit.generation import GenerationConfig, generate_pairs
 from anglekit.generation.backends import BackendError
 from anglekit.generation.pipeline import summary_path
-from test_generation_fakeserver import FakeOpenAIServer, Reply, default_sentences, numbered
 
 SENTENCES = ["A man is playing a guitar.", "The children ran across the park.", "She bought fresh bread this morning.", "Heavy rain flooded the streets."]
 
@@ -74,7 +74,10 @@ ANSWERS = {
     "bulleted": ("Sure! Here they are:\n- First answer here.\n* Second answer here.\n• Third answer here.", "bulleted"),
     "quoted": ('"First answer here." "Second answer here." "Third answer here."', "quoted"),
     "json": ('["First answer here.", "Second answer here.", "Third answer here."]', "json"),
-    "json-objects": ('```json\n{"sentences": [{"sentence": "First answer here."}, {"text": "Second answer here."}, {"sentence": "Third answer here."}]}\n```', "json"),
+    "json-objects": (
+        '```json\n{"sentences": [{"sentence": "First answer here."}, {"text": "Second answer here."}, {"sentence": "Third answer here."}]}\n```',
+        "json",
+    ),
     "json-malformed": ('["First answer here.", "Second answer here.", "Third answer here.",', "json-malformed"),
     "lines": ("First answer here.\nSecond answer here.\nThird answer here.", "lines"),
     "json-nested-object": ('{"result": {"synonyms": ["First answer here.", "Second answer here.", "Third answer here."]}}', "json"),
@@ -233,10 +236,20 @@ def test_cli_generate_then_train_two_steps(tmp_path: Path, tiny_bert_dir: Path) 
         )
         assert run_generate(args) == 0
     assert (tmp_path / "pairs.jsonl.cache").is_dir() and summary_path(out).is_file()
-    config = TrainConfig.from_dict(dict(
-        model=str(tiny_bert_dir), train_data=str(out), output_dir=str(tmp_path / "run"), max_steps=2, batch_size=8,
-        positive_threshold=1.0, device="cpu", precision="fp32", quiet=True, logging_steps=1,
-    ))
+    config = TrainConfig.from_dict(
+        dict(
+            model=str(tiny_bert_dir),
+            train_data=str(out),
+            output_dir=str(tmp_path / "run"),
+            max_steps=2,
+            batch_size=8,
+            positive_threshold=1.0,
+            device="cpu",
+            precision="fp32",
+            quiet=True,
+            logging_steps=1,
+        )
+    )
     result = train(config)
     assert (tmp_path / "run" / "model").is_dir() and result is not None
 
@@ -254,7 +267,21 @@ def test_kill_mid_run_then_resume_asks_nothing_twice_and_loses_nothing(tmp_path:
             return Reply(hang=True)
         return Reply(delay=0.02)
 
-    command = [sys.executable, "-m", "anglekit.cli", "generate", "--input", str(source), "--output", str(out), "--quiet", "--concurrency", "2", "--backoff-base", "0.01"]
+    command = [
+        sys.executable,
+        "-m",
+        "anglekit.cli",
+        "generate",
+        "--input",
+        str(source),
+        "--output",
+        str(out),
+        "--quiet",
+        "--concurrency",
+        "2",
+        "--backoff-base",
+        "0.01",
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with FakeOpenAIServer(script) as server:
         command += ["--llm", f"openai:fake@{server.url}"]
@@ -314,8 +341,7 @@ def test_ctrl_c_writes_what_is_done_and_exits_130(tmp_path: Path, sigint_ignored
     command = [sys.executable, "-m", "anglekit.cli", "generate", "--input", str(source), "--output", str(out), "--quiet", "--concurrency", "1"]
     with FakeOpenAIServer(script) as server:
         command += ["--llm", f"openai:fake@{server.url}"]
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                   preexec_fn=_ignore_sigint if sigint_ignored_at_start else None)
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_ignore_sigint if sigint_ignored_at_start else None)
         try:
             deadline = time.monotonic() + 60
             while not any(r.status == 0 for r in server.log):
@@ -343,8 +369,15 @@ def test_an_antonym_negating_its_input_is_kept_and_drops_are_counted_per_kind(tm
     def script(body: dict[str, Any], n: int) -> Reply:
         if "opposite-meaning" in body["messages"][0]["content"]:
             return Reply(content=numbered([negation, "A woman eats a salad.", "The man removes the cheese from the pizza."]))
-        return Reply(content=numbered(["A man spreads grated cheese over a pizza.", "A man is spreading shredded cheese on a pizza!",
-                                       "A man is spreading shredded cheese on the pizza."]))
+        return Reply(
+            content=numbered(
+                [
+                    "A man spreads grated cheese over a pizza.",
+                    "A man is spreading shredded cheese on a pizza!",
+                    "A man is spreading shredded cheese on the pizza.",
+                ]
+            )
+        )
 
     with FakeOpenAIServer(script) as server:
         result = generate_pairs([source], tmp_path / "p.jsonl", _config(server, tmp_path))
@@ -419,8 +452,22 @@ def test_cli_repeated_400_exits_with_the_servers_message(tmp_path: Path, capsys:
         return Reply(status=400, raw_body=json.dumps({"error": {"message": MAX_TOKENS_ERROR}}))
 
     with FakeOpenAIServer(script) as server:
-        rc = main(["generate", "--input", str(source), "--output", str(tmp_path / "p.jsonl"), "--llm", f"openai:fake@{server.url}",
-                   "--quiet", "--concurrency", "1", "--max-repeated-errors", "2"])
+        rc = main(
+            [
+                "generate",
+                "--input",
+                str(source),
+                "--output",
+                str(tmp_path / "p.jsonl"),
+                "--llm",
+                f"openai:fake@{server.url}",
+                "--quiet",
+                "--concurrency",
+                "1",
+                "--max-repeated-errors",
+                "2",
+            ]
+        )
         assert len(server.log) == 2
     assert rc == 2 and MAX_TOKENS_ERROR in capsys.readouterr().err
 
@@ -442,8 +489,7 @@ def test_cli_hf_options_without_an_hf_llm_are_refused_before_any_request(
     source = tmp_path / "in.txt"
     source.write_text("\n".join(SENTENCES) + "\n")
     with FakeOpenAIServer() as server:
-        rc = main(["generate", "--input", str(source), "--output", str(tmp_path / "p.jsonl"), "--llm", f"openai:fake@{server.url}",
-                   "--quiet", *flags])
+        rc = main(["generate", "--input", str(source), "--output", str(tmp_path / "p.jsonl"), "--llm", f"openai:fake@{server.url}", "--quiet", *flags])
         assert server.log == []
     err = capsys.readouterr().err
     assert rc == 2 and named in err and "no --llm hf:NAME" in err and err.count("\n") == 1, err
@@ -504,8 +550,7 @@ def test_a_refused_connection_is_retried_then_given_up_naming_the_url() -> None:
 
     retries: list[tuple[str, float]] = []
     base = f"http://127.0.0.1:{_closed_port()}/v1"
-    backend = OpenAICompatBackend("m", base, retry=RetryPolicy(max_retries=2, backoff_base=0.0),
-                                  on_retry=lambda reason, wait: retries.append((reason, wait)))
+    backend = OpenAICompatBackend("m", base, retry=RetryPolicy(max_retries=2, backoff_base=0.0), on_retry=lambda reason, wait: retries.append((reason, wait)))
     with pytest.raises(BackendError) as info:
         backend.complete("Say hi.", GenerationParams())
     backend.close()

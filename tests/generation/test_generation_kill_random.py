@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_generation_fakeserver import FakeOpenAIServer, Reply
 
 import helpers
-from test_generation_fakeserver import FakeOpenAIServer, Reply
 
 pytestmark = pytest.mark.slow
 

@@ -36,8 +36,14 @@ def test_batched_requests_are_answered_each_with_usage(tiny_llama_dir: Path) -> 
 
 def test_hf_spec_runs_in_the_pipeline(tiny_llama_dir: Path, tmp_path: Path) -> None:
     config = GenerationConfig(
-        llms=[f"hf:{tiny_llama_dir}"], max_tokens=6, temperature=0.0, progress=False, device="cpu", batch_size=2,
-        min_chars=1, cache_dir=str(tmp_path / "cache"),
+        llms=[f"hf:{tiny_llama_dir}"],
+        max_tokens=6,
+        temperature=0.0,
+        progress=False,
+        device="cpu",
+        batch_size=2,
+        min_chars=1,
+        cache_dir=str(tmp_path / "cache"),
     )
     result = generate_pairs(["a man plays a guitar", "the cat sat"], tmp_path / "p.jsonl", config)
     summary = result.summary

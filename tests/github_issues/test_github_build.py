@@ -13,6 +13,7 @@ from anglekit.data.github_issues import load_github_issues
 from anglekit.github_issues.build import PAPER_NEGATIVE_RATIO, build_dataset, issue_text
 from anglekit.github_issues.client import GitHubClient
 from anglekit.github_issues.collect import collect
+
 from fake_github import FakeGitHub, make_fixture
 
 REPOS = ("acme/a", "acme/b")
@@ -170,14 +171,40 @@ def test_cli_collect_and_build(tmp_path: Path, capsys: pytest.CaptureFixture[str
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     parser = _parser()
     with FakeGitHub(make_fixture(_specs(), missing=["ghost/x"])) as server:
-        args = parser.parse_args(["github-issues", "collect", "--repos", "acme/a,ghost/x", "--output-dir", str(tmp_path / "c"),
-                                  "--base-url", server.base_url, "--per-page", "40", "--max-issues", "60"])
+        args = parser.parse_args(
+            [
+                "github-issues",
+                "collect",
+                "--repos",
+                "acme/a,ghost/x",
+                "--output-dir",
+                str(tmp_path / "c"),
+                "--base-url",
+                server.base_url,
+                "--per-page",
+                "40",
+                "--max-issues",
+                "60",
+            ]
+        )
         assert run_github(args) == 0
     captured = capsys.readouterr()
     assert "[1/2] acme/a: issues page 1" in captured.err and "not found" in captured.err
     assert "collected 1/2 repositories (1 not found, 0 failed)" in captured.out
-    args = parser.parse_args(["github-issues", "build", str(tmp_path / "c"), "--output-dir", str(tmp_path / "d"),
-                              "--negative-ratio", "1", "--split-shares", "0.5,0.25,0.25", "--no-plot"])
+    args = parser.parse_args(
+        [
+            "github-issues",
+            "build",
+            str(tmp_path / "c"),
+            "--output-dir",
+            str(tmp_path / "d"),
+            "--negative-ratio",
+            "1",
+            "--split-shares",
+            "0.5,0.25,0.25",
+            "--no-plot",
+        ]
+    )
     assert run_github(args) == 0
     out = capsys.readouterr().out
     assert "train:" in out and "over 512 tokens" in out
@@ -196,7 +223,20 @@ def test_cli_default_repositories_and_failure_status(tmp_path: Path) -> None:
     fixture = make_fixture({"acme/a": _specs()["acme/a"][:5]})
     fixture["once"] = {"/repos/acme/a/issues": [{"status": 500, "json": {}}] * 3}
     with FakeGitHub(fixture) as server:
-        rc = main(["github-issues", "collect", "--repos", "acme/a", "--output-dir", str(tmp_path / "c"),
-                   "--base-url", server.base_url, "--max-retries", "0", "--quiet"])
+        rc = main(
+            [
+                "github-issues",
+                "collect",
+                "--repos",
+                "acme/a",
+                "--output-dir",
+                str(tmp_path / "c"),
+                "--base-url",
+                server.base_url,
+                "--max-retries",
+                "0",
+                "--quiet",
+            ]
+        )
     assert rc == 1
     assert main(["github-issues", "build", str(tmp_path / "nothing"), "--output-dir", str(tmp_path / "d")]) == 2

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from anglekit.github_issues.client import GitHubClient, GitHubError, NotFound, parse_link_header
+
 from fake_github import FakeGitHub
 
 
@@ -75,8 +76,14 @@ def test_secondary_limit_retry_after_waits_then_retries() -> None:
 def test_primary_limit_403_waits_until_reset() -> None:
     t = FakeTime()
     reset = int(t.now) + 100
-    fixture = _list_fixture(2, once={"/items": [{"status": 403, "headers": {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)},
-                                                  "json": {"message": "API rate limit exceeded"}}]})
+    fixture = _list_fixture(
+        2,
+        once={
+            "/items": [
+                {"status": 403, "headers": {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)}, "json": {"message": "API rate limit exceeded"}}
+            ]
+        },
+    )
     with FakeGitHub(fixture) as server:
         response = _client(server, t).get("/items")
     assert len(response.data) == 2
@@ -87,9 +94,10 @@ def test_remaining_zero_waits_before_next_request_unless_limiter_off() -> None:
     reset_in = 50
     for limiter, expected in ((True, [pytest.approx(reset_in + 1.0)]), (False, [])):
         t = FakeTime()
-        fixture = _list_fixture(2, once={"/items": [{"status": 200, "headers": {"X-RateLimit-Remaining": "0",
-                                                                                  "X-RateLimit-Reset": str(int(t.now) + reset_in)},
-                                                      "json": [{"id": 0}]}]})
+        fixture = _list_fixture(
+            2,
+            once={"/items": [{"status": 200, "headers": {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(t.now) + reset_in)}, "json": [{"id": 0}]}]},
+        )
         with FakeGitHub(fixture) as server:
             client = _client(server, t, rate_limit=limiter)
             client.get("/items")
@@ -171,8 +179,12 @@ def test_a_request_the_server_never_answers_times_out_and_is_retried() -> None:
 
 
 def test_redirects_are_followed_like_a_renamed_repository() -> None:
-    fixture = {"routes": {"/repos/old/name/issues": {"status": 301, "headers": {"Location": "/repos/new/name/issues?per_page=3"}, "json": {}},
-                          "/repos/new/name/issues": {"items": [{"id": i} for i in range(5)]}}}
+    fixture = {
+        "routes": {
+            "/repos/old/name/issues": {"status": 301, "headers": {"Location": "/repos/new/name/issues?per_page=3"}, "json": {}},
+            "/repos/new/name/issues": {"items": [{"id": i} for i in range(5)]},
+        }
+    }
     t = FakeTime()
     with FakeGitHub(fixture) as server:
         with _client(server, t) as client:

@@ -15,6 +15,7 @@ import pytest
 
 from anglekit.github_issues.client import GitHubClient
 from anglekit.github_issues.collect import collect, read_collection, read_repo
+
 from fake_github import FakeGitHub, make_fixture, write_fixture
 from holding import HoldingGitHub
 
@@ -34,14 +35,15 @@ def repo_specs(n: int = 30) -> dict[str, list[dict[str, Any]]]:
             elif kind == 1:
                 spec.update(labels=["duplicate"], comments=[f"Thanks, closing as a duplicate of #{k - 2}"])
             elif kind == 2:
-                spec.update(state_reason="not_planned", timeline=[{"event": "marked_as_duplicate",
-                                                                   "canonical": {"number": k - 3, "repository_url": f"https://api.github.com/repos/{REPO}"}}])
+                spec.update(
+                    state_reason="not_planned",
+                    timeline=[{"event": "marked_as_duplicate", "canonical": {"number": k - 3, "repository_url": f"https://api.github.com/repos/{REPO}"}}],
+                )
             else:
                 spec.update(state_reason="duplicate", comments=["Same thing as #1000, please follow there"])
         issues.append(spec)
     issues.append({"number": n + 1, "title": "A pull request", "body": "diff", "pull_request": True})
-    issues.append({"number": n + 2, "title": "dup of cross", "body": "crash again", "state_reason": "duplicate",
-                   "comments": [f"Duplicate of {OTHER}#5"]})
+    issues.append({"number": n + 2, "title": "dup of cross", "body": "crash again", "state_reason": "duplicate", "comments": [f"Duplicate of {OTHER}#5"]})
     issues.append({"number": 1000, "title": "Still open original", "body": "the original report", "open": True})
     return {REPO: issues, OTHER: [{"number": 5, "title": "Upstream crash", "body": "upstream", "open": True}]}
 
@@ -85,10 +87,11 @@ def test_max_issues_cap(tmp_path: Path) -> None:
 def test_rate_limited_and_malformed_pages_are_waited_out(tmp_path: Path) -> None:
     fx = fixture()
     fx["once"] = {
-        f"/repos/{REPO}/issues?page=2": [{"status": 429, "headers": {"Retry-After": "3"}, "json": {"message": "slow"}},
-                                         {"status": 200, "text": "[{\"number\": "}],
-        f"/repos/{REPO}/issues/4/comments": [{"status": 403, "headers": {"X-RateLimit-Remaining": "0",
-                                                                         "X-RateLimit-Reset": "0"}, "json": {}}],
+        f"/repos/{REPO}/issues?page=2": [
+            {"status": 429, "headers": {"Retry-After": "3"}, "json": {"message": "slow"}},
+            {"status": 200, "text": '[{"number": '},
+        ],
+        f"/repos/{REPO}/issues/4/comments": [{"status": 403, "headers": {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "0"}, "json": {}}],
     }
     sleeps: list[float] = []
     with FakeGitHub(fx) as server:
@@ -126,9 +129,25 @@ def test_sigkill_then_resume_gives_the_same_data(tmp_path: Path) -> None:
         server.hold_at = 6  # the 7th request (issue page 7) is never answered: the run is held there until killed
         env = {**os.environ, "GITHUB_TOKEN": ""}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "anglekit.cli", "github-issues", "collect", "--repos", REPO,
-             "--out", str(tmp_path / "killed"), "--base-url", server.base_url, "--per-page", "3", "--quiet"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [
+                sys.executable,
+                "-m",
+                "anglekit.cli",
+                "github-issues",
+                "collect",
+                "--repos",
+                REPO,
+                "--out",
+                str(tmp_path / "killed"),
+                "--base-url",
+                server.base_url,
+                "--per-page",
+                "3",
+                "--quiet",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 120
         while not server.reached.is_set() and proc.poll() is None:

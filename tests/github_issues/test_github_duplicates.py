@@ -3,9 +3,9 @@ project's comments count, never a negated or speculative one; rejections are cou
 
 from __future__ import annotations
 
-import pytest
-
 from collections import Counter
+
+import pytest
 
 from anglekit.errors import ConfigError
 from anglekit.github_issues.duplicates import (
@@ -53,9 +53,7 @@ def test_find_references_outside_quotes() -> None:
 def test_each_pair_records_its_signals() -> None:
     issue = {"number": 10, "state_reason": "duplicate", "labels": [{"name": "Resolution: Duplicate"}]}
     pairs = find_duplicate_pairs(issue, [member("Duplicate of #3")], [], repo=R)
-    assert [(p.duplicate, p.original, p.signals) for p in pairs] == [
-        (IssueRef(R, 10), IssueRef(R, 3), ["state_reason", "label", "comment"])
-    ]
+    assert [(p.duplicate, p.original, p.signals) for p in pairs] == [(IssueRef(R, 10), IssueRef(R, 3), ["state_reason", "label", "comment"])]
 
 
 def test_timeline_event_with_canonical_target() -> None:

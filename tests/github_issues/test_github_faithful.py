@@ -14,6 +14,7 @@ import pytest
 from anglekit.github_issues.build import build_dataset, normalize_text, text_leaks, token_counter
 from anglekit.github_issues.client import GitHubClient, GitHubError, RateLimited
 from anglekit.github_issues.collect import collect, read_manifest, read_repo
+
 from fake_github import FakeGitHub, make_fixture
 
 REPO = "acme/faithful"
@@ -70,7 +71,10 @@ def test_links_by_signal_and_rejections_by_reason(collection: Path, tmp_path: Pa
     assert links["found_by_signal"] == {"comment": 3, "label": 1, "reference": 2, "state_reason": 1, "timeline": 1}
     assert links["kept_by_signal"] == links["found_by_signal"]
     assert links["rejected"] == {
-        "comment by non-project author": 2, "negated comment": 1, "speculative comment": 1, "flagged without target": 1,
+        "comment by non-project author": 2,
+        "negated comment": 1,
+        "speculative comment": 1,
+        "flagged without target": 1,
     }
     pairs = {frozenset((m["issue1"], m["issue2"])) for metas in result.meta.values() for m in metas if m["label"] == 1}
     ref = f"{REPO}#"
@@ -88,8 +92,7 @@ def test_any_author_counts_outsiders(collection: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_equal_texts_share_a_split(collection: Path, tmp_path: Path, seed: int) -> None:
     result = build_dataset(collection, tmp_path / "ds", seed=seed, negative_ratio=1.0, split_shares=(0.4, 0.3, 0.3), plot=False)
-    where = {split for split, metas in result.meta.items() for m in metas
-             if {f"{REPO}#20", f"{REPO}#21"} & {m["issue1"], m["issue2"]}}
+    where = {split for split, metas in result.meta.items() for m in metas if {f"{REPO}#20", f"{REPO}#21"} & {m["issue1"], m["issue2"]}}
     assert len(where) == 1
     assert result.stats["shared_texts"] == {"groups": 1, "issues": 2, "components_merged": 1}
     assert result.stats["texts_in_two_splits"] == 0 and text_leaks(result.splits) == []
@@ -156,8 +159,7 @@ def test_cli_repos_paper_default_and_bad_input(tmp_path: Path, capsys: pytest.Ca
         args = parser.parse_args(["github-issues", "collect", "--output-dir", str(tmp_path / "c"), *extra])
         repos = _read_repos(args)
         assert len(repos) == 55 and repos[0] == "tensorflow/tensorflow" and repos[-1] == "golang/go"
-    for bad, message in (("papers", "unknown repository list 'papers'"), ("a/b/c", "not a GitHub repository"),
-                         ("paper,owner/", "not a GitHub repository")):
+    for bad, message in (("papers", "unknown repository list 'papers'"), ("a/b/c", "not a GitHub repository"), ("paper,owner/", "not a GitHub repository")):
         rc = main(["github-issues", "collect", "--repos", bad, "--output-dir", str(tmp_path / "c"), "--base-url", "http://127.0.0.1:9"])
         assert rc == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "c").exists()
@@ -169,8 +171,7 @@ def test_cli_repos_paper_default_and_bad_input(tmp_path: Path, capsys: pytest.Ca
 def test_cli_build_prints_links_and_per_split_share(collection: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from anglekit.cli import main
 
-    assert main(["github-issues", "build", str(collection), "--output-dir", str(tmp_path / "d"), "--no-plot",
-                 "--negative-ratio", "1"]) == 0
+    assert main(["github-issues", "build", str(collection), "--output-dir", str(tmp_path / "d"), "--no-plot", "--negative-ratio", "1"]) == 0
     out = capsys.readouterr().out
     assert "links rejected: {'comment by non-project author': 2" in out
     assert "over 512 tokens per split: train" in out and "links found by signal" in out
@@ -190,8 +191,10 @@ class _Time:
 
 
 def test_retry_after_loop_is_bounded() -> None:
-    fixture = {"routes": {"/items": {"items": [{"id": 1}]}},
-               "once": {"/items": [{"status": 429, "headers": {"Retry-After": "5"}, "json": {"message": "slow down"}}] * 50}}
+    fixture = {
+        "routes": {"/items": {"items": [{"id": 1}]}},
+        "once": {"/items": [{"status": 429, "headers": {"Retry-After": "5"}, "json": {"message": "slow down"}}] * 50},
+    }
     t = _Time()
     with FakeGitHub(fixture) as server:
         with pytest.raises(RateLimited, match="still rate limited after 3 waits"):
@@ -203,9 +206,13 @@ def test_retry_after_loop_is_bounded() -> None:
         with pytest.raises(RateLimited):
             GitHubClient(server.base_url, sleep=t.sleep, clock=t.clock, max_total_wait_s=12.0).get("/items")
     assert t.sleeps == [5.0, 5.0, 2.0]
-    reset = {"routes": {"/items": {"items": [{"id": 1}]}},
-             "once": {"/items": [{"status": 403, "headers": {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "0"},
-                                  "json": {"message": "API rate limit exceeded"}}] * 50}}
+    reset = {
+        "routes": {"/items": {"items": [{"id": 1}]}},
+        "once": {
+            "/items": [{"status": 403, "headers": {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "0"}, "json": {"message": "API rate limit exceeded"}}]
+            * 50
+        },
+    }
     t = _Time()
     with FakeGitHub(reset) as server:
         with pytest.raises(RateLimited):

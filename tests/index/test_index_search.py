@@ -216,8 +216,9 @@ def test_damaged_or_incomplete_index_is_refused(tmp_path: Path, model: Any) -> N
 
 
 def test_another_model_is_refused(tmp_path: Path, model: Any, load_bert: Any, copy_model: Any, tiny_bert_dir: Path) -> None:
-    import helpers
     from anglekit.model.embedder import Embedder
+
+    import helpers
 
     index = VectorIndex.build(model, ["a", "b"], ["a dog", "a cat"])
     index.save(tmp_path / "ix")

@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import helpers
 import anglekit.io.atomic as atomic
 from anglekit.errors import DiskFullError, OutputError
+
+import helpers
 
 
 class FakeDisk:
@@ -176,15 +177,17 @@ def test_a_github_collection_append_on_a_full_disk_keeps_the_committed_bytes(tmp
     assert collect._read_jsonl(path, committed) == [{"number": 1}]
 
 
-def test_the_command_line_prints_one_line_and_exits_2(tmp_path: Path, tiny_bert_dir: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_line_prints_one_line_and_exits_2(
+    tmp_path: Path, tiny_bert_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "t.txt").write_text("a b c\nd e f\n", encoding="utf-8")
     out = tmp_path / "out.npy"
     import anglekit.cli.encode as encode_cli
 
     _fill(monkeypatch, 64, short=True, modules=(encode_cli,))
-    code, stdout, stderr = helpers.run_cli(["encode", str(tiny_bert_dir), "--input", str(tmp_path / "t.txt"), "--output", str(out),
-                                            "--quiet", "--device", "cpu"], capsys)
+    code, stdout, stderr = helpers.run_cli(
+        ["encode", str(tiny_bert_dir), "--input", str(tmp_path / "t.txt"), "--output", str(out), "--quiet", "--device", "cpu"], capsys
+    )
     assert code == 2, stderr
     line = stderr.strip()
     assert line.startswith("anglekit encode: error: ") and "\n" not in line and "Traceback" not in line

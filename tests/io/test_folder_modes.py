@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
 
 from anglekit.io.atomic import atomic_write_text, file_mode, folder_mode, staging_dir
+
+from helpers import run_cli
 
 
 @pytest.fixture(params=[0o022, 0o077], ids=["umask022", "umask077"])
@@ -81,22 +82,41 @@ def test_export_folders(fmt: str, umask: int, tmp_path: Path, tiny_bert_dir: Pat
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".exported.")]  # no staging left behind
 
 
-def test_shards_index_and_training_output(umask: int, tmp_path: Path, tiny_bert_dir: Path, pair_file: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_shards_index_and_training_output(umask: int, tmp_path: Path, tiny_bert_dir: Path, pair_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     texts = tmp_path / "texts.txt"
     texts.write_text("".join(f"text number {i}\n" for i in range(10)))
     shards = tmp_path / "shards"
-    code, _, err = run_cli(["encode", str(tiny_bert_dir), "--input", str(texts), "--output-dir", str(shards), "--shard-size", "4",
-                            "--device", "cpu", "--quiet"], capsys)
+    code, _, err = run_cli(
+        ["encode", str(tiny_bert_dir), "--input", str(texts), "--output-dir", str(shards), "--shard-size", "4", "--device", "cpu", "--quiet"], capsys
+    )
     assert code == 0, err
     assert_modes(shards, tmp_path)
     index = tmp_path / "index"
-    code, _, err = run_cli(["index", "build", str(tiny_bert_dir), "--input", str(texts), "--output-dir", str(index), "--device", "cpu",
-                            "--quiet"], capsys)
+    code, _, err = run_cli(["index", "build", str(tiny_bert_dir), "--input", str(texts), "--output-dir", str(index), "--device", "cpu", "--quiet"], capsys)
     assert code == 0, err
     assert_modes(index, tmp_path)
     run = tmp_path / "run"
-    code, _, err = run_cli(["train", str(tiny_bert_dir), "--train-data", str(pair_file), "--output-dir", str(run), "--max-steps", "2",
-                            "--batch-size", "4", "--save-steps", "1", "--positive-threshold", "2.5", "--device", "cpu", "--quiet"], capsys)
+    code, _, err = run_cli(
+        [
+            "train",
+            str(tiny_bert_dir),
+            "--train-data",
+            str(pair_file),
+            "--output-dir",
+            str(run),
+            "--max-steps",
+            "2",
+            "--batch-size",
+            "4",
+            "--save-steps",
+            "1",
+            "--positive-threshold",
+            "2.5",
+            "--device",
+            "cpu",
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert assert_modes(run, tmp_path) > 5

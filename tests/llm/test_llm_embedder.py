@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from anglekit.model.embedder import Embedder
 from anglekit.errors import ConfigError
 from anglekit.llm.gguf import locate_gguf
+from anglekit.model.embedder import Embedder
 
 TEXTS = ["a man is playing the guitar .", "dog", "the old woman walks her small white dog in the park every morning .", "two kids"]
 
@@ -40,18 +40,14 @@ def eos_llama_dir(tiny_llama_dir: Path, tmp_path_factory: pytest.TempPathFactory
     shutil.copytree(tiny_llama_dir, target)
     tokenizer = AutoTokenizer.from_pretrained(target)
     eos = tokenizer.eos_token_id
-    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
-        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", eos)]
-    )
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", eos)])
     tokenizer.save_pretrained(target)
     return target
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
 @pytest.mark.parametrize("model", ["plain", "eos"])
-def test_last_token_pooling_is_the_last_real_token_whatever_the_padding(
-    side: str, model: str, tiny_llama_dir: Path, eos_llama_dir: Path
-) -> None:
+def test_last_token_pooling_is_the_last_real_token_whatever_the_padding(side: str, model: str, tiny_llama_dir: Path, eos_llama_dir: Path) -> None:
     directory = tiny_llama_dir if model == "plain" else eos_llama_dir
     embedder = Embedder.from_pretrained(directory, padding_side=side, prompt="paper", device="cpu")
     assert embedder.config.pooling == "last_token" and embedder.tokenizer.padding_side == side

@@ -121,14 +121,23 @@ def test_unpadding_needs_a_variable_length_model_and_flash_attention(llama: Embe
 
 
 def test_train_with_unpad_on_the_cpu_fails_before_training(tiny_llama_dir: Path, tmp_path: Path) -> None:
-    import helpers
     from anglekit.training.run import train
+
+    import helpers
 
     data = helpers.write_pairs(tmp_path / "pairs.jsonl", 16)
     out = tmp_path / "run"
     config = TrainConfig.from_dict(
-        {"model": str(tiny_llama_dir), "train_data": str(data), "output_dir": str(out), "max_steps": 1, "device": "cpu",
-         "unpad": True, "quiet": True, "positive_threshold": 4.0}
+        {
+            "model": str(tiny_llama_dir),
+            "train_data": str(data),
+            "output_dir": str(out),
+            "max_steps": 1,
+            "device": "cpu",
+            "unpad": True,
+            "quiet": True,
+            "positive_threshold": 4.0,
+        }
     )
     with pytest.raises(ConfigError, match="unpad: needs attn_implementation flash_attention_2"):
         train(config)
@@ -138,9 +147,7 @@ def test_train_with_unpad_on_the_cpu_fails_before_training(tiny_llama_dir: Path,
 # ------------------------------------------------------------------ gradient checkpointing + LoRA
 
 
-def _lora_gradients(
-    tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch, *, checkpointing: bool
-) -> tuple[dict[str, torch.Tensor], int]:
+def _lora_gradients(tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch, *, checkpointing: bool) -> tuple[dict[str, torch.Tensor], int]:
     """LoRA gradients of a fixed loss on the tiny Llama, and how many times its MLP blocks ran."""
     from transformers.models.llama import modeling_llama
 

@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 import torch
 
-import helpers
 from anglekit.cli import main
-from anglekit.model.embedder import Embedder
 from anglekit.errors import ConfigError
 from anglekit.llm.lora import LoraSettings, parse_target_modules
+from anglekit.model.embedder import Embedder
 from anglekit.training.config import TrainConfig
 from anglekit.training.run import train
+
+import helpers
 
 pytest.importorskip("peft")
 
@@ -79,9 +80,7 @@ def test_target_modules_by_name(tiny_llama_dir: Path) -> None:
         Embedder.from_pretrained(tiny_llama_dir, device="cpu").add_lora(target_modules=["no_such_layer"])
 
 
-@pytest.mark.parametrize(
-    "kwargs", [{"rank": 0}, {"rank": 2.5}, {"alpha": 0}, {"dropout": 1.0}, {"dropout": -0.1}, {"target_modules": "q_proj,,v"}]
-)
+@pytest.mark.parametrize("kwargs", [{"rank": 0}, {"rank": 2.5}, {"alpha": 0}, {"dropout": 1.0}, {"dropout": -0.1}, {"target_modules": "q_proj,,v"}])
 def test_bad_lora_settings_are_config_errors(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         LoraSettings(**kwargs)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from anglekit.cli import main
-from anglekit.model.embedder import Embedder
-from anglekit.model.config import CONFIG_NAME, EmbedderConfig
 from anglekit.errors import ConfigError
 from anglekit.llm.prompts import PROMPT_PRESETS, apply_prompt, preprocess_sentence, quotes_text, resolve_prompt
+from anglekit.model.config import CONFIG_NAME, EmbedderConfig
+from anglekit.model.embedder import Embedder
 
 PAPER = 'Summarize sentence "{text}" in one word:"'
 TEXTS = ["a man is playing the guitar", "is the dog happy?", 'he said "no"', "two kids ride bikes ."]
@@ -40,7 +40,7 @@ def test_preprocess_sentence_follows_the_official_evaluation(text: str, expected
 
 
 def test_apply_prompt() -> None:
-    assert apply_prompt(PAPER, 'is "it" on?', preprocess=True) == "Summarize sentence \"is 'it' on.\" in one word:\""
+    assert apply_prompt(PAPER, 'is "it" on?', preprocess=True) == 'Summarize sentence "is \'it\' on." in one word:"'
     assert apply_prompt(PAPER, "is it on?", preprocess=False) == 'Summarize sentence "is it on?" in one word:"'
     assert apply_prompt(None, "is it on?", preprocess=True) == "is it on?"  # no prompt: text untouched
     assert apply_prompt("q: {text} {text}", "{text}", preprocess=False) == "q: {text} {text}"

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from anglekit.model.embedder import Embedder
 from anglekit.losses import AnglEObjective
+from anglekit.model.embedder import Embedder
 from anglekit.training.config import TrainConfig
 from anglekit.training.run import train
 

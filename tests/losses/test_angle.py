@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from loss_helpers import ALL_LOSSES, _batch, _rotate_45
 
 from anglekit.losses import AngleLoss, CosineLoss
-
-from loss_helpers import ALL_LOSSES, _batch, _rotate_45
 
 # --------------------------------------------------------------------------------------------
 # The paper's motivation: cosine saturates near cos = +-1, the angle objective does not

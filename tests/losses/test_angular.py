@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from loss_helpers import _emb, _rows, ref_angle, ref_cos
 
 from anglekit.losses import (
     ANGLE_CLIP,
@@ -14,8 +15,6 @@ from anglekit.losses import (
     info_nce_loss,
     similarity_matrix,
 )
-
-from loss_helpers import _emb, _rows, ref_angle, ref_cos
 
 # --------------------------------------------------------------------------------------------
 # Similarities and clipping

@@ -7,20 +7,19 @@ import dataclasses
 
 import pytest
 import torch
+from loss_helpers import GC_IDS1, GC_IDS2, GC_LABELS, _batch, _degenerate_batch, _gc_inputs
 
 from anglekit.errors import ConfigError
 from anglekit.losses import (
     PRESETS,
-    AnglEObjective,
     AngleLoss,
+    AnglEObjective,
     CosineLoss,
     InBatchNegativeLoss,
     ObjectiveConfig,
     ObjectiveOutput,
     in_batch_negative_loss,
 )
-
-from loss_helpers import GC_IDS1, GC_IDS2, GC_LABELS, _batch, _degenerate_batch, _gc_inputs
 
 # --------------------------------------------------------------------------------------------
 # Combined objective, configuration and presets
@@ -50,9 +49,7 @@ def test_combined_is_weighted_sum_of_named_unweighted_components() -> None:
     x, y = _batch(n=6, dim=8, seed=19)
     labels = torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 5.0], dtype=torch.float64)
     ids1, ids2 = torch.arange(6), torch.arange(6, 12)
-    cfg = ObjectiveConfig.from_preset(
-        "paper-phase", cosine_weight=0.5, ibn_weight=2.0, angle_weight=3.0, positive_threshold=3.0
-    )
+    cfg = ObjectiveConfig.from_preset("paper-phase", cosine_weight=0.5, ibn_weight=2.0, angle_weight=3.0, positive_threshold=3.0)
     out = AnglEObjective(cfg)(x, y, labels, ids1, ids2)
     assert isinstance(out, ObjectiveOutput)
     assert list(out.components) == ["cosine", "ibn", "angle"]
@@ -123,9 +120,7 @@ def test_objective_runs_in_both_dtypes(dtype: torch.dtype) -> None:
     x, y = _batch(n=6, dim=8, dtype=dtype, seed=21)
     x.requires_grad_(True)
     labels = torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 5.0], dtype=dtype)
-    out = AnglEObjective.from_preset("paper", positive_threshold=3.0)(
-        x, y, labels, torch.arange(6), torch.arange(6, 12)
-    )
+    out = AnglEObjective.from_preset("paper", positive_threshold=3.0)(x, y, labels, torch.arange(6), torch.arange(6, 12))
     assert out.loss.dtype == dtype
     out.loss.backward()
     assert x.grad is not None and x.grad.dtype == dtype
@@ -174,15 +169,13 @@ def test_gradcheck_combined(preset: str) -> None:
 
 
 def _all_objectives():
-    yield "cosine", lambda x, y, l, i1, i2: CosineLoss()(x, y, l)
-    yield "angle_reference", lambda x, y, l, i1, i2: AngleLoss("reference")(x, y, l)
-    yield "angle_phase", lambda x, y, l, i1, i2: AngleLoss("phase")(x, y, l)
-    yield "ibn", lambda x, y, l, i1, i2: InBatchNegativeLoss(positive_threshold=2.0)(
-        x, y, l, i1, i2
-    )
+    yield "cosine", lambda x, y, lab, i1, i2: CosineLoss()(x, y, lab)
+    yield "angle_reference", lambda x, y, lab, i1, i2: AngleLoss("reference")(x, y, lab)
+    yield "angle_phase", lambda x, y, lab, i1, i2: AngleLoss("phase")(x, y, lab)
+    yield "ibn", lambda x, y, lab, i1, i2: InBatchNegativeLoss(positive_threshold=2.0)(x, y, lab, i1, i2)
     for preset in ("paper", "paper-phase", "official-defaults"):
         objective = AnglEObjective.from_preset(preset, positive_threshold=2.0)
-        yield preset, lambda x, y, l, i1, i2, o=objective: o(x, y, l, i1, i2).loss
+        yield preset, lambda x, y, lab, i1, i2, o=objective: o(x, y, lab, i1, i2).loss
 
 
 @pytest.mark.parametrize("name,fn", list(_all_objectives()), ids=[n for n, _ in _all_objectives()])

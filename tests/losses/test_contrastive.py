@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from loss_helpers import _emb, _rows, ref_angle, ref_cos
 
 from anglekit.errors import ConfigError
 from anglekit.losses import (
@@ -20,8 +21,6 @@ from anglekit.losses import (
     preset_batch_kind,
     similarity_matrix,
 )
-
-from loss_helpers import _emb, _rows, ref_angle, ref_cos
 
 # --------------------------------------------------------------------------------------------
 # Independent references: Python floats, explicit loops, the math module.
@@ -76,11 +75,21 @@ def test_info_nce_matches_loop_reference(case: dict, seed: int) -> None:
     p = a + 0.7 * p  # positives correlated with anchors, as in training
     h = _emb(6, seed=seed + 20) if case.get("hard") else None
     got = info_nce_loss(
-        a, p, h, tau=case["tau"], similarity=case["similarity"], margin_degrees=case.get("margin_degrees", 0.0),
+        a,
+        p,
+        h,
+        tau=case["tau"],
+        similarity=case["similarity"],
+        margin_degrees=case.get("margin_degrees", 0.0),
         hard_negative_weight=case.get("weight", 1.0),
     )
     want = ref_info_nce(
-        a, p, h, tau=case["tau"], similarity=case["similarity"], margin_degrees=case.get("margin_degrees", 0.0),
+        a,
+        p,
+        h,
+        tau=case["tau"],
+        similarity=case["similarity"],
+        margin_degrees=case.get("margin_degrees", 0.0),
         weight=case.get("weight", 1.0),
     )
     assert got.item() == pytest.approx(want, rel=1e-10, abs=1e-10)
@@ -93,14 +102,12 @@ def test_info_nce_with_offset_and_more_candidates_than_anchors() -> None:
     negatives = _emb(9, seed=6)
     anchors = everything[3:6]
     for sim, margin in (("cosine", 0.0), ("angle", 10.0)):
-        got = info_nce_loss(anchors, positives, negatives, tau=0.05, similarity=sim, margin_degrees=margin,
-                            hard_negative_weight=3.0, offset=3)
-        want = ref_info_nce(anchors, positives, negatives, tau=0.05, similarity=sim, margin_degrees=margin,
-                            weight=3.0, offset=3)
+        got = info_nce_loss(anchors, positives, negatives, tau=0.05, similarity=sim, margin_degrees=margin, hard_negative_weight=3.0, offset=3)
+        want = ref_info_nce(anchors, positives, negatives, tau=0.05, similarity=sim, margin_degrees=margin, weight=3.0, offset=3)
         assert got.item() == pytest.approx(want, rel=1e-10)
     # offset 0 over the full batch equals the loop reference too, and the per-process means average to it.
     full = info_nce_loss(everything, positives, negatives, tau=0.05)
-    parts = [info_nce_loss(everything[k:k + 3], positives, negatives, tau=0.05, offset=k) for k in (0, 3, 6)]
+    parts = [info_nce_loss(everything[k : k + 3], positives, negatives, tau=0.05, offset=k) for k in (0, 3, 6)]
     torch.testing.assert_close(full, sum(parts) / 3)
 
 
@@ -127,9 +134,7 @@ def test_hard_negative_weight_is_the_log_offset_of_simcse() -> None:
     simcse = torch.nn.functional.cross_entropy(logits + weights, torch.arange(5))
     ours = info_nce_loss(a, p, h, tau=0.05, hard_negative_weight=math.exp(simcse_h))
     torch.testing.assert_close(ours, simcse)
-    assert info_nce_loss(a, p, h, tau=0.05, hard_negative_weight=1.0) == pytest.approx(
-        torch.nn.functional.cross_entropy(logits, torch.arange(5)).item()
-    )
+    assert info_nce_loss(a, p, h, tau=0.05, hard_negative_weight=1.0) == pytest.approx(torch.nn.functional.cross_entropy(logits, torch.arange(5)).item())
 
 
 def test_negative_mask_and_duplicate_mask() -> None:

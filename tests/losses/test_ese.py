@@ -94,8 +94,8 @@ def test_ese_loss_equals_the_sum_of_its_parts(layers: int) -> None:
         assert "ese_layers" not in out.components
     torch.testing.assert_close(out.loss, expected)
     assert {"cosine", "ibn", "angle", "ese_compressed", "ese_compression"} <= set(out.components)
-    gx, = torch.autograd.grad(out.loss, x, retain_graph=True)
-    ex, = torch.autograd.grad(expected, x)
+    (gx,) = torch.autograd.grad(out.loss, x, retain_graph=True)
+    (ex,) = torch.autograd.grad(expected, x)
     torch.testing.assert_close(gx, ex)
 
 

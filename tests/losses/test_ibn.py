@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from loss_helpers import GC_IDS1, GC_IDS2, GC_LABELS, _batch, _emb, _gc_inputs, _rows, ref_angle, ref_cosine
 
 from anglekit.errors import ConfigError
 from anglekit.losses import (
@@ -17,8 +18,6 @@ from anglekit.losses import (
     cosine_score,
     in_batch_negative_loss,
 )
-
-from loss_helpers import GC_IDS1, GC_IDS2, GC_LABELS, _batch, _emb, _gc_inputs, _rows, ref_angle, ref_cosine
 
 
 def ref_ibn(x, y, labels, ids1, ids2, tau: float, threshold: float) -> float:
@@ -105,9 +104,7 @@ def test_ibn_rows_below_threshold_are_excluded_from_the_mean() -> None:
 
 def test_ibn_without_positive_rows_is_zero_with_finite_grad() -> None:
     x, y = _gc_inputs()
-    loss = in_batch_negative_loss(
-        x, y, torch.zeros(5, dtype=torch.float64), GC_IDS1, GC_IDS2, positive_threshold=1.0
-    )
+    loss = in_batch_negative_loss(x, y, torch.zeros(5, dtype=torch.float64), GC_IDS1, GC_IDS2, positive_threshold=1.0)
     assert loss.detach().item() == 0.0 and loss.requires_grad
     loss.backward()
     assert torch.isfinite(x.grad).all() and torch.all(x.grad == 0)
@@ -121,9 +118,7 @@ def test_ibn_checks_inputs() -> None:
     with pytest.raises(ValueError, match="integer"):
         in_batch_negative_loss(x, y, labels, torch.arange(3), labels, positive_threshold=1)
     with pytest.raises(ConfigError, match="positive_threshold"):
-        in_batch_negative_loss(
-            x, y, labels, torch.arange(3), torch.arange(3), positive_threshold=float("nan")
-        )
+        in_batch_negative_loss(x, y, labels, torch.arange(3), torch.arange(3), positive_threshold=float("nan"))
     with pytest.raises(ConfigError, match="tau"):
         InBatchNegativeLoss(positive_threshold=1.0, tau=-1.0)
 
@@ -135,9 +130,7 @@ def test_ibn_checks_inputs() -> None:
 
 def test_gradcheck_ibn() -> None:
     def fn(a, b):
-        return in_batch_negative_loss(
-            a, b, GC_LABELS, GC_IDS1, GC_IDS2, tau=0.05, positive_threshold=3.0
-        )
+        return in_batch_negative_loss(a, b, GC_LABELS, GC_IDS1, GC_IDS2, tau=0.05, positive_threshold=3.0)
 
     assert torch.autograd.gradcheck(fn, _gc_inputs())
 

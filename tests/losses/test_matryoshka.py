@@ -43,8 +43,8 @@ def test_pair_objective_equals_weighted_sum_over_slices() -> None:
         expected = expected + WEIGHTS[j] * inner(xs, ys, labels, ids1, ids2).loss
     torch.testing.assert_close(out.loss, expected, rtol=1e-12, atol=1e-12)
     assert set(out.components) == {f"{name}@{d}" for name in ("cosine", "ibn", "angle") for d in DIMS}
-    gx, = torch.autograd.grad(out.loss, x, retain_graph=True)
-    ex, = torch.autograd.grad(expected, x)
+    (gx,) = torch.autograd.grad(out.loss, x, retain_graph=True)
+    (ex,) = torch.autograd.grad(expected, x)
     torch.testing.assert_close(gx, ex)
 
 

@@ -7,11 +7,10 @@ import math
 
 import pytest
 import torch
+from loss_helpers import ALL_LOSSES, GC_LABELS, REF_SCORES, _batch, _gc_inputs, _rows
 
 from anglekit.errors import ConfigError
 from anglekit.losses import ranking_loss
-
-from loss_helpers import ALL_LOSSES, GC_LABELS, REF_SCORES, _batch, _gc_inputs, _rows
 
 
 def ref_ranking(scores: list[float], labels: list[float], tau: float) -> float:
@@ -72,9 +71,7 @@ def test_ranking_loss_without_ordered_pairs_is_zero_with_grad(labels: list[float
 
 def test_ranking_loss_accepts_integer_labels_and_checks_shapes() -> None:
     scores = torch.tensor([0.0, 1.0])
-    assert float(ranking_loss(scores, torch.tensor([0, 1]), 1.0)) == pytest.approx(
-        math.log1p(math.exp(-1.0)), rel=1e-6
-    )
+    assert float(ranking_loss(scores, torch.tensor([0, 1]), 1.0)) == pytest.approx(math.log1p(math.exp(-1.0)), rel=1e-6)
     with pytest.raises(ValueError, match="labels"):
         ranking_loss(scores, torch.tensor([0.0, 1.0, 2.0]), 1.0)
     with pytest.raises(ValueError, match="scores"):

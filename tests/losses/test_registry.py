@@ -4,6 +4,7 @@ kind of objective (pairs or contrastive)."""
 from __future__ import annotations
 
 import pytest
+from loss_helpers import _emb
 
 from anglekit.errors import ConfigError
 from anglekit.losses import (
@@ -12,8 +13,6 @@ from anglekit.losses import (
     ObjectiveOutput,
     get_objective,
 )
-
-from loss_helpers import _emb
 
 # --------------------------------------------------------------------------------------------
 # Configs, presets, registry

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from loss_helpers import REF_SCORES, _batch, _degenerate_batch, _rotate_45, _rows
 
 from anglekit.errors import ConfigError
 from anglekit.losses import (
@@ -17,8 +18,6 @@ from anglekit.losses import (
     cosine_score,
     get_score,
 )
-
-from loss_helpers import REF_SCORES, _batch, _degenerate_batch, _rotate_45, _rows
 
 SCORE_FNS = [cosine_score, angle_score_reference, angle_score_phase]
 
@@ -49,9 +48,7 @@ def test_reference_angle_score_identity() -> None:
 
 def test_reference_angle_score_is_a_scaled_cosine_against_rotated_y() -> None:
     x, y = _batch(n=32, dim=12, seed=5)
-    torch.testing.assert_close(
-        angle_score_reference(x, y), math.sqrt(2.0) * cosine_score(x, _rotate_45(y)).abs()
-    )
+    torch.testing.assert_close(angle_score_reference(x, y), math.sqrt(2.0) * cosine_score(x, _rotate_45(y)).abs())
 
 
 def test_score_ranges() -> None:

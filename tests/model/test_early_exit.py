@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import helpers
 import pytest
 import torch
 
@@ -16,6 +15,8 @@ from anglekit.model.config import EmbedderConfig
 from anglekit.model.early_exit import hidden_states_to, layer_blocks
 from anglekit.model.embedder import Embedder
 from anglekit.model.pooling import pool
+
+import helpers
 
 TEXTS = ["a short one", "the second text is a little longer than the first", "three", "a fourth and last text of the batch"]
 

@@ -16,17 +16,17 @@ import numpy as np
 import pytest
 import torch
 
-import helpers
-from anglekit.model.embedder import Embedder
-from anglekit.model.config import CONFIG_NAME, EmbedderConfig
 from anglekit.errors import ConfigError
+from anglekit.model.config import CONFIG_NAME, EmbedderConfig
+from anglekit.model.embedder import Embedder
 from anglekit.model.pooling import POOLING_STRATEGIES
+
+import helpers
 
 TEXTS = [
     "a man is playing the guitar .",
     "dog",
-    "the old woman walks her small white dog in the park every morning , then she reads a book "
-    "about birds and trees and the river under the mountain .",
+    "the old woman walks her small white dog in the park every morning , then she reads a book about birds and trees and the river under the mountain .",
     "two kids ride bikes",
     "i can not eat bread today !",
     "sun",
@@ -39,9 +39,7 @@ def _reference(embedder: Embedder, text: str) -> torch.Tensor:
     ids = embedder.tokenize_unpadded([text])[0]
     input_ids = torch.tensor([ids])
     with torch.no_grad():
-        out = embedder.backbone.eval()(
-            input_ids=input_ids, attention_mask=torch.ones_like(input_ids), output_hidden_states=True, return_dict=True
-        )
+        out = embedder.backbone.eval()(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), output_hidden_states=True, return_dict=True)
     states = [h[0].double() for h in out.hidden_states]  # [n, H] per layer, index 0 = embeddings
     last = states[-1]
     strategy = embedder.config.pooling
@@ -481,9 +479,7 @@ def test_gpt2_style_causal_lm_defaults_to_last_token(tiny_gpt2_dir: Path) -> Non
 
 
 @pytest.mark.parametrize("which", ["gpt2", "bert"])
-def test_left_padding_with_absolute_positions_gives_the_same_vectors_as_alone(
-    which: str, tiny_gpt2_dir: Path, tiny_bert_dir: Path
-) -> None:
+def test_left_padding_with_absolute_positions_gives_the_same_vectors_as_alone(which: str, tiny_gpt2_dir: Path, tiny_bert_dir: Path) -> None:
     if which == "gpt2":
         embedder = Embedder.from_pretrained(tiny_gpt2_dir, pooling="last_token", device="cpu")
     else:
@@ -519,9 +515,7 @@ def test_fingerprint(load_bert: Any, tmp_path: Path) -> None:
     assert embedder.fingerprint() != first
 
 
-def test_fingerprint_does_not_depend_on_where_the_model_was_loaded_from(
-    load_bert: Any, tiny_bert_dir: Path, copy_model: Any, tmp_path: Path
-) -> None:
+def test_fingerprint_does_not_depend_on_where_the_model_was_loaded_from(load_bert: Any, tiny_bert_dir: Path, copy_model: Any, tmp_path: Path) -> None:
     embedder = load_bert()
     first = embedder.fingerprint()
     copied = copy_model(tiny_bert_dir)

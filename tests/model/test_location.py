@@ -138,7 +138,9 @@ def test_an_unreachable_hub_fails_without_retrying(online: None, monkeypatch: py
 
 
 def test_safetensors_is_preferred_over_a_stray_incomplete_bin(
-    tiny_bert_dir: Path, copy_model, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+    tiny_bert_dir: Path,
+    copy_model,
+    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
 ) -> None:
     folder = copy_model(tiny_bert_dir)
     assert (folder / "model.safetensors").is_file()

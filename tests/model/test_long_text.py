@@ -6,12 +6,13 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import helpers
 import numpy as np
 import pytest
 
 from anglekit.errors import ConfigError
 from anglekit.model.long_text import chunk_token_ids, embed_long, model_max_length
+
+import helpers
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import helpers
 import numpy as np
 import pytest
 
@@ -15,6 +14,8 @@ from anglekit.errors import ConfigError
 from anglekit.model.config import EmbedderConfig
 from anglekit.model.embedder import Embedder
 from anglekit.model.long_text import embed_long
+
+import helpers
 
 
 def _words(n: int, offset: int = 0) -> str:

@@ -135,7 +135,9 @@ def test_anglekit_export_format_onnx(tiny_bert_dir: Path, tmp_path: Path, capsys
     import helpers
 
     out = tmp_path / "onnx"
-    code, stdout, err = helpers.run_cli(["export", str(tiny_bert_dir), "--format", "onnx", "--quantize", "int8", "--optimize", "O1", "--output-dir", str(out)], capsys)
+    code, stdout, err = helpers.run_cli(
+        ["export", str(tiny_bert_dir), "--format", "onnx", "--quantize", "int8", "--optimize", "O1", "--output-dir", str(out)], capsys
+    )
     assert code == 0, err
     assert "min cosine" in stdout and (out / "README.md").is_file() and "onnx" in (out / "README.md").read_text()
     info = json.loads((out / "onnx_config.json").read_text())

@@ -17,7 +17,7 @@ pytest.importorskip("openvino")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
-from anglekit.errors import ConfigError, ExportError  # noqa: E402
+from anglekit.errors import ConfigError  # noqa: E402
 from anglekit.model.embedder import Embedder  # noqa: E402
 from anglekit.model.onnx import FP32_TOLERANCE, INT8_MIN_COSINE, OnnxEmbedder, export_onnx  # noqa: E402
 from anglekit.model.openvino import OPENVINO_CONFIG, OPENVINO_FILE, OpenVinoEmbedder, export_openvino, is_openvino_folder  # noqa: E402
@@ -169,9 +169,9 @@ def test_bad_folders_and_options_are_clear_errors(bert: tuple[Embedder, Path], t
 
 
 def test_export_encode_and_serve_from_the_command_line(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import helpers
-
     from anglekit.serve.backends import load_backend
+
+    import helpers
 
     out = tmp_path / "ov"
     code, stdout, err = helpers.run_cli(["export", str(tiny_bert_dir), "--format", "openvino", "--quantize", "int8", "--output-dir", str(out)], capsys)
@@ -329,9 +329,9 @@ def test_bad_precisions_are_clear_errors(bert: tuple[Embedder, Path], tmp_path: 
 
 
 def test_precision_flags_of_export_encode_and_serve(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import helpers
-
     from anglekit.serve.backends import load_backend
+
+    import helpers
 
     out = tmp_path / "ov"
     code, stdout, err = helpers.run_cli(["export", str(tiny_bert_dir), "--format", "openvino", "--precision", "fp32", "--output-dir", str(out)], capsys)

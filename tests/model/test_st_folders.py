@@ -57,8 +57,8 @@ def reader(request: pytest.FixtureRequest) -> Reader:
 
 def _st_modules() -> tuple[Any, Any, Any]:
     try:
-        from sentence_transformers.sentence_transformer.modules import Pooling
         from sentence_transformers.base.modules import Normalize, Transformer
+        from sentence_transformers.sentence_transformer.modules import Pooling
     except ImportError:  # sentence-transformers < 5.4
         from sentence_transformers.models import Normalize, Pooling, Transformer
     return Transformer, Pooling, Normalize
@@ -112,11 +112,14 @@ def _write_old_layout(folder: Path, mode_key: str, *, normalize: bool, max_seq_l
 
 @pytest.mark.parametrize(
     ("mode_key", "pooling"),
-    [("pooling_mode_cls_token", "cls"), ("pooling_mode_mean_tokens", "last_avg"), ("pooling_mode_max_tokens", "last_max"), ("pooling_mode_lasttoken", "last_token")],
+    [
+        ("pooling_mode_cls_token", "cls"),
+        ("pooling_mode_mean_tokens", "last_avg"),
+        ("pooling_mode_max_tokens", "last_max"),
+        ("pooling_mode_lasttoken", "last_token"),
+    ],
 )
-def test_old_layout_embeds_like_sentence_transformers(
-    tiny_bert_dir: Path, copy_model: Any, mode_key: str, pooling: str, reader: Reader
-) -> None:
+def test_old_layout_embeds_like_sentence_transformers(tiny_bert_dir: Path, copy_model: Any, mode_key: str, pooling: str, reader: Reader) -> None:
     folder = copy_model(tiny_bert_dir)
     _write_old_layout(folder, mode_key, normalize=True, max_seq_length=12)
     expected = _st_vectors(folder)

@@ -108,9 +108,7 @@ def test_bidirectional_decoder_is_refused(tiny_llama_dir: Path, tmp_path: Path, 
         ("config_sentence_transformers.json", {"prompts": {"query": "other: ", "document": ""}}, "'other: {text}'"),
     ],
 )
-def test_disagreeing_configs_are_refused_with_both_values(
-    tiny_bert_dir: Path, tmp_path: Path, path: str, changes: dict[str, Any], named: str
-) -> None:
+def test_disagreeing_configs_are_refused_with_both_values(tiny_bert_dir: Path, tmp_path: Path, path: str, changes: dict[str, Any], named: str) -> None:
     model = Embedder.from_pretrained(tiny_bert_dir, device="cpu", pooling="cls", max_length=12, query_prompt="query: {text}")
     folder = model.save_pretrained(tmp_path / "saved")
     file = folder / path

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
 
 from anglekit.data import DATA_ENV_VAR, user_data_dir
 from anglekit.errors import ConfigError
 from anglekit.reproduce.runner import data_root
+
+from helpers import run_cli
 
 
 @pytest.fixture

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import helpers
 from anglekit.errors import ConfigError
 from anglekit.reproduce import ReproduceConfig, make_protocol, reproduce
 from anglekit.reproduce.cells import make_cell, run_cell
 from anglekit.reproduce.protocol import Protocol, Start, prepare_start
 from anglekit.reproduce.tables import build_tables
+
+import helpers
 
 
 def _stsb_root(root: Path) -> Path:
@@ -40,8 +41,7 @@ def data_root(tmp_path_factory) -> Path:
 
 
 def _config(out: Path, model: Path, root: Path, **kw) -> ReproduceConfig:
-    return ReproduceConfig(seeds=(0, 1), output_dir=str(out), model=str(model), data_root=str(root), max_steps=2,
-                           batch_size=8, device="cpu", quiet=True, **kw)
+    return ReproduceConfig(seeds=(0, 1), output_dir=str(out), model=str(model), data_root=str(root), max_steps=2, batch_size=8, device="cpu", quiet=True, **kw)
 
 
 def test_cells_resume_and_rerun_a_broken_one(tmp_path, tiny_bert_dir, data_root):
@@ -72,8 +72,9 @@ def test_zero_shot_cell_equals_an_independent_spearman(tmp_path, tiny_bert_dir, 
     from anglekit.model.embedder import Embedder
 
     protocol = make_protocol("cpu", max_length=32)
-    table = build_tables({"stsb": str(data_root / "stsb"), "mrpc": "", "nli": "", "nli-pairs": "", "github": None,
-                          "unsup": "", "qnli-train": "", "qnli-test": ""}, {})["objectives"]
+    table = build_tables(
+        {"stsb": str(data_root / "stsb"), "mrpc": "", "nli": "", "nli-pairs": "", "github": None, "unsup": "", "qnli-train": "", "qnli-test": ""}, {}
+    )["objectives"]
     zero = next(r for r in table.rows if r.kind == "zero-shot")
     cell = make_cell(zero, table.tasks[0], None, protocol, str(tiny_bert_dir))
     record = run_cell(cell, tmp_path, metric="STS-B test", data_root=str(data_root))
@@ -85,14 +86,16 @@ def test_zero_shot_cell_equals_an_independent_spearman(tmp_path, tiny_bert_dir, 
 
 
 def test_missing_training_data_is_a_named_skip(tmp_path, tiny_bert_dir, data_root):
-    table = build_tables({"stsb": str(data_root / "stsb"), "mrpc": "", "nli": "", "nli-pairs": "", "github": None,
-                          "unsup": "", "qnli-train": "", "qnli-test": ""}, {})["non-transfer"]
+    table = build_tables(
+        {"stsb": str(data_root / "stsb"), "mrpc": "", "nli": "", "nli-pairs": "", "github": None, "unsup": "", "qnli-train": "", "qnli-test": ""}, {}
+    )["non-transfer"]
     github = next(t for t in table.tasks if t.name == "GitHub Issues")
     cell = make_cell(table.rows[1], github, 0, make_protocol("cpu"), str(tiny_bert_dir))
     record = run_cell(cell, tmp_path, metric="GitHub Issues test", data_root=str(data_root))
     assert record["status"] == "skipped" and "GitHub Issues" in record["reason"]
-    zero = run_cell(make_cell(table.rows[0], github, None, make_protocol("cpu"), str(tiny_bert_dir)), tmp_path,
-                    metric="GitHub Issues test", data_root=str(data_root))
+    zero = run_cell(
+        make_cell(table.rows[0], github, None, make_protocol("cpu"), str(tiny_bert_dir)), tmp_path, metric="GitHub Issues test", data_root=str(data_root)
+    )
     assert zero["status"] == "skipped" and "no test data" in zero["reason"]
 
 
@@ -112,8 +115,7 @@ def test_reinitialised_start_changes_only_the_top_layers_once(tmp_path, tiny_ber
     stamp = folder.stat().st_mtime_ns
     assert Path(prepare_start(protocol, tmp_path)) == folder and folder.stat().st_mtime_ns == stamp
     with pytest.raises(ConfigError, match="re-initialise"):
-        prepare_start(Protocol("cpu", Start("x", str(tiny_bert_dir), "cls", "m", reinit_top_layers=5), 16, 4, 1e-4, 1.0),
-                      tmp_path / "other")
+        prepare_start(Protocol("cpu", Start("x", str(tiny_bert_dir), "cls", "m", reinit_top_layers=5), 16, 4, 1e-4, 1.0), tmp_path / "other")
 
 
 def test_cli_rejects_bad_tables_and_settings(tmp_path, capsys):
@@ -123,8 +125,7 @@ def test_cli_rejects_bad_tables_and_settings(tmp_path, capsys):
     assert code != 0 and "seeds repeat" in err
     code, _, err = helpers.run_cli(["reproduce", "pooling", "--batch-size", "zero"], capsys)
     assert code == 2 and "--batch-size" in err
-    code, _, err = helpers.run_cli(["reproduce", "pooling", "--data-root", str(tmp_path / "missing"),
-                                    "--output-dir", str(tmp_path / "o")], capsys)
+    code, _, err = helpers.run_cli(["reproduce", "pooling", "--data-root", str(tmp_path / "missing"), "--output-dir", str(tmp_path / "o")], capsys)
     assert code != 0 and "data-root" in err
 
 
@@ -132,8 +133,7 @@ def test_cli_rejects_bad_tables_and_settings(tmp_path, capsys):
 def test_max_steps_zero_is_refused_before_anything_is_written(tmp_path, capsys, steps):
     """0 steps would record the start model's scores as trained rows."""
     out = tmp_path / "o"
-    code, _, err = helpers.run_cli(["reproduce", "pooling", "--max-steps", steps, "--output-dir", str(out),
-                                    "--data-root", str(tmp_path)], capsys)
+    code, _, err = helpers.run_cli(["reproduce", "pooling", "--max-steps", steps, "--output-dir", str(out), "--data-root", str(tmp_path)], capsys)
     assert code == 2 and "max_steps is 0" in err and err.count("\n") == 1 and not out.exists(), err
     code, _, err = helpers.run_cli(["reproduce", "pooling", "--max-steps", "-2", "--output-dir", str(out)], capsys)
     assert code == 2 and "--max-steps" in err and not out.exists(), err

@@ -12,8 +12,16 @@ from anglekit.reproduce.cells import make_cell, read_cell
 from anglekit.reproduce.report import published_values, render_report, render_table, table_summary
 from anglekit.reproduce.tables import build_tables
 
-DATA = {"stsb": "/d/stsb", "mrpc": "/d/mrpc", "nli": "snli:dev", "nli-pairs": "/d/nli.jsonl", "github": None,
-        "unsup": "mr:train", "qnli-train": "/d/q1.jsonl", "qnli-test": "/d/q2.jsonl"}
+DATA = {
+    "stsb": "/d/stsb",
+    "mrpc": "/d/mrpc",
+    "nli": "snli:dev",
+    "nli-pairs": "/d/nli.jsonl",
+    "github": None,
+    "unsup": "mr:train",
+    "qnli-train": "/d/q1.jsonl",
+    "qnli-test": "/d/q2.jsonl",
+}
 
 
 def test_mean_std_and_paired_match_numpy_and_scipy():
@@ -44,8 +52,16 @@ def test_tables_and_config_checks():
     for bad in ([], ["table9"]):
         with pytest.raises(ConfigError):
             expand_tables(bad)
-    for kwargs in ({"seeds": ()}, {"seeds": (0, 0)}, {"seeds": (-1,)}, {"seeds": ("a",)}, {"preset": "gpu"},
-                   {"max_steps": -2}, {"llm_sentences": 0}, {"start": "roberta"}):
+    for kwargs in (
+        {"seeds": ()},
+        {"seeds": (0, 0)},
+        {"seeds": (-1,)},
+        {"seeds": ("a",)},
+        {"preset": "gpu"},
+        {"max_steps": -2},
+        {"llm_sentences": 0},
+        {"start": "roberta"},
+    ):
         with pytest.raises(ConfigError):
             ReproduceConfig(**kwargs)
     with pytest.raises(ConfigError, match="preset"):
@@ -88,8 +104,11 @@ def test_read_cell_reruns_broken_files(tmp_path):
 
 
 def _records(table, values):
-    return [{"row": row, "seed": seed, "status": "done", "metrics": {table.primary: v}, "cell": f"{row}-{seed}"}
-            for row, per_seed in values.items() for seed, v in per_seed.items()]
+    return [
+        {"row": row, "seed": seed, "status": "done", "metrics": {table.primary: v}, "cell": f"{row}-{seed}"}
+        for row, per_seed in values.items()
+        for seed, v in per_seed.items()
+    ]
 
 
 def test_summary_and_markdown_put_each_number_in_its_column():
@@ -114,12 +133,11 @@ def test_summary_and_markdown_put_each_number_in_its_column():
 
 def test_multi_column_table_averages_measured_columns_and_marks_skips():
     table = build_tables(DATA, {})["non-transfer"]
-    records = [
-        {"row": "AnglE: cosine + ibn + angle", "seed": s, "status": "done", "metrics": {"MRPC test": 40.0 + s}}
-        for s in (0, 1)
-    ] + [
-        {"row": "AnglE: cosine + ibn + angle", "seed": s, "status": "done", "metrics": {"STS-B test": 80.0}} for s in (0, 1)
-    ] + [{"row": "AnglE: cosine + ibn + angle", "seed": 0, "status": "skipped", "metrics": {}, "reason": "no GitHub data"}]
+    records = (
+        [{"row": "AnglE: cosine + ibn + angle", "seed": s, "status": "done", "metrics": {"MRPC test": 40.0 + s}} for s in (0, 1)]
+        + [{"row": "AnglE: cosine + ibn + angle", "seed": s, "status": "done", "metrics": {"STS-B test": 80.0}} for s in (0, 1)]
+        + [{"row": "AnglE: cosine + ibn + angle", "seed": 0, "status": "skipped", "metrics": {}, "reason": "no GitHub data"}]
+    )
     summary = table_summary(table, records)
     angle = next(r for r in summary["rows"] if r["row"].startswith("AnglE"))
     assert angle["metrics"]["Avg"]["values"] == {0: 60.0, 1: 60.5}
@@ -134,8 +152,7 @@ def test_multi_column_table_averages_measured_columns_and_marks_skips():
 
 def test_a_row_sharing_the_reference_paper_row_has_no_paper_difference():
     table = build_tables(DATA, {})["objectives"]
-    values = {"all: cosine + ibn + angle": {0: 85.0, 1: 85.2}, "all, phase angle": {0: 85.1, 1: 85.0},
-              "without ibn": {0: 84.0, 1: 84.1}}
+    values = {"all: cosine + ibn + angle": {0: 85.0, 1: 85.2}, "all, phase angle": {0: 85.1, 1: 85.0}, "without ibn": {0: 84.0, 1: 84.1}}
     rows = {r["row"]: r for r in table_summary(table, _records(table, values))["rows"]}
     assert rows["all, phase angle"]["published_diff"] is None
     assert rows["without ibn"]["published_diff"] == pytest.approx(86.00 - 86.26)

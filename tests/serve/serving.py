@@ -76,9 +76,7 @@ def wait_for(condition: Callable[[], bool], timeout: float = 60.0, what: str = "
 
 
 @contextmanager
-def start_server(
-    load: Callable[[], Any], *, model_name: str = "tiny", wait_ready: bool = True, **settings: Any
-) -> Iterator[Running]:
+def start_server(load: Callable[[], Any], *, model_name: str = "tiny", wait_ready: bool = True, **settings: Any) -> Iterator[Running]:
     """uvicorn with :func:`anglekit.serve.app.create_app` on 127.0.0.1, a free port, in a thread;
     stopped (and joined) on exit."""
     import uvicorn

@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from serving import Gate, sentences, wait_for
 
 from anglekit.serve.batcher import Batcher
 from anglekit.serve.errors import ContextLengthExceeded, InternalError, InvalidRequest, NotReady, QueueFull
+
+from serving import Gate, sentences, wait_for
 
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 
@@ -111,9 +112,7 @@ def test_concurrent_one_text_requests_share_a_forward_pass(tiny_backend: Callabl
     finally:
         batcher.close()
     assert [len(b) for b in gate.batches] == [1, 31]
-    np.testing.assert_allclose(
-        np.concatenate([r.vectors for r in results]), reference.encode(texts, normalize=False), rtol=1e-5, atol=1e-5
-    )
+    np.testing.assert_allclose(np.concatenate([r.vectors for r in results]), reference.encode(texts, normalize=False), rtol=1e-5, atol=1e-5)
 
 
 def test_a_full_queue_refuses_with_retry_after_and_loses_nothing(tiny_backend: Callable[..., Any], reference: Any) -> None:
@@ -261,9 +260,7 @@ def test_a_cancelled_request_is_not_embedded(tiny_backend: Callable[..., Any]) -
 
 
 @pytest.mark.parametrize(("return_wait", "batches"), [(30.0, [1, 2]), (0.0, [1, 1, 1])])
-def test_clients_just_answered_share_the_next_forward_pass(
-    tiny_backend: Callable[..., Any], reference: Any, return_wait: float, batches: list[int]
-) -> None:
+def test_clients_just_answered_share_the_next_forward_pass(tiny_backend: Callable[..., Any], reference: Any, return_wait: float, batches: list[int]) -> None:
     gate = Gate(tiny_backend())
     batcher = started(gate, return_wait=return_wait)  # 30 s: generous, the returning client is never too late
     texts = sentences(3, seed=61)

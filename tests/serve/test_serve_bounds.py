@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+
 from serving import Gate, Running, error_of, sentences, start_server, wait_for
 
 TOL = {"rtol": 1e-5, "atol": 1e-5}
@@ -196,14 +197,10 @@ def test_long_inputs_are_truncated_by_default(client: httpx.Client, reference: A
     response = client.post("/v1/embeddings", json={"input": [long_text, "short"]})
     assert response.status_code == 200
     assert response.json()["usage"]["prompt_tokens"] == reference.config.max_length + len(reference.tokenize_unpadded(["short"])[0])
-    np.testing.assert_allclose(
-        np.array([d["embedding"] for d in response.json()["data"]]), reference.encode([long_text, "short"]), **TOL
-    )
+    np.testing.assert_allclose(np.array([d["embedding"] for d in response.json()["data"]]), reference.encode([long_text, "short"]), **TOL)
 
 
-def test_without_auto_truncate_a_long_input_is_an_error_with_its_token_count(
-    tiny_backend: Callable[..., Any], reference: Any
-) -> None:
+def test_without_auto_truncate_a_long_input_is_an_error_with_its_token_count(tiny_backend: Callable[..., Any], reference: Any) -> None:
     long_text = " ".join(["music"] * 400)
     count = len(reference.tokenizer(long_text)["input_ids"])
     with start_server(lambda: tiny_backend(), auto_truncate=False) as server:

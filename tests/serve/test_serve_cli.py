@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from serving import sentences, wait_for
 
 import helpers
+from serving import sentences, wait_for
 
 SLOW_SERVE = Path(__file__).with_name("slow_serve.py")
 

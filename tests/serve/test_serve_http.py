@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+
 from serving import Gate, Running, sentences, start_server, wait_for
 
 openai = pytest.importorskip("openai")
@@ -115,9 +116,7 @@ def test_real_minilm_through_the_sdk_equals_encode() -> None:
     expected = model.encode(texts)
     np.testing.assert_allclose(np.array([d.embedding for d in as_float.data]), expected, **TOL)
     np.testing.assert_allclose(np.stack([from_base64(d.embedding) for d in as_base64.data]), expected, **TOL)
-    np.testing.assert_allclose(
-        np.array([d.embedding for d in cut.data]), truncated(model.encode(texts, normalize=False), 128, normalize=True), **TOL
-    )
+    np.testing.assert_allclose(np.array([d.embedding for d in cut.data]), truncated(model.encode(texts, normalize=False), 128, normalize=True), **TOL)
 
 
 # ------------------------------------------------------------------ the native route
@@ -156,10 +155,7 @@ def test_100_concurrent_mixed_requests_each_get_their_own_vectors_in_order(serve
         async with httpx.AsyncClient(base_url=server.url, timeout=120, limits=httpx.Limits(max_connections=100)) as client:
             return list(
                 await asyncio.gather(
-                    *(
-                        client.post("/v1/embeddings", json={"input": texts, "model": "tiny", "encoding_format": fmt})
-                        for texts, fmt in zip(requests, formats)
-                    )
+                    *(client.post("/v1/embeddings", json={"input": texts, "model": "tiny", "encoding_format": fmt}) for texts, fmt in zip(requests, formats))
                 )
             )
 
@@ -172,9 +168,7 @@ def test_100_concurrent_mixed_requests_each_get_their_own_vectors_in_order(serve
         np.testing.assert_allclose(got, np.stack([expected[t] for t in texts]), **TOL)
 
 
-def test_32_concurrent_one_sentence_requests_cost_about_one_forward_pass(
-    tiny_backend: Callable[..., Any], reference: Any
-) -> None:
+def test_32_concurrent_one_sentence_requests_cost_about_one_forward_pass(tiny_backend: Callable[..., Any], reference: Any) -> None:
     gate = Gate(tiny_backend())
     texts = sentences(32, seed=5)
     with start_server(lambda: gate) as server:

@@ -8,10 +8,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import helpers
 import httpx
 import numpy as np
 import pytest
+
+import helpers
 from serving import Gate, error_of, sentences, start_server, wait_for
 
 TEXTS = sentences(10, seed=21)

@@ -13,9 +13,9 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 openai = pytest.importorskip("openai")
 
-from serving import sentences, start_server  # noqa: E402
-
 from anglekit.errors import ConfigError  # noqa: E402
+
+from serving import sentences, start_server  # noqa: E402
 
 
 def test_an_onnx_folder_serves_its_own_vectors(tiny_bert_dir: Path, tmp_path: Path) -> None:

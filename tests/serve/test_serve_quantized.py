@@ -11,9 +11,10 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from serving import Running, error_of, sentences, start_server
 
 from anglekit.serve.quantized import UNIT_RANGE, Calibration, decode, describe, quantize
+
+from serving import Running, error_of, sentences, start_server
 
 openai = pytest.importorskip("openai")
 

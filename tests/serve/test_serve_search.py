@@ -12,10 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import Running, error_of, sentences, start_server
 
 from anglekit.cli import main as cli_main
 from anglekit.errors import ConfigError, DataError, ModelMismatchError
+
+from serving import Running, error_of, sentences, start_server
 
 DOCS = sentences(40, seed=7)
 QUERIES = ["a man plays the guitar", "two dogs run in the park", "the market fell sharply today"]

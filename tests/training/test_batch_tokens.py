@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import helpers
 import pytest
 import torch
 
@@ -16,6 +15,8 @@ from anglekit.training.config import TrainConfig
 from anglekit.training.run import train
 from anglekit.training.sampler import TokenBudgetBatchSampler
 from anglekit.training.trainer import AnglETrainer
+
+import helpers
 
 
 def _lengths(n: int, seed: int = 0, low: int = 1, high: int = 60) -> list[int]:
@@ -250,8 +251,9 @@ def test_in_batch_loss_of_a_varying_batch_is_the_objective_on_that_batch_alone(l
     assert len(sizes) > 1
 
 
-def test_a_budget_below_every_row_trains_in_batches_of_one(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_budget_below_every_row_trains_in_batches_of_one(
+    tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     seen = _recording(monkeypatch)
     with caplog.at_level("WARNING", logger="anglekit.training.trainer"):
         result = train(_config(tiny_bert_dir, pair_file, tmp_path / "run", max_batch_tokens=1, max_steps=3, objective="cosine"))

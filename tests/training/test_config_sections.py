@@ -33,9 +33,7 @@ def test_every_trainer_alias_is_a_training_arguments_field() -> None:
 
 def test_hf_spellings_set_the_same_settings() -> None:
     ours = TrainConfig.from_dict({"batch_size": 4, "epochs": 2.0, "scheduler": "cosine", "gradient_accumulation": 3})
-    theirs = TrainConfig.from_dict(
-        {"per_device_train_batch_size": 4, "num_train_epochs": 2.0, "lr_scheduler_type": "cosine", "gradient_accumulation_steps": 3}
-    )
+    theirs = TrainConfig.from_dict({"per_device_train_batch_size": 4, "num_train_epochs": 2.0, "lr_scheduler_type": "cosine", "gradient_accumulation_steps": 3})
     assert ours == theirs
 
 
@@ -140,10 +138,14 @@ def test_settings_that_need_each_other_are_accepted_together() -> None:
 def test_cli_train_eval_steps_without_dev_data_is_one_line_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from helpers import run_cli
 
-    code, _, err = run_cli(["train", "--model", str(tmp_path / "no-model"), "--train-data", str(tmp_path / "no.tsv"),
-                            "--eval-steps", "5", "--output-dir", str(tmp_path / "run")], capsys)
+    code, _, err = run_cli(
+        ["train", "--model", str(tmp_path / "no-model"), "--train-data", str(tmp_path / "no.tsv"), "--eval-steps", "5", "--output-dir", str(tmp_path / "run")],
+        capsys,
+    )
     assert code == 2 and err.count("\n") == 1 and "needs dev_data" in err and "--dev-data" in err, err
     assert not (tmp_path / "run").exists()
-    code, _, err = run_cli(["train", "--model", str(tmp_path / "no-model"), "--train-data", str(tmp_path / "no.tsv"),
-                            "--max-steps", "0", "--output-dir", str(tmp_path / "run")], capsys)
+    code, _, err = run_cli(
+        ["train", "--model", str(tmp_path / "no-model"), "--train-data", str(tmp_path / "no.tsv"), "--max-steps", "0", "--output-dir", str(tmp_path / "run")],
+        capsys,
+    )
     assert code == 2 and "max_steps is 0" in err and not (tmp_path / "run").exists(), err

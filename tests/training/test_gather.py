@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import helpers
 from anglekit.losses import ContrastiveObjective
 from anglekit.training.gather import distributed_world, gather_rows
+
+import helpers
 
 SIZES = (3, 2)
 IDS = torch.tensor([0, 1, 2, 3, 1])  # text 1 sits on both processes: masked as a false negative

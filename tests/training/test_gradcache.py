@@ -8,7 +8,6 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-import helpers
 import pytest
 import torch
 from torch import Tensor, nn
@@ -29,6 +28,8 @@ from anglekit.training.config import TrainConfig
 from anglekit.training.gradcache import gradcache_step
 from anglekit.training.tasks import PairTask, SentenceTask, TripletTask
 from anglekit.training.trainer import AnglETrainer
+
+import helpers
 
 TEXTS = [
     "a man plays a guitar", "the dog runs", "two dogs run in the park", "wow", "a woman is cooking",
@@ -165,9 +166,13 @@ def test_trainer_pieces_that_the_gradcache_training_step_uses() -> None:
 def _trainer(embedder: Embedder, pair_file: Path, out: Path, chunk: int | None) -> AnglETrainer:
     task = PairTask()
     tokenized, collator = task.tokenize(read_pairs(pair_file), embedder)
-    args = TrainingArguments(output_dir=str(out), per_device_train_batch_size=8, use_cpu=True, report_to="none", disable_tqdm=True, gradient_accumulation_steps=2)
+    args = TrainingArguments(
+        output_dir=str(out), per_device_train_batch_size=8, use_cpu=True, report_to="none", disable_tqdm=True, gradient_accumulation_steps=2
+    )
     objective = AnglEObjective(ObjectiveConfig.from_preset("paper", positive_threshold=4.0))
-    trainer = AnglETrainer(model=embedder, args=args, train_dataset=tokenized, data_collator=collator, objective=objective, task=task, gradcache_chunk_size=chunk)
+    trainer = AnglETrainer(
+        model=embedder, args=args, train_dataset=tokenized, data_collator=collator, objective=objective, task=task, gradcache_chunk_size=chunk
+    )
     trainer.create_optimizer()
     return trainer
 

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import helpers
 import numpy as np
 import pytest
 import torch
@@ -21,6 +20,8 @@ from anglekit.model.padding import pad_token_ids
 from anglekit.training.config import TrainConfig
 from anglekit.training.gradcache import gradcache_step
 from anglekit.training.tasks import PairTask
+
+import helpers
 
 
 def _words(n: int, offset: int = 0) -> str:

@@ -73,7 +73,9 @@ def test_sizes_are_checked_against_the_model_before_loading(tiny_bert_dir: Path,
     config = TrainConfig.from_dict({"model": str(tiny_bert_dir), "train_data": "x.jsonl", "output_dir": str(tmp_path / "o"), **values})
     with pytest.raises(ConfigError, match=match):
         check(config)
-    odd_ok = TrainConfig.from_dict({"model": str(tiny_bert_dir), "train_data": "x", "output_dir": str(tmp_path / "o"), "objective": "ibn", "matryoshka_dims": [32, 15]})
+    odd_ok = TrainConfig.from_dict(
+        {"model": str(tiny_bert_dir), "train_data": "x", "output_dir": str(tmp_path / "o"), "objective": "ibn", "matryoshka_dims": [32, 15]}
+    )
     check(odd_ok)  # no angle term: any size
 
 

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import helpers
 import pytest
 import torch
 from torch import Tensor
@@ -23,6 +22,8 @@ from anglekit.training.config import TrainConfig
 from anglekit.training.precision import resolve_precision
 from anglekit.training.run import train
 from anglekit.training.tasks import PairTask
+
+import helpers
 
 TEXTS = [
     "a man plays a guitar", "the dog runs", "two dogs run in the park", "wow", "a woman is cooking",

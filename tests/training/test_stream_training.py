@@ -8,13 +8,14 @@ import random
 from pathlib import Path
 from typing import Any
 
-import helpers
 import pytest
 import torch
 
 from anglekit.model.embedder import Embedder
 from anglekit.training.config import TrainConfig
 from anglekit.training.run import train
+
+import helpers
 
 
 def _run(model: Path, data: Path, out: Path, stream: bool, **extra: Any) -> Any:
@@ -33,9 +34,7 @@ def _losses(out: Path) -> list[float]:
     return [json.loads(line)["loss"] for line in (out / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
 
 
-@pytest.mark.parametrize(
-    ("objective", "kind"), [("paper", "pairs"), ("simcse-unsup", "sentences"), ("simcse-sup", "triplets")]
-)
+@pytest.mark.parametrize(("objective", "kind"), [("paper", "pairs"), ("simcse-unsup", "sentences"), ("simcse-sup", "triplets")])
 def test_streamed_training_equals_in_memory_training(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, objective: str, kind: str) -> None:
     if kind == "pairs":
         data, extra = pair_file, {"positive_threshold": 4.0}

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-import helpers
 from anglekit.data.readers import read_pairs
 from anglekit.errors import ConfigError, DataError
 from anglekit.training import TrainConfig, train
+
+import helpers
 
 datasets = pytest.importorskip("datasets")
 
@@ -86,7 +87,9 @@ def test_columns_flag_on_the_command_line(tiny_bert_dir: Path, tmp_path: Path, c
     assert code == 0 and "steps 2" in out, err
     code, _, err = helpers.run_cli([*argv[:4], "--output-dir", str(tmp_path / "run2"), "--quiet"], capsys)
     assert code == 2 and "missing column 'text1'" in err
-    code, _, err = helpers.run_cli(["train", str(tiny_bert_dir), "--train-data", "stsb:train", "--columns", "text1=q", "--output-dir", str(tmp_path / "r3")], capsys)
+    code, _, err = helpers.run_cli(
+        ["train", str(tiny_bert_dir), "--train-data", "stsb:train", "--columns", "text1=q", "--output-dir", str(tmp_path / "r3")], capsys
+    )
     assert code == 2 and "not to a known dataset name" in err
 
 

@@ -43,8 +43,12 @@ def _trainer(tiny_bert_dir: Path, pair_file: Path, out: Path, *, batch: int = 4,
     task = PairTask()
     tokenized, collator = task.tokenize(read_pairs(pair_file), embedder)
     args = TrainingArguments(
-        output_dir=str(out), per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
-        use_cpu=True, report_to="none", disable_tqdm=True,
+        output_dir=str(out),
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=accumulation,
+        use_cpu=True,
+        report_to="none",
+        disable_tqdm=True,
     )
     objective = AnglEObjective(ObjectiveConfig.from_preset("cosine"))
     return AnglETrainer(model=embedder, args=args, train_dataset=tokenized, data_collator=collator, objective=objective, task=task)
@@ -64,9 +68,7 @@ def test_the_train_dataloader_uses_the_length_grouped_sampler(tiny_bert_dir: Pat
 
 
 @pytest.mark.parametrize(("batch", "accumulation"), [(4, 1), (4, 3), (5, 2)])
-def test_the_length_groups_are_one_optimizer_step(
-    tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, batch: int, accumulation: int
-) -> None:
+def test_the_length_groups_are_one_optimizer_step(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, batch: int, accumulation: int) -> None:
     """The sampler groups per_device_train_batch_size x gradient_accumulation_steps pairs: the pairs of
     one optimizer step, so that its micro-batches are of similar length and none straddles two groups."""
     trainer = _trainer(tiny_bert_dir, pair_file, tmp_path / "run", batch=batch, accumulation=accumulation)
@@ -76,9 +78,7 @@ def test_the_length_groups_are_one_optimizer_step(
     assert isinstance(direct, LengthGroupedSampler) and direct.batch_size == batch * accumulation
 
 
-def test_save_model_and_checkpoint_loading_go_through_the_hooks(
-    tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_save_model_and_checkpoint_loading_go_through_the_hooks(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     trainer = _trainer(tiny_bert_dir, pair_file, tmp_path / "run")
     calls: list[str] = []
     save, warn = AnglETrainer._save, AnglETrainer._issue_warnings_after_load

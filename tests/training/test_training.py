@@ -19,13 +19,14 @@ import pytest
 import torch
 import yaml
 
-import helpers
-from anglekit.training.tasks.pairs import PairCollator, TokenizedPair, TokenizedPairs
 from anglekit.errors import ConfigError
 from anglekit.training.config import TrainConfig
 from anglekit.training.run import TrainResult, _prepare_output_dir, train
-from anglekit.training.tasks import default_positive_threshold
 from anglekit.training.sampler import LengthGroupedSampler
+from anglekit.training.tasks import default_positive_threshold
+from anglekit.training.tasks.pairs import PairCollator, TokenizedPair, TokenizedPairs
+
+import helpers
 
 REPO = Path(__file__).resolve().parents[2]
 LOSS_KEYS = ("loss_cosine", "loss_ibn", "loss_angle")
@@ -105,11 +106,24 @@ def test_require_inputs() -> None:
 
 
 def test_yaml_round_trip(tmp_path: Path) -> None:
-    config = TrainConfig.from_dict(dict(
-        model="some/model", train_data="pairs.jsonl", dev_data="dev.tsv", pooling="cls_avg", prompt="q: {text}",
-        max_length=64, batch_size=8, learning_rate=3e-5, epochs=0.5, eval_steps=10, cosine_weight=0.0,
-        positive_threshold=4.0, group_by_length=False, device="cpu",
-    ))
+    config = TrainConfig.from_dict(
+        dict(
+            model="some/model",
+            train_data="pairs.jsonl",
+            dev_data="dev.tsv",
+            pooling="cls_avg",
+            prompt="q: {text}",
+            max_length=64,
+            batch_size=8,
+            learning_rate=3e-5,
+            epochs=0.5,
+            eval_steps=10,
+            cosine_weight=0.0,
+            positive_threshold=4.0,
+            group_by_length=False,
+            device="cpu",
+        )
+    )
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config.to_dict()))
     assert TrainConfig.from_yaml(path) == config
@@ -469,9 +483,7 @@ def test_resume_skips_a_half_written_checkpoint(tmp_path: Path) -> None:
     assert _prepare_output_dir(TrainConfig.from_dict(dict(output_dir=str(out), resume=True)).trainer) == str(out / "checkpoint-4")
 
 
-def test_training_with_dev_set_evaluates_and_keeps_the_best_checkpoint(
-    tiny_bert_dir: Path, pair_file: Path, dev_pair_file: Path, tmp_path: Path
-) -> None:
+def test_training_with_dev_set_evaluates_and_keeps_the_best_checkpoint(tiny_bert_dir: Path, pair_file: Path, dev_pair_file: Path, tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
     out = tmp_path / "run"
@@ -601,12 +613,8 @@ def killed_and_resumed(tiny_bert_dir: Path, pair_file: Path, tmp_path_factory: p
     info["finished_before_kill"] = (out / "results.json").exists() or (out / "checkpoint-12").exists()
     info["metrics_at_kill"] = helpers.read_jsonl(out / "metrics.jsonl")
     # Without --resume the same command is refused (exit 2, nothing touched).
-    info["refused"] = subprocess.run(
-        [*_console_script(), *argv], cwd=root, env=env, capture_output=True, text=True, timeout=300
-    )
-    info["resumed"] = subprocess.run(
-        [*_console_script(), *argv, "--resume"], cwd=root, env=env, capture_output=True, text=True, timeout=300
-    )
+    info["refused"] = subprocess.run([*_console_script(), *argv], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    info["resumed"] = subprocess.run([*_console_script(), *argv, "--resume"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
     return info
 
 
@@ -643,9 +651,7 @@ def test_resume_finishes_the_run(killed_and_resumed: dict[str, Any]) -> None:
     assert all(key in r for r in records if "loss" in r for key in LOSS_KEYS)
 
 
-def test_resumed_run_equals_an_uninterrupted_run(
-    killed_and_resumed: dict[str, Any], tiny_bert_dir: Path, pair_file: Path, tmp_path: Path
-) -> None:
+def test_resumed_run_equals_an_uninterrupted_run(killed_and_resumed: dict[str, Any], tiny_bert_dir: Path, pair_file: Path, tmp_path: Path) -> None:
     """Same seed and settings, run in one go (in-process): same steps, same final weights."""
     from safetensors.torch import load_file
 

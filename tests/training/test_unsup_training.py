@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 import torch
 
-import helpers
 from anglekit.errors import ConfigError
 from anglekit.training.config import TrainConfig
 from anglekit.training.heads import MLPHead, TrainingModel
 from anglekit.training.probes import ProbeAccumulator, alignment, batch_probes, dataset_probes, uniformity
 from anglekit.training.run import train
 from anglekit.training.tasks import dropout_views
+
+import helpers
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +35,7 @@ def sentence_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def triplet_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rng = random.Random(4)
     path = tmp_path_factory.mktemp("triplets") / "triplets.jsonl"
-    rows = [
-        {"anchor": helpers.random_sentence(rng), "positive": helpers.random_sentence(rng), "negative": helpers.random_sentence(rng)}
-        for _ in range(24)
-    ]
+    rows = [{"anchor": helpers.random_sentence(rng), "positive": helpers.random_sentence(rng), "negative": helpers.random_sentence(rng)} for _ in range(24)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 
@@ -142,12 +140,39 @@ def test_cli_trains_simace_unsup_on_a_sentence_file(tiny_bert_dir: Path, sentenc
     from anglekit.model.embedder import Embedder
 
     out = tmp_path / "run"
-    rc = main([
-        "train", "--model", str(tiny_bert_dir), "--objective", "simace-unsup", "--train-data", str(sentence_file),
-        "--output-dir", str(out), "--max-steps", "4", "--batch-size", "8", "--logging-steps", "1", "--probe-steps", "2",
-        "--probe-data", str(dev_pair_file), "--positive-threshold", "3.0", "--mlp-head", "--device", "cpu",
-        "--precision", "fp32", "--quiet", "--learning-rate", "1e-3",
-    ])
+    rc = main(
+        [
+            "train",
+            "--model",
+            str(tiny_bert_dir),
+            "--objective",
+            "simace-unsup",
+            "--train-data",
+            str(sentence_file),
+            "--output-dir",
+            str(out),
+            "--max-steps",
+            "4",
+            "--batch-size",
+            "8",
+            "--logging-steps",
+            "1",
+            "--probe-steps",
+            "2",
+            "--probe-data",
+            str(dev_pair_file),
+            "--positive-threshold",
+            "3.0",
+            "--mlp-head",
+            "--device",
+            "cpu",
+            "--precision",
+            "fp32",
+            "--quiet",
+            "--learning-rate",
+            "1e-3",
+        ]
+    )
     assert rc == 0
     records = helpers.read_jsonl(out / "metrics.jsonl")
     losses = [r for r in records if "loss" in r]
@@ -158,8 +183,16 @@ def test_cli_trains_simace_unsup_on_a_sentence_file(tiny_bert_dir: Path, sentenc
     probes = [r for r in records if any(k.startswith("probe_") for k in r)]
     assert [r["step"] for r in probes] == [0, 2, 4]  # dev probes before training, then every 2 steps
     for r in probes[1:]:
-        for key in ("probe_angle_pos", "probe_angle_neg", "probe_alignment", "probe_uniformity",
-                    "probe_dev_angle_pos", "probe_dev_angle_neg", "probe_dev_alignment", "probe_dev_uniformity"):
+        for key in (
+            "probe_angle_pos",
+            "probe_angle_neg",
+            "probe_alignment",
+            "probe_uniformity",
+            "probe_dev_angle_pos",
+            "probe_dev_angle_neg",
+            "probe_dev_alignment",
+            "probe_dev_uniformity",
+        ):
             assert math.isfinite(r[key]), key
         assert 0 <= r["probe_angle_pos"] <= 180 and r["probe_alignment"] >= 0 and r["probe_uniformity"] <= 0
     saved = json.loads((out / "train_config.json").read_text())
@@ -206,8 +239,9 @@ def test_simcse_sup_on_triplets(tiny_bert_dir: Path, triplet_file: Path, tmp_pat
 
 
 def test_pair_objective_with_angle_ibn_trains(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path) -> None:
-    result = train(_config(tiny_bert_dir, pair_file, tmp_path / "run", objective="paper", ibn_similarity="angle",
-                           positive_threshold=4.0, max_steps=2, probe_steps=None))
+    result = train(
+        _config(tiny_bert_dir, pair_file, tmp_path / "run", objective="paper", ibn_similarity="angle", positive_threshold=4.0, max_steps=2, probe_steps=None)
+    )
     assert result.steps == 2
     saved = json.loads((tmp_path / "run" / "train_config.json").read_text())
     assert saved["objective"]["ibn_similarity"] == "angle" and saved["batch_kind"] == "pairs"

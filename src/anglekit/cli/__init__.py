@@ -26,9 +26,7 @@ COMMANDS = (train, eval, report, encode, index, search, merge_lora, export, plot
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="anglekit", description="Train, evaluate and use AnglE text embeddings.", allow_abbrev=False
-    )
+    parser = argparse.ArgumentParser(prog="anglekit", description="Train, evaluate and use AnglE text embeddings.", allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"anglekit {__version__}")
     parser.add_argument("--verbose", action="store_true", help="log more")
     parser.add_argument("--debug", action="store_true", help="print the traceback of an unexpected error (it is saved to a file either way)")
@@ -107,9 +105,7 @@ def _save_traceback(command: str, debug: bool) -> str:
     except OSError:
         folder = Path(tempfile.gettempdir())
     try:
-        handle = tempfile.NamedTemporaryFile(
-            "w", prefix=f"anglekit-{command}-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".txt", dir=folder, delete=False
-        )
+        handle = tempfile.NamedTemporaryFile("w", prefix=f"anglekit-{command}-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".txt", dir=folder, delete=False)
         with handle:
             handle.write(text)
     except OSError:

@@ -75,19 +75,22 @@ def add_model_argument(parser: argparse.ArgumentParser, help: str = "model: hub 
     parser.add_argument("model", metavar="MODEL", help=help)
 
 
-def add_loading_options(
-    parser: argparse.ArgumentParser | Any, *, device_default: str | None = None, what: str = "the model", gguf: bool = True
-) -> None:
+def add_loading_options(parser: argparse.ArgumentParser | Any, *, device_default: str | None = None, what: str = "the model", gguf: bool = True) -> None:
     """``--device``, ``--dtype``, ``--revision``, ``--trust-remote-code`` (and ``--gguf-file``)."""
     where = device_default or "the best available: cuda, else mps, else cpu"
     parser.add_argument(
-        "--device", type=device_name, default=device_default, metavar="DEVICE",
+        "--device",
+        type=device_name,
+        default=device_default,
+        metavar="DEVICE",
         help=f"run {what} on cpu, cuda, cuda:N or mps (default: {where})",
     )
     parser.add_argument("--dtype", default=None, choices=DTYPE_CHOICES, help=f"load the weights of {what} in this dtype (default: as stored)")
     parser.add_argument("--revision", default=None, help="hub revision of the model: branch, tag or commit (default: the main branch)")
     parser.add_argument(
-        "--trust-remote-code", action="store_true", default=False,
+        "--trust-remote-code",
+        action="store_true",
+        default=False,
         help="run the model repository's own code (models such as nomic, jina or gte-v1.5 need it)",
     )
     if gguf:
@@ -97,13 +100,17 @@ def add_loading_options(
 def add_embedding_options(parser: argparse.ArgumentParser | Any) -> None:
     """How the model embeds: ``--batch-size``, ``--max-length``, ``--pooling``, ``--prompt``."""
     parser.add_argument(
-        "--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, metavar="N",
+        "--batch-size",
+        type=positive_int,
+        default=DEFAULT_BATCH_SIZE,
+        metavar="N",
         help=f"texts per forward pass (default: {DEFAULT_BATCH_SIZE})",
     )
     parser.add_argument("--max-length", type=positive_int, default=None, metavar="N", help="truncate to this many tokens (default: the model's)")
     parser.add_argument("--pooling", default=None, help="override the model's pooling")
     parser.add_argument(
-        "--prompt", default=None,
+        "--prompt",
+        default=None,
         help="prompt template with {text}, or a preset: paper, paper-b, retrieval-query, none (default: the model's)",
     )
     add_long_text_options(parser)
@@ -114,14 +121,14 @@ def add_long_text_options(parser: argparse.ArgumentParser | Any) -> None:
     from anglekit.model.encoding import LONG_TEXT_MODES
 
     parser.add_argument(
-        "--long-text", choices=LONG_TEXT_MODES, default=None,
+        "--long-text",
+        choices=LONG_TEXT_MODES,
+        default=None,
         help="texts longer than the window: truncate, or embed overlapping windows and pool their vectors "
         "(chunk-mean, chunk-max; anglekit's substitute for AnglE-RAN) (default: the model's, else truncate)",
     )
     parser.add_argument("--long-text-window", type=positive_int, default=None, metavar="N", help="tokens per chunk (default: --max-length)")
-    parser.add_argument(
-        "--long-text-stride", type=positive_int, default=None, metavar="N", help="content tokens between chunk starts (default: half a window)"
-    )
+    parser.add_argument("--long-text-stride", type=positive_int, default=None, metavar="N", help="content tokens between chunk starts (default: half a window)")
     parser.add_argument("--long-text-max-chunks", type=positive_int, default=None, metavar="N", help="at most this many chunks per text")
 
 
@@ -132,7 +139,9 @@ PRECISION_CHOICES = ("auto", "fp32", "bf16")
 def add_precision_option(parser: argparse.ArgumentParser | Any, *, what: str = "the model") -> None:
     """``--precision auto|fp32|bf16``: what the inference backend computes in."""
     parser.add_argument(
-        "--precision", choices=PRECISION_CHOICES, default="auto",
+        "--precision",
+        choices=PRECISION_CHOICES,
+        default="auto",
         help=f"what {what} computes in: fp32, or bf16 (faster on CPUs with AVX512-BF16 or AMX and on GPUs; "
         "torch: bf16 weights; openvino: its inference precision; onnx: fp32 only). auto: torch, the weights' "
         "stored dtype or --dtype; openvino, the precision the export recorded, else fp32",
@@ -165,7 +174,9 @@ _BACKENDS = {"auto": None, "anglekit": "torch", "torch": "torch", "onnx": "onnx"
 def add_backend_option(parser: argparse.ArgumentParser | Any) -> None:
     """``--backend auto|torch|onnx|openvino``: the inference backend of the model."""
     parser.add_argument(
-        "--backend", choices=("auto", "torch", "onnx", "openvino"), default="auto",
+        "--backend",
+        choices=("auto", "torch", "onnx", "openvino"),
+        default="auto",
         help="run the model with PyTorch, onnxruntime or OpenVINO (onnx: a folder from 'anglekit export --format onnx'; "
         "openvino: one from '--format openvino' or an ONNX folder; auto: the only weights the folder holds, else torch)",
     )
@@ -207,24 +218,25 @@ def add_renamed(parser: argparse.ArgumentParser | Any, old: str, new: str, dest:
     parser.add_argument(old, dest=dest, action=RenamedFlag, new=new, **kwargs)
 
 
-def add_output_dir(
-    parser: argparse.ArgumentParser | Any, *, help: str, required: bool = False, old: str | None = None, **kwargs: Any
-) -> None:
+def add_output_dir(parser: argparse.ArgumentParser | Any, *, help: str, required: bool = False, old: str | None = None, **kwargs: Any) -> None:
     """``--output-dir DIR`` (always a folder), with ``old`` (e.g. ``--out``) kept as a hidden alias."""
     _add_renamable(parser, "--output-dir", "output_dir", "DIR", help=help, required=required, old=old, **kwargs)
 
 
 def add_output(
-    parser: argparse.ArgumentParser | Any, *, help: str, required: bool = False, old: str | None = None,
-    metavar: str = "FILE", **kwargs: Any,
+    parser: argparse.ArgumentParser | Any,
+    *,
+    help: str,
+    required: bool = False,
+    old: str | None = None,
+    metavar: str = "FILE",
+    **kwargs: Any,
 ) -> None:
     """``--output FILE`` (always a file), with ``old`` kept as a hidden alias."""
     _add_renamable(parser, "--output", "output", metavar, help=help, required=required, old=old, **kwargs)
 
 
-def _add_renamable(
-    parser: Any, flag: str, dest: str, metavar: str, *, help: str, required: bool, old: str | None, **kwargs: Any
-) -> None:
+def _add_renamable(parser: Any, flag: str, dest: str, metavar: str, *, help: str, required: bool, old: str | None, **kwargs: Any) -> None:
     if old is None:
         parser.add_argument(flag, dest=dest, metavar=metavar, required=required, help=help, **kwargs)
         return

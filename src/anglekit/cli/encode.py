@@ -22,7 +22,9 @@ _SHARD_FLAGS = {"id_column": "--id-column", "shard_size": "--shard-size", "shard
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        NAME, allow_abbrev=False, help="embed a text file into a .npy matrix, or a corpus of any size into shards",
+        NAME,
+        allow_abbrev=False,
+        help="embed a text file into a .npy matrix, or a corpus of any size into shards",
         description="Embed texts: into one .npy matrix (--output), or, in constant memory, into numbered shards "
         "that a rerun of the same command resumes (--output-dir).",
     )
@@ -34,16 +36,23 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     outputs.add_argument("--output", metavar="FILE.npy", help="file to write the vectors to (.npy)")
     outputs.add_argument("--output-dir", metavar="DIR", help="folder of numbered shards (with ids) and manifest.json; rerun to resume")
     parser.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None, help="L2-normalise (default: the model's setting)")
-    parser.add_argument("--role", choices=("query", "document"), default=None,
-                        help="embed with the model's query or document prompt (default: its general prompt)")
-    parser.add_argument("--truncate-dim", type=positive_int, default=None, metavar="K",
-                        help="keep the first K coordinates of each vector, normalised after the cut when normalising "
-                        "(models trained with nested dimensions: Matryoshka, ESE) (default: the model's setting, else all)")
+    parser.add_argument(
+        "--role", choices=("query", "document"), default=None, help="embed with the model's query or document prompt (default: its general prompt)"
+    )
+    parser.add_argument(
+        "--truncate-dim",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help="keep the first K coordinates of each vector, normalised after the cut when normalising "
+        "(models trained with nested dimensions: Matryoshka, ESE) (default: the model's setting, else all)",
+    )
     shards = parser.add_argument_group("shards (--output-dir)")
     shards.add_argument("--id-column", default=None, help="column holding the ids (default: 'id' if present, else the row number)")
     shards.add_argument("--shard-size", type=positive_int, default=None, metavar="N", help="texts per shard (default: 10000)")
-    shards.add_argument("--shard-format", choices=("npy", "parquet"), default=None,
-                        help="npy: SHARD.npy + SHARD.ids.json; parquet: columns id, embedding (default: npy)")
+    shards.add_argument(
+        "--shard-format", choices=("npy", "parquet"), default=None, help="npy: SHARD.npy + SHARD.ids.json; parquet: columns id, embedding (default: npy)"
+    )
     shards.add_argument("--shard-id", type=number(int, 0), default=None, metavar="I", help="encode only the shards k with k %% NUM_SHARDS == I (default: 0)")
     shards.add_argument("--num-shards", type=positive_int, default=None, metavar="N", help="split the corpus between N machines (default: 1)")
     shards.add_argument("--workers", type=positive_int, default=None, metavar="N", help="processes on this machine, each loading the model (default: 1)")

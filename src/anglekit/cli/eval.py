@@ -32,26 +32,39 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``anglekit eval`` beyond the shared model options."""
     parser.add_argument(
-        "--data", action="append", default=[], metavar="DATASET",
+        "--data",
+        action="append",
+        default=[],
+        metavar="DATASET",
         help="pair dataset spec (stsb:test, a file, a directory, hf:name:split); repeatable",
     )
     add_output(parser, metavar="JSON", help="write the --data scores as JSON to this file")
     parser.add_argument(
-        "--suite", action="append", default=[], metavar="NAME",
+        "--suite",
+        action="append",
+        default=[],
+        metavar="NAME",
         help="sts, non-transfer, transfer, retrieval, geometry or all (repeatable)",
     )
-    parser.add_argument("--data-root", metavar="DIR", help="folder holding senteval/, stsb/, ... (default: $ANGLEKIT_DATA, else the per-user folder ~/.local/share/anglekit/data)")
-    add_output_dir(
-        parser, old="--out", help="folder where suites write <suite>.json and <suite>.md (default: runs/eval/<model>)"
+    parser.add_argument(
+        "--data-root",
+        metavar="DIR",
+        help="folder holding senteval/, stsb/, ... (default: $ANGLEKIT_DATA, else the per-user folder ~/.local/share/anglekit/data)",
     )
+    add_output_dir(parser, old="--out", help="folder where suites write <suite>.json and <suite>.md (default: runs/eval/<model>)")
     parser.add_argument("--cache", metavar="DIR", help="embedding cache folder (default: $ANGLEKIT_CACHE/embeddings)")
     parser.add_argument("--no-cache", action="store_true", help="do not cache embeddings")
     parser.add_argument(
-        "--option", action="append", default=[], metavar="SUITE.KEY=VALUE",
+        "--option",
+        action="append",
+        default=[],
+        metavar="SUITE.KEY=VALUE",
         help="a suite option, e.g. sts.variant=original or non-transfer.extra=[qqp.tsv] (YAML value)",
     )
     parser.add_argument(
-        "--backend", choices=BACKENDS, default="auto",
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
         help="load MODEL with anglekit's torch backend (anglekit, torch), its ONNX backend (onnx: a folder from "
         "'anglekit export --format onnx'), its OpenVINO backend (openvino: a folder from '--format openvino' or an "
         "ONNX folder), or sentence-transformers (auto: anglekit, with the backend of the only weights a folder "
@@ -112,9 +125,7 @@ def _sentence_transformer(args: argparse.Namespace) -> Any:
     if getattr(args, "precision", "auto") != "auto":
         raise ConfigError(f"--precision {args.precision}: applies to anglekit's backends (torch, onnx, openvino), not to sentence-transformers")
     try:
-        return load_sentence_transformer(
-            args.model, device=device, max_length=args.max_length, batch_size=args.batch_size, progress=not args.quiet
-        )
+        return load_sentence_transformer(args.model, device=device, max_length=args.max_length, batch_size=args.batch_size, progress=not args.quiet)
     except ImportError as exc:
         raise ConfigError("--backend sentence-transformers needs the package: pip install 'anglekit[bench]'") from exc
 
@@ -138,9 +149,7 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args)
 
     if datasets:
-        encode = model if callable(model) and not hasattr(model, "encode") else partial(
-            model.encode, batch_size=args.batch_size, show_progress=not args.quiet
-        )
+        encode = model if callable(model) and not hasattr(model, "encode") else partial(model.encode, batch_size=args.batch_size, show_progress=not args.quiet)
         results: dict[str, Any] = {"model": args.model, "datasets": {}}
         print(f"{'dataset':<40} {'pairs':>7} {'spearman':>9} {'pearson':>9}")
         for spec, dataset in datasets:
@@ -155,8 +164,16 @@ def run(args: argparse.Namespace) -> int:
         cache: bool | str = False if args.no_cache else (args.cache or True)
         max_length = getattr(getattr(model, "config", None), "max_length", None) if args.max_length is None else args.max_length
         produced = run_suites(
-            suites, model, data_root=args.data_root, out_dir=out, batch_size=args.batch_size,
-            max_length=max_length, cache=cache, model_name=args.model, progress=not args.quiet, options=options,
+            suites,
+            model,
+            data_root=args.data_root,
+            out_dir=out,
+            batch_size=args.batch_size,
+            max_length=max_length,
+            cache=cache,
+            model_name=args.model,
+            progress=not args.quiet,
+            options=options,
         )
         for name in produced:
             print((out / f"{name}.md").read_text(encoding="utf-8"))

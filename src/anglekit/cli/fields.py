@@ -61,8 +61,9 @@ def add_setting(container: Any, s: Setting) -> None:
             for spelled, given in ((dashed, True), ("--no-" + dashed[2:], False)):
                 container.add_argument(spelled, dest=s.key, action=OldFlag, old=old, new_key=s.key, nargs=0, const=given)
         else:
-            container.add_argument(dashed, dest=s.key, action=OldFlag, old=old, new_key=s.key,
-                                   **{k: v for k, v in kwargs.items() if k not in ("metavar", "action")})
+            container.add_argument(
+                dashed, dest=s.key, action=OldFlag, old=old, new_key=s.key, **{k: v for k, v in kwargs.items() if k not in ("metavar", "action")}
+            )
 
 
 class OldFlag(argparse.Action):

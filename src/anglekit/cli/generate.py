@@ -41,14 +41,20 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     io.add_argument("--cache", default=None, help="answer cache folder (default: <output>.cache/)")
     llm = parser.add_argument_group("LLMs")
     llm.add_argument(
-        "--llm", action="append", required=True, metavar="SPEC",
+        "--llm",
+        action="append",
+        required=True,
+        metavar="SPEC",
         help="openai:MODEL[@BASE_URL] (any OpenAI-compatible server: vLLM, llama.cpp, Ollama, hosted APIs) or hf:NAME "
         "(in-process transformers: hub name, folder, .gguf, pypi:smollm2-135m-instruct); repeat for an ensemble",
     )
     llm.add_argument("--base-url", default=None, help="base URL for openai: specs without @URL (default: $OPENAI_BASE_URL or https://api.openai.com/v1)")
     llm.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key (never passed as a flag)")
     llm.add_argument(
-        "--device", type=device_name, default=None, metavar="DEVICE",
+        "--device",
+        type=device_name,
+        default=None,
+        metavar="DEVICE",
         help="hf: backends: cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)",
     )
     llm.add_argument("--dtype", default=None, choices=DTYPE_CHOICES, help="hf: backends: load the weights in this dtype (default: as stored)")
@@ -70,14 +76,23 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     clean = parser.add_argument_group("cleaning")
     clean.add_argument("--min-chars", type=number(int, 0), default=3)
     clean.add_argument("--max-chars", type=positive_int, default=512)
-    clean.add_argument("--near-duplicate-ratio", type=number(float, 0, 1), default=0.95,
-                       help="difflib ratio for near-duplicates: a synonym vs its input, a sentence vs the earlier ones of its "
-                       "answer; antonyms are never compared with their input (1 disables)")
+    clean.add_argument(
+        "--near-duplicate-ratio",
+        type=number(float, 0, 1),
+        default=0.95,
+        help="difflib ratio for near-duplicates: a synonym vs its input, a sentence vs the earlier ones of its "
+        "answer; antonyms are never compared with their input (1 disables)",
+    )
     ops = parser.add_argument_group("operation")
     ops.add_argument("--concurrency", type=positive_int, default=4, help="requests in flight at most (hf: backends run one at a time)")
     ops.add_argument("--max-retries", type=number(int, 0), default=5, help="retries on 408/409/425/429/5xx/timeouts/connection errors")
-    ops.add_argument("--max-repeated-errors", type=positive_int, default=3, metavar="N",
-                     help="stop the run when the server rejects requests with the same 4xx status and message N times in a row")
+    ops.add_argument(
+        "--max-repeated-errors",
+        type=positive_int,
+        default=3,
+        metavar="N",
+        help="stop the run when the server rejects requests with the same 4xx status and message N times in a row",
+    )
     ops.add_argument("--timeout", type=number(float, 0, exclusive_minimum=True), default=60.0, help="seconds per HTTP request")
     ops.add_argument("--backoff-base", type=number(float, 0), default=1.0, help="first backoff in seconds (doubles; Retry-After wins)")
     ops.add_argument("--backoff-max", type=number(float, 0), default=60.0)
@@ -92,15 +107,35 @@ def config_from_args(args: argparse.Namespace) -> Any:
     templates = {k: v for k, v in (("synonym", args.synonym_template), ("antonym", args.antonym_template)) if v}
     kinds = ("synonym", "antonym") if args.kind == "both" else (args.kind,)
     return GenerationConfig(
-        llms=list(args.llm), kinds=kinds, size=args.size, templates=templates,
-        positive_label=args.positive_label, negative_label=args.negative_label,
-        concurrency=args.concurrency, max_retries=args.max_retries, timeout=args.timeout,
-        backoff_base=args.backoff_base, backoff_max=args.backoff_max, max_repeated_errors=args.max_repeated_errors,
-        temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed,
-        min_chars=args.min_chars, max_chars=args.max_chars, near_duplicate_ratio=args.near_duplicate_ratio,
-        api_key_env=args.api_key_env, base_url=args.base_url, cache_dir=args.cache,
-        price_prompt=args.price_prompt, price_completion=args.price_completion, device=args.device, dtype=args.dtype,
-        revision=args.revision, trust_remote_code=args.trust_remote_code, batch_size=args.batch_size,
+        llms=list(args.llm),
+        kinds=kinds,
+        size=args.size,
+        templates=templates,
+        positive_label=args.positive_label,
+        negative_label=args.negative_label,
+        concurrency=args.concurrency,
+        max_retries=args.max_retries,
+        timeout=args.timeout,
+        backoff_base=args.backoff_base,
+        backoff_max=args.backoff_max,
+        max_repeated_errors=args.max_repeated_errors,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        min_chars=args.min_chars,
+        max_chars=args.max_chars,
+        near_duplicate_ratio=args.near_duplicate_ratio,
+        api_key_env=args.api_key_env,
+        base_url=args.base_url,
+        cache_dir=args.cache,
+        price_prompt=args.price_prompt,
+        price_completion=args.price_completion,
+        device=args.device,
+        dtype=args.dtype,
+        revision=args.revision,
+        trust_remote_code=args.trust_remote_code,
+        batch_size=args.batch_size,
         progress=not args.quiet,
     )
 
@@ -112,8 +147,7 @@ def _report(summary: dict[str, Any]) -> str:
         f"pairs: {pairs['total']} ({pairs['positive']} positive, {pairs['negative']} negative) -> {summary['out']}",
         f"requests: {req['answered']}/{req['total']} answered ({req['sent']} sent, {req['cache_hits']} from cache), "
         f"{req['retries']} retries, {req['failed']} failed",
-        *(f"drops ({kind}): " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none")
-          for kind, counts in summary["drops_by_kind"].items()),
+        *(f"drops ({kind}): " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none") for kind, counts in summary["drops_by_kind"].items()),
         f"throughput: {summary['sentences_per_s']} sentences/s",
     ]
     if summary.get("usage"):
@@ -126,9 +160,17 @@ def _check_hf_options(args: argparse.Namespace) -> None:
     """The hf: backends' options given without an hf: LLM would be ignored: an error instead."""
     if any(spec.startswith("hf:") for spec in args.llm):
         return
-    given = [flag for flag, value in (("--device", args.device), ("--dtype", args.dtype), ("--revision", args.revision),
-                                      ("--trust-remote-code", args.trust_remote_code or None),
-                                      ("--batch-size", None if args.batch_size == 1 else args.batch_size)) if value is not None]
+    given = [
+        flag
+        for flag, value in (
+            ("--device", args.device),
+            ("--dtype", args.dtype),
+            ("--revision", args.revision),
+            ("--trust-remote-code", args.trust_remote_code or None),
+            ("--batch-size", None if args.batch_size == 1 else args.batch_size),
+        )
+        if value is not None
+    ]
     if given:
         raise ConfigError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to hf: LLMs only, and no --llm hf:NAME is given")
 
@@ -138,8 +180,7 @@ def _check_not_input(args: argparse.Namespace) -> None:
     from anglekit.generation.pipeline import default_cache_dir, summary_path
 
     source = os.path.realpath(args.input)
-    for what, path in (("--output", args.output), ("the summary", summary_path(args.output)),
-                       ("--cache", args.cache or default_cache_dir(args.output))):
+    for what, path in (("--output", args.output), ("the summary", summary_path(args.output)), ("--cache", args.cache or default_cache_dir(args.output))):
         real = os.path.realpath(path)
         if real == source:
             raise ConfigError(f"{what} {path} would overwrite the input {args.input}; write the pairs elsewhere")

@@ -14,25 +14,36 @@ NAME = "index"
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        NAME, allow_abbrev=False, help="build a search index of a corpus (exact or HNSW, float, int8 or binary)",
+        NAME,
+        allow_abbrev=False,
+        help="build a search index of a corpus (exact or HNSW, float, int8 or binary)",
         description="Search indexes of one model's document vectors; 'anglekit search' queries them.",
     )
     sub = parser.add_subparsers(dest="index_command", metavar="{build}", required=True)
     build = sub.add_parser(
-        "build", allow_abbrev=False, help="embed a corpus (or read encode's shards) into an index folder",
+        "build",
+        allow_abbrev=False,
+        help="embed a corpus (or read encode's shards) into an index folder",
         description="Embed the documents of a corpus with the model's document prompt (in chunks, so any size "
         "fits) and write an index that records the model, its settings and its fingerprint.",
     )
     add_model_options(build)
-    build.add_argument("--input", required=True,
-                       help="corpus: .txt (one text a line, ids = line numbers), .jsonl/.csv/.tsv/.parquet with id and text "
-                       "columns, or a folder written by 'anglekit encode --output-dir' with --role document")
+    build.add_argument(
+        "--input",
+        required=True,
+        help="corpus: .txt (one text a line, ids = line numbers), .jsonl/.csv/.tsv/.parquet with id and text "
+        "columns, or a folder written by 'anglekit encode --output-dir' with --role document",
+    )
     build.add_argument("--column", default=None, help="column holding the texts (default: text, sentence or the only other column)")
     build.add_argument("--id-column", default=None, help="column holding the ids (default: id if present, else the row number)")
     add_output_dir(build, required=True, help="index folder (index.json and its data files)")
     build.add_argument("--kind", choices=("exact", "hnsw"), default="exact", help="exact scan, or an HNSW graph (usearch or faiss-cpu) (default: exact)")
-    build.add_argument("--quantize", choices=("none", "int8", "binary"), default="none",
-                       help="search int8 or binary codes, rescoring the best k x multiplier with the float vectors (default: none)")
+    build.add_argument(
+        "--quantize",
+        choices=("none", "int8", "binary"),
+        default="none",
+        help="search int8 or binary codes, rescoring the best k x multiplier with the float vectors (default: none)",
+    )
     build.add_argument("--backend", choices=("auto", "usearch", "faiss"), default=None, help="HNSW library (default: usearch if installed, else faiss)")
     build.add_argument("--rescore-multiplier", type=positive_int, default=4, metavar="N", help="candidates per result rescored (default: 4)")
     build.add_argument("--connectivity", type=positive_int, default=16, metavar="M", help="HNSW edges per node (default: 16)")

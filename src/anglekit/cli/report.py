@@ -13,7 +13,9 @@ NAME = "report"
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        NAME, allow_abbrev=False, help="side-by-side markdown table of evaluation runs",
+        NAME,
+        allow_abbrev=False,
+        help="side-by-side markdown table of evaluation runs",
         description="Compare the suite results of several `anglekit eval --suite` output folders, "
         "with the papers' published numbers as reference rows. The table goes to stdout.",
     )

@@ -25,8 +25,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         argument_default=argparse.SUPPRESS,
         allow_abbrev=False,
     )
-    parser.add_argument("tables", nargs="+", metavar="TABLE", choices=[*TABLE_NAMES, "all"],
-                        help=f"one or more of {', '.join(TABLE_NAMES)}, or all")
+    parser.add_argument("tables", nargs="+", metavar="TABLE", choices=[*TABLE_NAMES, "all"], help=f"one or more of {', '.join(TABLE_NAMES)}, or all")
     settings = add_settings(parser, ReproduceConfig)
     parser.set_defaults(_settings=settings)
     return parser

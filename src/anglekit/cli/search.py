@@ -13,17 +13,19 @@ NAME = "search"
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        NAME, allow_abbrev=False, help="search an index built by 'anglekit index build'",
-        description="Embed each query with the index's own model (its query prompt) and print the k nearest documents "
-        "by cosine. Another model is refused.",
+        NAME,
+        allow_abbrev=False,
+        help="search an index built by 'anglekit index build'",
+        description="Embed each query with the index's own model (its query prompt) and print the k nearest documents by cosine. Another model is refused.",
     )
     parser.add_argument("index", metavar="INDEX_DIR", help="folder written by 'anglekit index build'")
     parser.add_argument("queries", metavar="QUERY", nargs="+", help="one or more queries")
     parser.add_argument("-k", "--top-k", dest="k", type=positive_int, default=10, metavar="K", help="results per query (default: 10)")
     parser.add_argument("--json", action="store_true", help="print JSON: a list with one object per query (query, results: rank, id, score, text)")
-    parser.add_argument("--model", default=None,
-                        help="load the index's model from here (e.g. after moving its folder); its fingerprint must match")
-    parser.add_argument("--rescore-multiplier", type=positive_int, default=None, metavar="N", help="int8/binary: candidates rescored per result (default: the index's)")
+    parser.add_argument("--model", default=None, help="load the index's model from here (e.g. after moving its folder); its fingerprint must match")
+    parser.add_argument(
+        "--rescore-multiplier", type=positive_int, default=None, metavar="N", help="int8/binary: candidates rescored per result (default: the index's)"
+    )
     parser.add_argument("--expansion-search", type=positive_int, default=None, metavar="N", help="HNSW efSearch (default: the index's)")
     add_loading_options(parser, what="the index's model", gguf=False)
     add_quiet(parser, help="print results only")

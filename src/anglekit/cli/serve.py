@@ -33,9 +33,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     add_precision_option(model)
     model.add_argument("--max-length", type=positive_int, metavar="N", help="truncate to this many tokens (default: the model's)")
     model.add_argument("--pooling", help="override the model's pooling")
-    model.add_argument(
-        "--prompt", help="prompt template with {text}, or a preset: paper, paper-b, retrieval-query, none (default: the model's)"
-    )
+    model.add_argument("--prompt", help="prompt template with {text}, or a preset: paper, paper-b, retrieval-query, none (default: the model's)")
     add_long_text_options(model)
     settings = add_settings(parser.add_argument_group("server"), ServeSettings)
     parser.set_defaults(_settings=settings)

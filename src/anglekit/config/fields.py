@@ -203,9 +203,18 @@ def _settings_of_flat(cls: type, section: str | None) -> list[Setting]:
         default = f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else None)
         out.append(
             Setting(
-                section=section, name=f.name, key=f.metadata["key"] or f.name, base=base, optional=optional,
-                default=default, help=f.metadata["help"], aliases=f.metadata["aliases"], choices=f.metadata["choices"],
-                bounds=f.metadata.get("bounds"), item=item_type(hints[f.name]), old_names=f.metadata.get("old_names", ()),
+                section=section,
+                name=f.name,
+                key=f.metadata["key"] or f.name,
+                base=base,
+                optional=optional,
+                default=default,
+                help=f.metadata["help"],
+                aliases=f.metadata["aliases"],
+                choices=f.metadata["choices"],
+                bounds=f.metadata.get("bounds"),
+                item=item_type(hints[f.name]),
+                old_names=f.metadata.get("old_names", ()),
             )
         )
     return out
@@ -231,9 +240,7 @@ def settings_of(cls: type) -> list[Setting]:
     return out
 
 
-def check_value(
-    name: str, value: Any, annotation: Any, choices: tuple[Any, ...] | None = None, bounds: Bounds | None = None
-) -> None:
+def check_value(name: str, value: Any, annotation: Any, choices: tuple[Any, ...] | None = None, bounds: Bounds | None = None) -> None:
     """A ConfigError naming ``name`` unless ``value`` fits ``annotation`` (ints pass as floats,
     bools never as ints), ``choices`` and ``bounds``."""
     base, optional = base_type(annotation)

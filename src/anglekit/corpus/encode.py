@@ -63,8 +63,10 @@ class EncodeReport:
     """False when every shard was already done and the model was not even loaded."""
 
     def summary(self) -> str:
-        done = (f"{self.rows} texts in {self.shards} shards of {self.dim}-d vectors in {self.output_dir}: "
-                f"{self.encoded} encoded now, {self.reused} already done ({self.seconds:.1f} s)")
+        done = (
+            f"{self.rows} texts in {self.shards} shards of {self.dim}-d vectors in {self.output_dir}: "
+            f"{self.encoded} encoded now, {self.reused} already done ({self.seconds:.1f} s)"
+        )
         if not self.loaded_model:
             return done + "; nothing to do (the model was not loaded)"
         return done + (f"; {self.resumed}" if self.resumed else "")
@@ -122,8 +124,7 @@ def _prepare_folder(folder: Path, manifest: dict[str, Any]) -> bool:
     differ = [key for key in _IDENTITY if old.get(key) != manifest.get(key)]
     if differ:
         raise ConfigError(
-            f"{folder} holds the shards of another encode (it differs in: {', '.join(differ)}); "
-            "give another --output-dir, or delete this one to start over"
+            f"{folder} holds the shards of another encode (it differs in: {', '.join(differ)}); give another --output-dir, or delete this one to start over"
         )
     return True
 
@@ -150,8 +151,17 @@ def _model_files(name: str) -> list[list[Any]] | None:
     return signature
 
 
-def _request(name: str, kwargs: dict[str, Any], normalize: bool | None, role: str | None, text_column: str | None,
-             id_column: str | None, shard_size: int, shard_format: str, source: Path) -> dict[str, Any] | None:
+def _request(
+    name: str,
+    kwargs: dict[str, Any],
+    normalize: bool | None,
+    role: str | None,
+    text_column: str | None,
+    id_column: str | None,
+    shard_size: int,
+    shard_format: str,
+    source: Path,
+) -> dict[str, Any] | None:
     """What the caller asked for, as the manifest stores it (JSON), when the model is local; a
     rerun asking the same of unchanged files and input has nothing to do if every shard is done."""
     import json
@@ -201,8 +211,11 @@ def _resume_note(folder: Path, shard_id: int, num_shards: int, shard_size: int) 
         restart += num_shards
     manifest = read_manifest(folder) or {}
     total = manifest.get("shards")
-    where = ("every shard was done; checking them against the model" if isinstance(total, int) and restart >= total
-             else f"restarting at shard {restart} (row {restart * shard_size})")
+    where = (
+        "every shard was done; checking them against the model"
+        if isinstance(total, int) and restart >= total
+        else f"restarting at shard {restart} (row {restart * shard_size})"
+    )
     return f"resumed: shards {_ranges(done)} ({texts} texts) were already done; {where}"
 
 
@@ -216,7 +229,10 @@ def _write_shard(folder: Path, index: int, first_row: int, ids: list[str], vecto
         kept = f"the {len(done)} finished shards ({_ranges(done)}) are intact" if done else "no shard is finished yet"
         raise DiskFullError(
             f"{exc} Shard {index} (rows {first_row}-{first_row + len(ids) - 1}) is not finished; {kept} in {folder}: "
-            "free some space and rerun the same command to resume.", path=exc.path, requested=exc.requested, written=exc.written,
+            "free some space and rerun the same command to resume.",
+            path=exc.path,
+            requested=exc.requested,
+            written=exc.written,
         ) from exc
 
 

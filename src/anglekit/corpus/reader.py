@@ -237,9 +237,7 @@ def _delimited(path: Path, source: str, text_column: str | None, id_column: str 
                 if bad is not None:
                     raise DataError(_bad_bytes(fields[bad]), source=source, row=row, field=names[bad] if bad < len(names) else None)
                 if len(fields) != len(names):
-                    raise DataError(
-                        f"wrong number of fields: got {len(fields)}, the header's {len(names)} (delimiter {delimiter!r})", source=source, row=row
-                    )
+                    raise DataError(f"wrong number of fields: got {len(fields)}, the header's {len(names)} (delimiter {delimiter!r})", source=source, row=row)
                 ident = _check_id(fields[i_index], source, row, id_name) if i_index is not None and id_name is not None else None
                 yield row, ident, _check_text(fields[t_index], source, row, text_name)
     finally:

@@ -100,8 +100,7 @@ def read_manifest(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
         if (value is not None or required) and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise DataError(f"expected an integer >= 0{'' if required else ' or null'}, got {describe(value)}", source=str(path), field=key)
     if data.get("shard_format") not in SHARD_FORMATS:
-        raise DataError(f"expected one of {', '.join(SHARD_FORMATS)}, got {describe(data.get('shard_format'))}", source=str(path),
-                        field="shard_format")
+        raise DataError(f"expected one of {', '.join(SHARD_FORMATS)}, got {describe(data.get('shard_format'))}", source=str(path), field="shard_format")
     if data["version"] > FORMAT_VERSION:
         raise ConfigError(f"{path}: written by a newer anglekit (shard format {data['version']}); upgrade anglekit")
     return data
@@ -181,7 +180,9 @@ class ShardSet:
         for record in self.records:
             ids, vectors = read(self.folder, int(record["shard"]), str(self.folder))
             if len(ids) != int(record["rows"]) or vectors.shape != (int(record["rows"]), self.dim):
-                raise DataError(f"shard {record['shard']} holds {vectors.shape} vectors and {len(ids)} ids, its record says {record['rows']} rows", source=str(self.folder))
+                raise DataError(
+                    f"shard {record['shard']} holds {vectors.shape} vectors and {len(ids)} ids, its record says {record['rows']} rows", source=str(self.folder)
+                )
             yield ids, vectors
 
     def load(self) -> tuple[list[str], np.ndarray]:

@@ -182,10 +182,7 @@ def load_mrpc(path: str | os.PathLike[str], split: str = "test", *, lenient: boo
             file = _split_file(p, _MRPC_FILES, split, "MRPC")
         elif any((p / f).is_file() for f in _MRPC_SENTEVAL_FILES.values()):
             if canonical == "dev":
-                raise ConfigError(
-                    f"the SentEval copy of MRPC at {p} has no dev split (only train and test); "
-                    "the 'mrpc' copy (msr-para-val.tsv) has one"
-                )
+                raise ConfigError(f"the SentEval copy of MRPC at {p} has no dev split (only train and test); the 'mrpc' copy (msr-para-val.tsv) has one")
             file = _split_file(p, _MRPC_SENTEVAL_FILES, split, "MRPC")
         else:
             raise DataError("no MRPC files here (msr-para-*.tsv or msr_paraphrase_*.txt)", source=str(p))
@@ -450,10 +447,7 @@ def load_dataset_by_name(
         return read_hub_pairs("/".join(parts[:2]), parts[2], split, columns, label_range, lenient, name)
     close = similar_known_name(text)
     if close is not None and "/" not in text:
-        raise ConfigError(
-            f"{text!r} is not a known dataset name, a file or a folder; did you mean {close!r}? "
-            f"(a hub dataset of that name: hf:{text})"
-        )
+        raise ConfigError(f"{text!r} is not a known dataset name, a file or a folder; did you mean {close!r}? (a hub dataset of that name: hf:{text})")
     if is_hub_id(text):
         if not split:
             raise ConfigError(f"loading {text!r} from the hub needs a split")
@@ -504,9 +498,7 @@ def pair_sentences(pairs: PairDataset, source: str | None = None) -> SentenceDat
     return SentenceDataset(texts, name=pairs.name, source=source or pairs.source or pairs.name)
 
 
-def load_sentences_by_name(
-    name: str, split: str, *, data_root: str | os.PathLike[str] | None = None, lenient: bool = False
-) -> SentenceDataset | None:
+def load_sentences_by_name(name: str, split: str, *, data_root: str | os.PathLike[str] | None = None, lenient: bool = False) -> SentenceDataset | None:
     """The distinct sentences of a named corpus (see the module doc), or ``None`` for an unknown name.
 
     Sentence corpora are read from the data root only; a pair dataset is loaded as
@@ -563,8 +555,13 @@ def load_triplets_by_name(
             return load_snli(local, canonical, pairing=nli_pairing, lenient=lenient)
     try:
         return read_triplets(
-            hub_id, format="hub", config=config, split=splits[canonical], lenient=lenient,
-            nli_pairing=nli_pairing, name=f"{key}:{canonical}",
+            hub_id,
+            format="hub",
+            config=config,
+            split=splits[canonical],
+            lenient=lenient,
+            nli_pairing=nli_pairing,
+            name=f"{key}:{canonical}",
         )
     except DataError as exc:
         if key != "snli":

@@ -41,8 +41,7 @@ class FlickrCaptions:
         return len(self.captions)
 
 
-def load_flickr30k_captions(directory: str | os.PathLike[str], split: str = "test", *,
-                            n_captions: int = N_CAPTIONS) -> FlickrCaptions:
+def load_flickr30k_captions(directory: str | os.PathLike[str], split: str = "test", *, n_captions: int = N_CAPTIONS) -> FlickrCaptions:
     """Read the ``n_captions`` line-aligned caption files of ``split`` (``train``, ``dev``/``val``, ``test``).
 
     Every file must have the same number of lines and no empty caption; the image list, when
@@ -54,15 +53,19 @@ def load_flickr30k_captions(directory: str | os.PathLike[str], split: str = "tes
         raise DataError(f"unknown Flickr30k split {split!r}; expected one of train, dev (val), test") from None
     folder, stem, image_list = FLICKR_SPLITS[key]
     root = Path(directory)
-    files = [read_lines(root / folder / f"{stem}.{j}", what=f"Flickr30k {key} captions: one caption a line, "
-                        f"line-aligned with {stem}.1 .. {stem}.{n_captions}") for j in range(1, n_captions + 1)]
+    files = [
+        read_lines(root / folder / f"{stem}.{j}", what=f"Flickr30k {key} captions: one caption a line, line-aligned with {stem}.1 .. {stem}.{n_captions}")
+        for j in range(1, n_captions + 1)
+    ]
     n = len(files[0].lines)
     if n == 0:
         raise DataError("is empty; expected one caption per image", source=files[0].path)
     for tf in files[1:]:
         if len(tf.lines) != n:
-            raise DataError(f"has {len(tf.lines)} lines but {files[0].path} has {n}; expected line-aligned caption files "
-                            "(line i of each file describes image i)", source=tf.path)
+            raise DataError(
+                f"has {len(tf.lines)} lines but {files[0].path} has {n}; expected line-aligned caption files (line i of each file describes image i)",
+                source=tf.path,
+            )
     for tf in files:
         for row, line in enumerate(tf.lines, start=1):
             if not line.strip():
@@ -72,8 +75,7 @@ def load_flickr30k_captions(directory: str | os.PathLike[str], split: str = "tes
     if ids_path.is_file():
         ids = [line.strip() for line in read_lines(ids_path, what="image file names, one a line").lines]
         if len(ids) != n:
-            raise DataError(f"has {len(ids)} image names but the caption files have {n} lines; expected one per image",
-                            source=str(ids_path))
+            raise DataError(f"has {len(ids)} image names but the caption files have {n} lines; expected one per image", source=str(ids_path))
     else:
         ids = [f"#{i}" for i in range(n)]
     return FlickrCaptions(key, captions, ids, tuple(tf.path for tf in files))

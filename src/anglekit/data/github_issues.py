@@ -84,13 +84,11 @@ def load_github_issues(
         found = _split_file(path, canonical)
         if found is None:
             raise DataError(
-                f"no {canonical!r} split here: expected {canonical}.jsonl (anglekit github-issues build) or "
-                f"data/{canonical}-*.parquet (hub snapshot)",
+                f"no {canonical!r} split here: expected {canonical}.jsonl (anglekit github-issues build) or data/{canonical}-*.parquet (hub snapshot)",
                 source=text,
             )
         return read_pairs(found, columns=_COLUMNS, label_range=(0.0, 1.0), lenient=lenient, name=f"github-issues:{canonical}")
     hub = HUB_ID if text.lower() in NAMES else text
     if hub.count("/") != 1:
         raise DataError("no such file or directory, and not a hub id", source=text)
-    return read_pairs(hub, format="hub", split=canonical, columns=_COLUMNS, label_range=(0.0, 1.0), lenient=lenient,
-                      name=f"github-issues:{canonical}")
+    return read_pairs(hub, format="hub", split=canonical, columns=_COLUMNS, label_range=(0.0, 1.0), lenient=lenient, name=f"github-issues:{canonical}")

@@ -101,9 +101,7 @@ def nli_to_triplets(
     if pairing not in PAIRINGS:
         raise ConfigError(f"unknown NLI pairing {pairing!r}; valid values: {', '.join(PAIRINGS)}")
     if not (len(premises) == len(hypotheses) == len(labels)):
-        raise DataError(
-            f"premises, hypotheses and labels differ in length: {len(premises)}, {len(hypotheses)}, {len(labels)}", source=source or None
-        )
+        raise DataError(f"premises, hypotheses and labels differ in length: {len(premises)}, {len(hypotheses)}, {len(labels)}", source=source or None)
     row_numbers = list(rows) if rows is not None else list(range(1, len(premises) + 1))
     sources = field_sources or (source, source, source)
     counts: dict[str, int] = dict(skipped or {})

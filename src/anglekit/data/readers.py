@@ -301,9 +301,7 @@ def read_pairs(
             return sink.build(name or path.stem, f"file has no data rows{header_only}")
         if fmt is None and is_hub_id(text) and not looks_like_path(text):
             if split is None:
-                raise DataError(
-                    f"no such file or directory; if {text!r} is a Hugging Face hub id, pass split=", source=text
-                )
+                raise DataError(f"no such file or directory; if {text!r} is a Hugging Face hub id, pass split=", source=text)
             return read_hub_pairs(text, None, split, columns, label_range, lenient, name)
         raise DataError("no such file or directory", source=text)
     if fmt is not None:
@@ -312,9 +310,7 @@ def read_pairs(
     return sink.build(name or default_name, "no rows")
 
 
-def _python_sink(
-    source: Any, split: str | None, columns: Any, label_range: Any, lenient: bool
-) -> tuple[_PairSink, str]:
+def _python_sink(source: Any, split: str | None, columns: Any, label_range: Any, lenient: bool) -> tuple[_PairSink, str]:
     if is_hf_dataset_dict(source) or is_hf_dataset(source):
         label = "<datasets.Dataset>"
         ds = pick_split(source, split, label)
@@ -380,4 +376,3 @@ def read_texts(source: Any, column: str | None = None, *, lenient: bool = False)
     column. What a lenient read skips is logged as a warning.
     """
     return collect_texts(source, column, lenient).texts
-

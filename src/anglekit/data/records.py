@@ -113,8 +113,7 @@ class PairDataset:
             if outside.size:
                 i = int(outside[0])
                 raise DataError(
-                    f"label {_format_number(self.labels[i])} is outside the declared range "
-                    f"[{_format_number(low)}, {_format_number(high)}]",
+                    f"label {_format_number(self.labels[i])} is outside the declared range [{_format_number(low)}, {_format_number(high)}]",
                     source=where,
                     row=i + 1,
                     field="label",
@@ -146,13 +145,9 @@ class PairDataset:
                 t1, t2, label = record
                 for field_name, value in (("text1", t1), ("text2", t2)):
                     if not isinstance(value, str):
-                        raise DataError(
-                            f"text must be a str, got {type(value).__name__}", source=where, row=i + 1, field=field_name
-                        )
+                        raise DataError(f"text must be a str, got {type(value).__name__}", source=where, row=i + 1, field=field_name)
                 if isinstance(label, bool) or not isinstance(label, numbers.Real):
-                    raise DataError(
-                        f"label must be a number, got {type(label).__name__}", source=where, row=i + 1, field="label"
-                    )
+                    raise DataError(f"label must be a number, got {type(label).__name__}", source=where, row=i + 1, field="label")
                 record = PairRecord(t1, t2, label)
             text1.append(record.text1)
             text2.append(record.text2)
@@ -231,10 +226,7 @@ class PairDataset:
         if len(self):
             labels = self.labels
             distinct = np.unique(labels)
-            stats = (
-                f"labels {_format_number(labels.min())}..{_format_number(labels.max())}, "
-                f"mean {labels.mean():.3f}"
-            )
+            stats = f"labels {_format_number(labels.min())}..{_format_number(labels.max())}, mean {labels.mean():.3f}"
             if distinct.size <= 10:
                 counts = ", ".join(f"{_format_number(v)}: {int((labels == v).sum())}" for v in distinct)
                 stats += f" (values {counts})"
@@ -401,16 +393,18 @@ class TripletDataset:
         if not isinstance(other, TripletDataset):
             return NotImplemented
         return (self.anchor, self.positive, self.negative, self.name, self.source, self.skipped) == (
-            other.anchor, other.positive, other.negative, other.name, other.source, other.skipped,
+            other.anchor,
+            other.positive,
+            other.negative,
+            other.name,
+            other.source,
+            other.skipped,
         )
 
     __hash__ = None  # type: ignore[assignment]  # mutable container
 
     def __repr__(self) -> str:
-        return (
-            f"TripletDataset(name={self.name!r}, source={self.source!r}, rows={len(self)}, "
-            f"negatives={self.has_negatives})"
-        )
+        return f"TripletDataset(name={self.name!r}, source={self.source!r}, rows={len(self)}, negatives={self.has_negatives})"
 
     def select(self, indices: Iterable[int] | np.ndarray) -> TripletDataset:
         positions = [int(i) for i in (indices.tolist() if isinstance(indices, np.ndarray) else indices)]

@@ -18,7 +18,12 @@ from pathlib import Path
 from anglekit.errors import ConfigError
 
 __all__ = [
-    "DATA_ENV_VAR", "default_data_root", "explicit_or_default_root", "missing_data_root", "missing_locally", "user_data_dir",
+    "DATA_ENV_VAR",
+    "default_data_root",
+    "explicit_or_default_root",
+    "missing_data_root",
+    "missing_locally",
+    "user_data_dir",
 ]
 
 DATA_ENV_VAR = "ANGLEKIT_DATA"

@@ -92,8 +92,7 @@ def _norm(text: str, normalize_whitespace: bool) -> str:
     return " ".join(text.split()) if normalize_whitespace else text
 
 
-def _parse_float(value: str, *, source: str, row: int, field_name: str, lo: float | None = None,
-                 hi: float | None = None) -> float:
+def _parse_float(value: str, *, source: str, row: int, field_name: str, lo: float | None = None, hi: float | None = None) -> float:
     try:
         number = float(value)
     except ValueError:
@@ -153,8 +152,7 @@ def sts_year_dir(root: PathLike, year: str, variant: str = "senteval") -> Path:
     raise DataError(f"unknown STS copy {variant!r}; expected one of {STS_VARIANTS}")
 
 
-def load_sts_subset(input_path: PathLike, gold_path: PathLike, *, year: str = "", name: str = "",
-                    normalize_whitespace: bool = True) -> StsSubset:
+def load_sts_subset(input_path: PathLike, gold_path: PathLike, *, year: str = "", name: str = "", normalize_whitespace: bool = True) -> StsSubset:
     """Read one ``STS.input``/``STS.gs`` pair of files.
 
     The input must hold ``s1 TAB s2`` (or 4 columns: ``s1 TAB s2 TAB source1 TAB source2``, the
@@ -189,13 +187,20 @@ def load_sts_subset(input_path: PathLike, gold_path: PathLike, *, year: str = ""
         text2.append(_norm(parts[1], normalize_whitespace))
     encoding = "utf-8" if inp.encoding == gs.encoding == "utf-8" else f"{inp.encoding}/{gs.encoding}"
     return StsSubset(
-        year=year, name=name, text1=text1, text2=text2, gold=np.asarray(gold, dtype=np.float64),
-        n_lines=len(inp.lines), n_skipped=skipped, input_path=inp.path, gold_path=gs.path, encoding=encoding,
+        year=year,
+        name=name,
+        text1=text1,
+        text2=text2,
+        gold=np.asarray(gold, dtype=np.float64),
+        n_lines=len(inp.lines),
+        n_skipped=skipped,
+        input_path=inp.path,
+        gold_path=gs.path,
+        encoding=encoding,
     )
 
 
-def load_sts_year(root: PathLike, year: str, *, variant: str = "senteval",
-                  normalize_whitespace: bool | None = None, check_counts: bool = True) -> StsYear:
+def load_sts_year(root: PathLike, year: str, *, variant: str = "senteval", normalize_whitespace: bool | None = None, check_counts: bool = True) -> StsYear:
     """All subsets of one STS year from the ``variant`` copy under ``root``.
 
     ``normalize_whitespace`` defaults to True for the SentEval copy (SentEval's split-and-join) and
@@ -214,10 +219,15 @@ def load_sts_year(root: PathLike, year: str, *, variant: str = "senteval",
     prefix = "STS2016" if (variant == "original" and year == "STS16") else "STS"
     subsets = []
     for name in STS_YEARS[year]:
-        subsets.append(load_sts_subset(
-            directory / f"{prefix}.input.{name}.txt", directory / f"{prefix}.gs.{name}.txt",
-            year=year, name=name, normalize_whitespace=normalize_whitespace,
-        ))
+        subsets.append(
+            load_sts_subset(
+                directory / f"{prefix}.input.{name}.txt",
+                directory / f"{prefix}.gs.{name}.txt",
+                year=year,
+                name=name,
+                normalize_whitespace=normalize_whitespace,
+            )
+        )
     result = StsYear(name=year, subsets=tuple(subsets), directory=str(directory), variant=variant)
     if check_counts and result.n_pairs != STS_EXPECTED_PAIRS[year]:
         raise DataError(
@@ -266,8 +276,7 @@ def load_stsbenchmark(directory: PathLike, split: str = "test", *, normalize_whi
     for row, line in enumerate(tf.lines, start=1):
         parts = line.strip().split("\t")
         if len(parts) < 7:
-            raise DataError(f"expected at least 7 tab-separated columns (genre, file, year, id, score, s1, s2), "
-                            f"got {len(parts)}", source=tf.path, row=row)
+            raise DataError(f"expected at least 7 tab-separated columns (genre, file, year, id, score, s1, s2), got {len(parts)}", source=tf.path, row=row)
         labels.append(_parse_float(parts[4], source=tf.path, row=row, field_name="score", lo=0.0, hi=5.0))
         text1.append(_norm(parts[5], normalize_whitespace))
         text2.append(_norm(parts[6], normalize_whitespace))
@@ -280,8 +289,7 @@ SICK_HEADER = ("pair_ID", "sentence_A", "sentence_B", "relatedness_score")
 def load_sick_relatedness(directory: PathLike, split: str = "test", *, normalize_whitespace: bool = True) -> ScoredPairs:
     """SICK-R: ``sentence_A``, ``sentence_B`` and ``relatedness_score`` (1-5) of ``SICK_<split>.txt``."""
     path = _split_file(directory, SICK_FILES, split, "SICK")
-    tf = read_lines(path, what="SICK: a TAB header 'pair_ID, sentence_A, sentence_B, relatedness_score, "
-                              "entailment_judgment' then one pair per line")
+    tf = read_lines(path, what="SICK: a TAB header 'pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment' then one pair per line")
     if not tf.lines or tuple(tf.lines[0].strip().split("\t")[:4]) != SICK_HEADER:
         got = tf.lines[0][:120] if tf.lines else "an empty file"
         raise DataError(f"expected the header {'<TAB>'.join(SICK_HEADER)}<TAB>..., got {got!r}", source=tf.path, row=0)
@@ -289,8 +297,7 @@ def load_sick_relatedness(directory: PathLike, split: str = "test", *, normalize
     for row, line in enumerate(tf.lines[1:], start=1):
         parts = line.strip().split("\t")
         if len(parts) < 4:
-            raise DataError(f"expected at least 4 tab-separated columns ({', '.join(SICK_HEADER)}), got {len(parts)}",
-                            source=tf.path, row=row)
+            raise DataError(f"expected at least 4 tab-separated columns ({', '.join(SICK_HEADER)}), got {len(parts)}", source=tf.path, row=row)
         labels.append(_parse_float(parts[3], source=tf.path, row=row, field_name="relatedness_score", lo=1.0, hi=5.0))
         text1.append(_norm(parts[1], normalize_whitespace))
         text2.append(_norm(parts[2], normalize_whitespace))
@@ -371,8 +378,7 @@ def load_sst_binary(senteval_dir: PathLike, split: str, *, normalize_whitespace:
         texts.append(_norm(parts[0], normalize_whitespace))
         labels.append(int(parts[1]))
     notes = (f"{tf.path}: {tf.note}",) if tf.note else ()
-    return LabelledSentences(f"SST-2/{split}", texts, np.asarray(labels, dtype=np.int64), ("negative", "positive"),
-                             (tf.path,), notes)
+    return LabelledSentences(f"SST-2/{split}", texts, np.asarray(labels, dtype=np.int64), ("negative", "positive"), (tf.path,), notes)
 
 
 TREC_FILES = {"train": "train_5500.label", "test": "TREC_10.label"}
@@ -390,8 +396,7 @@ def load_trec(senteval_dir: PathLike, split: str, *, normalize_whitespace: bool 
         if not sep or not colon:
             raise DataError(f"expected 'COARSE:fine question', got {line[:80]!r}", source=tf.path, row=row)
         if coarse not in TREC_CLASSES:
-            raise DataError(f"expected a coarse class in {TREC_CLASSES}, got {coarse!r}", source=tf.path, row=row,
-                            field="label")
+            raise DataError(f"expected a coarse class in {TREC_CLASSES}, got {coarse!r}", source=tf.path, row=row, field="label")
         texts.append(_norm(rest, normalize_whitespace))
         labels.append(TREC_CLASSES.index(coarse))
     notes = (f"{tf.path}: {tf.note}",) if tf.note else ()
@@ -413,8 +418,7 @@ def load_mrpc_senteval(senteval_dir: PathLike, split: str, *, normalize_whitespa
     for row, line in enumerate(tf.lines[1:], start=1):
         parts = line.strip().split("\t")
         if len(parts) != 5:
-            raise DataError(f"expected 5 tab-separated columns ({', '.join(MRPC_HEADER)}), got {len(parts)}",
-                            source=tf.path, row=row)
+            raise DataError(f"expected 5 tab-separated columns ({', '.join(MRPC_HEADER)}), got {len(parts)}", source=tf.path, row=row)
         if parts[0] not in ("0", "1"):
             raise DataError(f"expected Quality 0 or 1, got {parts[0]!r}", source=tf.path, row=row, field="Quality")
         labels.append(float(parts[0]))

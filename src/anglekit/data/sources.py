@@ -94,7 +94,6 @@ BATCH_ROWS = 10_000
 """Rows per record batch when a Parquet file or a Hugging Face dataset is read."""
 
 
-
 def is_hub_id(text: str) -> bool:
     """Whether ``text`` has the shape of a Hugging Face hub id (``name`` or ``org/name``)."""
     return bool(HUB_ID_RE.match(text))
@@ -357,14 +356,10 @@ def read_lines(path: str | os.PathLike[str], *, what: str = "a text file") -> Te
         if p.name in KNOWN_LATIN1_FILES:
             text = raw.decode("latin-1")
             encoding = "latin-1"
-            note = (
-                f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}, line {line_no}); "
-                "decoded as Latin-1 as SentEval does for this file"
-            )
+            note = f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}, line {line_no}); decoded as Latin-1 as SentEval does for this file"
         else:
             raise DataError(
-                f"not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start} ({exc.reason}); "
-                f"expected {what} in UTF-8",
+                f"not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start} ({exc.reason}); expected {what} in UTF-8",
                 source=str(p),
                 row=line_no,
             ) from exc
@@ -474,8 +469,7 @@ def scan_delimited(
                 at_least = "at least " if allow_extra_fields else ""
                 sink.fail(
                     "wrong number of fields",
-                    f"wrong number of fields: got {len(fields)}, {what} {at_least}{expected} "
-                    f"(delimiter {delimiter!r})",
+                    f"wrong number of fields: got {len(fields)}, {what} {at_least}{expected} (delimiter {delimiter!r})",
                     row,
                 )
                 continue
@@ -514,8 +508,7 @@ def _scan_json(path: Path, sink: Sink, fmt: str) -> None:
             whole = None  # several objects: JSON Lines in a .json file, read line by line below
         if isinstance(whole, dict):
             raise DataError(
-                "the top level is one JSON object, not a list of records: write a JSON array [{...}, {...}] "
-                "or JSON Lines (.jsonl, one object a line)",
+                "the top level is one JSON object, not a list of records: write a JSON array [{...}, {...}] or JSON Lines (.jsonl, one object a line)",
                 source=source,
             )
     if fmt == "json" and stripped.startswith("["):  # one JSON array of objects
@@ -689,8 +682,7 @@ def load_hub_dataset(name: str, *, config: str | None = None, split: str) -> Any
         offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or os.environ.get("HF_DATASETS_OFFLINE", "") not in ("", "0")
         hint = " (offline mode is on: only cached datasets can be loaded)" if offline else ""
         raise DataError(
-            f"could not load split {split!r} from the Hugging Face hub{hint}: {type(exc).__name__}: {exc}. "
-            "If it is not a hub dataset, check the local path.",
+            f"could not load split {split!r} from the Hugging Face hub{hint}: {type(exc).__name__}: {exc}. If it is not a hub dataset, check the local path.",
             source=source,
         ) from exc
 
@@ -706,8 +698,9 @@ def infer_format(path: str | os.PathLike[str]) -> str:
     if suffix in EXTENSIONS:
         return EXTENSIONS[suffix]
     known = ", ".join(sorted(EXTENSIONS))
-    raise ConfigError(f"cannot infer the format of {os.fspath(path)!r} from its extension {suffix or '(none)'!r}; "
-                      f"known: {known}; pass format= (one of {', '.join(FORMATS)})")
+    raise ConfigError(
+        f"cannot infer the format of {os.fspath(path)!r} from its extension {suffix or '(none)'!r}; known: {known}; pass format= (one of {', '.join(FORMATS)})"
+    )
 
 
 def check_format(fmt: str | None) -> str | None:

@@ -108,8 +108,12 @@ def _columns_source(spec: str, default_split: str, root: Path | None) -> tuple[s
 
 
 def resolve_pairs(
-    spec: str, *, columns: dict[str, str] | None = None, default_split: str = "train",
-    data_root: str | os.PathLike[str] | None = None, lenient: bool = False,
+    spec: str,
+    *,
+    columns: dict[str, str] | None = None,
+    default_split: str = "train",
+    data_root: str | os.PathLike[str] | None = None,
+    lenient: bool = False,
 ) -> PairDataset:
     """Pairs of a ``--train-data`` spec: :func:`~anglekit.data.catalog.resolve_dataset`, or with a
     ``columns`` mapping (text1/text2/label -> the source's names) the file, folder or hub split it names."""
@@ -226,9 +230,7 @@ def resolve_triplets(
         return known
     if is_hub_id(source) and "/" in source:
         return read_triplets(source, format="hub", split=split, lenient=lenient, nli_pairing=nli_pairing)
-    raise DataError(
-        "no such file or directory, and not a known NLI set (snli, mnli, all-nli) or a hub id", source=source
-    )
+    raise DataError("no such file or directory, and not a known NLI set (snli, mnli, all-nli) or a hub id", source=source)
 
 
 def resolve_training_data(

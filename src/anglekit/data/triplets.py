@@ -138,7 +138,9 @@ class _TripletSink(Sink):
                 continue
             if width is None:
                 if len(item) not in (2, 3):
-                    raise DataError(f"expected (anchor, positive) or (anchor, positive, negative) tuples, got {len(item)} fields", source=self.source, row=i + 1)
+                    raise DataError(
+                        f"expected (anchor, positive) or (anchor, positive, negative) tuples, got {len(item)} fields", source=self.source, row=i + 1
+                    )
                 width = len(item)
                 self.with_negative = width == 3
             if len(item) != width:

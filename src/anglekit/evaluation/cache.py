@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from anglekit.errors import ConfigError, DataError
 from anglekit.io.atomic import atomic_path, atomic_write_json
 from anglekit.io.read import read_json, require_object
-from anglekit.errors import ConfigError, DataError
 
 KEY_BYTES = 16
 
@@ -57,11 +57,12 @@ class EmbeddingCache:
     from different models must never share vectors.
     """
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None, *, fingerprint: str,
-                 max_length: int | None, extra: str | None = None) -> None:
+    def __init__(self, directory: str | os.PathLike[str] | None = None, *, fingerprint: str, max_length: int | None, extra: str | None = None) -> None:
         if not fingerprint:
-            raise ConfigError("an embedding cache needs the model's fingerprint (Embedder.fingerprint(), "
-                              "or fingerprint_directory(model_dir)); without one nothing can be cached safely")
+            raise ConfigError(
+                "an embedding cache needs the model's fingerprint (Embedder.fingerprint(), "
+                "or fingerprint_directory(model_dir)); without one nothing can be cached safely"
+            )
         self.root = Path(directory) if directory is not None else default_cache_root()
         self.meta = {"fingerprint": str(fingerprint), "max_length": max_length, "extra": extra}
         key = hashlib.sha256(json.dumps(self.meta, sort_keys=True).encode()).hexdigest()[:24]
@@ -80,8 +81,7 @@ class EmbeddingCache:
             expected = "the embedding cache's metadata (a JSON object)"
             meta = require_object(read_json(meta_path, expected=expected), source=str(meta_path), expected=expected)
             if {k: meta.get(k) for k in self.meta} != self.meta:
-                raise DataError(f"cache metadata {meta} does not match the key {self.meta} (hash collision?)",
-                                source=str(meta_path))
+                raise DataError(f"cache metadata {meta} does not match the key {self.meta} (hash collision?)", source=str(meta_path))
             self.dim = meta.get("dim")
         for shard in sorted(self.directory.glob("shard-*.npz")):
             try:
@@ -92,8 +92,7 @@ class EmbeddingCache:
                 self.skipped_shards.append(str(shard))
                 continue
             if self.dim is not None and vectors.shape[1] != self.dim:
-                warnings.warn(f"embedding cache: skipping shard {shard} of dim {vectors.shape[1]} (cache dim {self.dim})",
-                              stacklevel=2)
+                warnings.warn(f"embedding cache: skipping shard {shard} of dim {vectors.shape[1]} (cache dim {self.dim})", stacklevel=2)
                 self.skipped_shards.append(str(shard))
                 continue
             for k, v in zip(keys, vectors):
@@ -129,8 +128,7 @@ class EmbeddingCache:
         if self.dim is None:
             self.dim = int(vectors.shape[1])
         elif vectors.shape[1] != self.dim:
-            raise DataError(f"vectors of dim {vectors.shape[1]} cannot join a cache of dim {self.dim}",
-                            source=str(self.directory))
+            raise DataError(f"vectors of dim {vectors.shape[1]} cannot join a cache of dim {self.dim}", source=str(self.directory))
         self.directory.mkdir(parents=True, exist_ok=True)
         if not (self.directory / "meta.json").is_file():
             atomic_write_json(self.directory / "meta.json", {**self.meta, "dim": self.dim})

@@ -65,10 +65,7 @@ class PreparedEncoder:
                 index = order[start : start + self.chunk_size]
                 vectors = np.asarray(self.encode_chunk([items[i] for i in index]))
                 if vectors.ndim != 2 or vectors.shape[0] != len(index):
-                    raise ValueError(
-                        f"{self.name}: encoder returned shape {vectors.shape} for {len(index)} texts; "
-                        "expected (n_texts, dim)"
-                    )
+                    raise ValueError(f"{self.name}: encoder returned shape {vectors.shape} for {len(index)} texts; expected (n_texts, dim)")
                 if out is None:
                     out = np.empty((len(items), vectors.shape[1]), dtype=np.float32)
                 out[index] = vectors
@@ -160,8 +157,12 @@ def prepare_encoder(
                 f"the model was loaded with max_length={config.max_length} but max_length={max_length} was "
                 "asked for; load it with Embedder.from_pretrained(..., max_length=...)"
             )
-        details = {"kind": "anglekit.Embedder", "pooling": getattr(config, "pooling", None),
-                   "prompt": getattr(config, "prompt", None), "normalize": getattr(config, "normalize", None)}
+        details = {
+            "kind": "anglekit.Embedder",
+            "pooling": getattr(config, "pooling", None),
+            "prompt": getattr(config, "prompt", None),
+            "normalize": getattr(config, "normalize", None),
+        }
         extra: dict[str, Any] = {}
         if role is not None:
             if not _accepts_keyword(model.encode, "role"):
@@ -173,9 +174,14 @@ def prepare_encoder(
             return np.asarray(model.encode(texts, batch_size=batch_size, convert_to="numpy", **extra))
 
         return PreparedEncoder(
-            encode_chunk, chunk, name=name or str(getattr(model, "source", "") or "embedder"),
-            fingerprint=fingerprint or model.fingerprint(), batch_size=batch_size,
-            max_length=config.max_length, progress=progress, details=details,
+            encode_chunk,
+            chunk,
+            name=name or str(getattr(model, "source", "") or "embedder"),
+            fingerprint=fingerprint or model.fingerprint(),
+            batch_size=batch_size,
+            max_length=config.max_length,
+            progress=progress,
+            details=details,
         )
     if _is_sentence_transformer(model):
         if max_length is not None:
@@ -186,12 +192,17 @@ def prepare_encoder(
             return np.asarray(model.encode(texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False))
 
         return PreparedEncoder(
-            encode_chunk, chunk, name=name or "sentence-transformers", fingerprint=fingerprint,
-            batch_size=batch_size, max_length=int(model.max_seq_length), progress=progress, details=details,
+            encode_chunk,
+            chunk,
+            name=name or "sentence-transformers",
+            fingerprint=fingerprint,
+            batch_size=batch_size,
+            max_length=int(model.max_seq_length),
+            progress=progress,
+            details=details,
         )
     if not callable(model):
-        raise ConfigError(f"cannot encode with a {type(model).__name__}: pass an Embedder, a SentenceTransformer "
-                          "or a callable texts -> array")
+        raise ConfigError(f"cannot encode with a {type(model).__name__}: pass an Embedder, a SentenceTransformer or a callable texts -> array")
     fn: EncodeFn = model
     if max_length is not None:
         if not _accepts_keyword(fn, "max_length"):
@@ -203,23 +214,30 @@ def prepare_encoder(
         def encode_chunk(texts: list[str]) -> np.ndarray:
             return np.asarray(fn(texts, max_length=max_length))  # type: ignore[call-arg]
     else:
+
         def encode_chunk(texts: list[str]) -> np.ndarray:
             return np.asarray(fn(texts))
 
     return PreparedEncoder(
-        encode_chunk, batch_size, name=name or getattr(fn, "__name__", "encoder"), fingerprint=fingerprint,
-        batch_size=batch_size, max_length=max_length, progress=progress, details={"kind": "callable"},
+        encode_chunk,
+        batch_size,
+        name=name or getattr(fn, "__name__", "encoder"),
+        fingerprint=fingerprint,
+        batch_size=batch_size,
+        max_length=max_length,
+        progress=progress,
+        details={"kind": "callable"},
     )
 
 
-def load_sentence_transformer(path: str | os.PathLike[str], *, device: str = "cpu", max_length: int | None = None,
-                              batch_size: int = 64, progress: bool = True) -> PreparedEncoder:
+def load_sentence_transformer(
+    path: str | os.PathLike[str], *, device: str = "cpu", max_length: int | None = None, batch_size: int = 64, progress: bool = True
+) -> PreparedEncoder:
     """A sentence-transformers model directory as a PreparedEncoder (fingerprint = hash of its files)."""
     from sentence_transformers import SentenceTransformer
 
     st = SentenceTransformer(os.fspath(path), device=device)
-    return prepare_encoder(st, batch_size=batch_size, max_length=max_length, name=os.fspath(path),
-                           fingerprint=fingerprint_directory(path), progress=progress)
+    return prepare_encoder(st, batch_size=batch_size, max_length=max_length, name=os.fspath(path), fingerprint=fingerprint_directory(path), progress=progress)
 
 
 def encode_unique(encode: Callable[..., np.ndarray], *groups: Sequence[str], desc: str = "encode") -> tuple[np.ndarray, dict[str, int]]:

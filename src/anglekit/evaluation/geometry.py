@@ -125,10 +125,18 @@ def plot_geometry(cos: np.ndarray, gold: np.ndarray, path: str | os.PathLike[str
     return target
 
 
-def evaluate_geometry(encode: Callable[..., np.ndarray], data_root: str | os.PathLike[str], *,
-                      out_dir: str | os.PathLike[str] | None = None, variant: str = "senteval",
-                      positive_threshold: float = 4.0, saturation_threshold: float = 0.9,
-                      uniformity_t: float = 2.0, plot: bool = True, title: str = "") -> dict[str, Any]:
+def evaluate_geometry(
+    encode: Callable[..., np.ndarray],
+    data_root: str | os.PathLike[str],
+    *,
+    out_dir: str | os.PathLike[str] | None = None,
+    variant: str = "senteval",
+    positive_threshold: float = 4.0,
+    saturation_threshold: float = 0.9,
+    uniformity_t: float = 2.0,
+    plot: bool = True,
+    title: str = "",
+) -> dict[str, Any]:
     """Run the geometry suite on STS-B (test for alignment/uniformity/figure; train for saturation)."""
     if variant not in se.STS_VARIANTS:
         raise ConfigError(f"unknown STS-B copy {variant!r}; choose one of {', '.join(se.STS_VARIANTS)}")
@@ -161,18 +169,15 @@ def evaluate_geometry(encode: Callable[..., np.ndarray], data_root: str | os.Pat
     train_sat = saturation_shares(cos_train, saturation_threshold)
     result: dict[str, Any] = {
         "suite": "geometry",
-        "metric": "alignment/uniformity (lower is better) on normalised STS-B test embeddings; "
-                  "saturation = % of STS-B train pairs with |cos| > threshold",
+        "metric": "alignment/uniformity (lower is better) on normalised STS-B test embeddings; saturation = % of STS-B train pairs with |cos| > threshold",
         "variant": variant,
         "columns": list(GEOMETRY_COLUMNS),
         "scores": {"alignment": align, "uniformity": uniform, "saturated train %": train_sat["abs_above"]},
         "details": {
-            "alignment": {"value": align, "alpha": 2, "n_positive_pairs": int(positive.sum()),
-                          "positive_threshold": positive_threshold},
+            "alignment": {"value": align, "alpha": 2, "n_positive_pairs": int(positive.sum()), "positive_threshold": positive_threshold},
             "uniformity": {"value": uniform, "t": uniformity_t, "n_sentences": len(test_sentences)},
             "cosine_by_gold_bucket": per_bucket,
-            "saturation": {"threshold": saturation_threshold, "train": train_sat,
-                           "test": saturation_shares(cos_test, saturation_threshold)},
+            "saturation": {"threshold": saturation_threshold, "train": train_sat, "test": saturation_shares(cos_test, saturation_threshold)},
             "cosine_quantiles_train": {str(q): float(np.quantile(cos_train, q)) for q in (0.01, 0.1, 0.5, 0.9, 0.99)},
             "sources": {"test": test.source, "train": train.source},
         },

@@ -54,11 +54,19 @@ def _prompt_type_name(prompt_type: Any) -> str | None:
 class AnglekitMTEBModel(AbsEncoder):
     """An anglekit encoder (Embedder, SentenceTransformer or ``texts -> array`` callable) for mteb."""
 
-    def __init__(self, model: Any, *, name: str = "anglekit/model", revision: str | None = None,
-                 batch_size: int = 64, max_length: int | None = None, prompts: dict[str, str] | None = None,
-                 progress: bool = False, embed_dim: int | None = None) -> None:
-        self.encoder: PreparedEncoder = prepare_encoder(model, batch_size=batch_size, max_length=max_length,
-                                                        name=name, progress=progress)
+    def __init__(
+        self,
+        model: Any,
+        *,
+        name: str = "anglekit/model",
+        revision: str | None = None,
+        batch_size: int = 64,
+        max_length: int | None = None,
+        prompts: dict[str, str] | None = None,
+        progress: bool = False,
+        embed_dim: int | None = None,
+    ) -> None:
+        self.encoder: PreparedEncoder = prepare_encoder(model, batch_size=batch_size, max_length=max_length, name=name, progress=progress)
         self.model = model
         self._role_encoders: dict[str, PreparedEncoder] = {}
         self._settings = {"batch_size": batch_size, "max_length": max_length, "name": name, "progress": progress}
@@ -67,15 +75,17 @@ class AnglekitMTEBModel(AbsEncoder):
                 raise ValueError(f"prompt for {key!r} must contain '{{text}}', got {template!r}")
         self.prompts = dict(prompts or {})
         revision = revision or self.encoder.fingerprint or "unknown"
-        self.mteb_model_meta = ModelMeta.create_empty(overwrites={
-            "name": name if "/" in name else f"anglekit/{name}",
-            "revision": revision,
-            "max_tokens": self.encoder.max_length,
-            "embed_dim": embed_dim,
-            "similarity_fn_name": ScoringFunction.COSINE,
-            "framework": ["PyTorch"],
-            "open_weights": True,
-        })
+        self.mteb_model_meta = ModelMeta.create_empty(
+            overwrites={
+                "name": name if "/" in name else f"anglekit/{name}",
+                "revision": revision,
+                "max_tokens": self.encoder.max_length,
+                "embed_dim": embed_dim,
+                "similarity_fn_name": ScoringFunction.COSINE,
+                "framework": ["PyTorch"],
+                "open_weights": True,
+            }
+        )
         self.calls: list[dict[str, Any]] = []
 
     def _template(self, task_metadata: Any, prompt_type: Any) -> str | None:
@@ -94,8 +104,7 @@ class AnglekitMTEBModel(AbsEncoder):
                 return self.prompts[key]
         return None
 
-    def encode(self, inputs: DataLoader, *, task_metadata: TaskMetadata, hf_split: str, hf_subset: str,
-               prompt_type: Any = None, **kwargs: Any) -> np.ndarray:
+    def encode(self, inputs: DataLoader, *, task_metadata: TaskMetadata, hf_split: str, hf_subset: str, prompt_type: Any = None, **kwargs: Any) -> np.ndarray:
         texts: list[str] = []
         for batch in inputs:
             if "text" not in batch:
@@ -107,8 +116,15 @@ class AnglekitMTEBModel(AbsEncoder):
             texts = [template.replace("{text}", t) for t in texts]
         elif _prompt_type_name(prompt_type) in ("query", "document") and _is_embedder(self.model):
             encoder = self._role_encoder(str(_prompt_type_name(prompt_type)))
-        self.calls.append({"task": getattr(task_metadata, "name", None), "split": hf_split, "subset": hf_subset,
-                           "prompt_type": _prompt_type_name(prompt_type), "n": len(texts)})
+        self.calls.append(
+            {
+                "task": getattr(task_metadata, "name", None),
+                "split": hf_split,
+                "subset": hf_subset,
+                "prompt_type": _prompt_type_name(prompt_type),
+                "n": len(texts),
+            }
+        )
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.asarray(encoder(texts, desc=f"mteb {getattr(task_metadata, 'name', '')}"), dtype=np.float32)
@@ -119,8 +135,9 @@ class AnglekitMTEBModel(AbsEncoder):
         return self._role_encoders[role]
 
 
-def local_sts_task(name: str, text1: Sequence[str], text2: Sequence[str], scores: Sequence[float], *,
-                   min_score: float = 0.0, max_score: float = 5.0, split: str = "test") -> AbsTaskSTS:
+def local_sts_task(
+    name: str, text1: Sequence[str], text2: Sequence[str], scores: Sequence[float], *, min_score: float = 0.0, max_score: float = 5.0, split: str = "test"
+) -> AbsTaskSTS:
     """An mteb STS task over local pairs (one split, English), evaluated by mteb's own STS evaluator."""
     from datasets import Dataset, DatasetDict
 

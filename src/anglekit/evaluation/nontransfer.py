@@ -44,12 +44,10 @@ def load_qnli(path: str | os.PathLike[str]) -> ScoredPairs:
     for row, line in enumerate(tf.lines[1:], start=1):
         parts = line.split("\t")
         if len(parts) != 4:
-            raise DataError(f"expected 4 tab-separated columns ({', '.join(QNLI_HEADER)}), got {len(parts)}",
-                            source=tf.path, row=row)
+            raise DataError(f"expected 4 tab-separated columns ({', '.join(QNLI_HEADER)}), got {len(parts)}", source=tf.path, row=row)
         label = parts[3].strip()
         if label not in QNLI_LABELS:
-            raise DataError(f"expected a label in {sorted(QNLI_LABELS)}, got {label!r}", source=tf.path, row=row,
-                            field="label")
+            raise DataError(f"expected a label in {sorted(QNLI_LABELS)}, got {label!r}", source=tf.path, row=row, field="label")
         text1.append(parts[1])
         text2.append(parts[2])
         labels.append(QNLI_LABELS[label])
@@ -65,12 +63,12 @@ def _load(name: str, root: Path) -> Any:
         return catalog.load_stsb(root / "stsb", "test")
     if name == "QNLI":
         return load_qnli(root / "qnli" / "dev.tsv")
-    raise ConfigError(f"unknown non-transfer dataset {name!r}; built in: {', '.join(NONTRANSFER_DATASETS)} "
-                      "(others go in extra=[spec, ...])")
+    raise ConfigError(f"unknown non-transfer dataset {name!r}; built in: {', '.join(NONTRANSFER_DATASETS)} (others go in extra=[spec, ...])")
 
 
-def evaluate_nontransfer(encode: Callable[..., np.ndarray], data_root: str | os.PathLike[str], *,
-                         datasets: Sequence[str] = NONTRANSFER_DATASETS, extra: Sequence[str] = ()) -> dict[str, Any]:
+def evaluate_nontransfer(
+    encode: Callable[..., np.ndarray], data_root: str | os.PathLike[str], *, datasets: Sequence[str] = NONTRANSFER_DATASETS, extra: Sequence[str] = ()
+) -> dict[str, Any]:
     """Run the non-transfer suite; ``extra`` specs are resolved with ``catalog.resolve_dataset``."""
     root = Path(data_root)
     loaded: dict[str, Any] = {name: _load(name, root) for name in datasets}
@@ -93,8 +91,12 @@ def evaluate_nontransfer(encode: Callable[..., np.ndarray], data_root: str | os.
         cos = paired_cosine(rows(vectors, index, ds.text1), rows(vectors, index, ds.text2))
         result = correlation_scores(cos, ds.labels, source=f"non-transfer {name} ({ds.source})")
         scores[name] = result.spearman
-        details[name] = {**result.as_dict(), "source": str(ds.source), "dataset": getattr(ds, "name", name),
-                         "split": getattr(ds, "split", None) or str(getattr(ds, "name", "")).rpartition(":")[2]}
+        details[name] = {
+            **result.as_dict(),
+            "source": str(ds.source),
+            "dataset": getattr(ds, "name", name),
+            "split": getattr(ds, "split", None) or str(getattr(ds, "name", "")).rpartition(":")[2],
+        }
         skipped = getattr(ds, "skipped", None)
         if skipped:
             details[name]["skipped_rows"] = dict(skipped)
@@ -117,9 +119,10 @@ def nontransfer_markdown(result: dict[str, Any], *, title: str = "model") -> str
         "",
         markdown_table(["model", *cols], [[title, *[result["scores"][c] for c in cols]]]),
         "",
-        markdown_table(["dataset", "split", "pairs", "spearman", "pearson", "source"],
-                       [[n, d["split"], d["n_pairs"], d["spearman"], d["pearson"], d["source"]]
-                        for n, d in result["details"].items()]),
+        markdown_table(
+            ["dataset", "split", "pairs", "spearman", "pearson", "source"],
+            [[n, d["split"], d["n_pairs"], d["spearman"], d["pearson"], d["source"]] for n, d in result["details"].items()],
+        ),
         "",
     ]
     return "\n".join(lines)

@@ -16,10 +16,7 @@ from typing import Any
 from anglekit.errors import ConfigError, DataError
 
 PAPER_FILE = "published/angle_paper.md"
-PAPER_SCALE = (
-    "paper scale: BERT-base (110M) or LLaMA2-7B with LoRA, NLI (MNLI + SNLI) for transfer, max length 128, "
-    "GPU, the paper's batch and epochs"
-)
+PAPER_SCALE = "paper scale: BERT-base (110M) or LLaMA2-7B with LoRA, NLI (MNLI + SNLI) for transfer, max length 128, GPU, the paper's batch and epochs"
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
 

@@ -43,11 +43,13 @@ def load_run(run_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """``{suite: result}`` of the suite JSON files in ``run_dir``."""
     directory = Path(run_dir)
     if directory.is_file():
-        raise DataError("is a file; expected a folder of <suite>.json files written by 'anglekit eval --suite "
-                        "NAME --output-dir DIR' (the JSON of 'eval --data --output' is not a suite result)", source=str(directory))
+        raise DataError(
+            "is a file; expected a folder of <suite>.json files written by 'anglekit eval --suite "
+            "NAME --output-dir DIR' (the JSON of 'eval --data --output' is not a suite result)",
+            source=str(directory),
+        )
     if not directory.is_dir():
-        raise DataError("run folder not found; expected a folder of <suite>.json files written by run_suite",
-                        source=str(directory))
+        raise DataError("run folder not found; expected a folder of <suite>.json files written by run_suite", source=str(directory))
     results: dict[str, dict[str, Any]] = {}
     for suite in SUITE_ORDER:
         path = directory / f"{suite}.json"
@@ -55,13 +57,11 @@ def load_run(run_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
             continue
         results[suite] = _check_result(read_json(path, expected=_EXPECTED), str(path))
     if not results:
-        raise DataError(f"no suite results here; expected one of {', '.join(f'{s}.json' for s in SUITE_ORDER)}",
-                        source=str(directory))
+        raise DataError(f"no suite results here; expected one of {', '.join(f'{s}.json' for s in SUITE_ORDER)}", source=str(directory))
     return results
 
 
-_EXPECTED = ("a suite result written by 'anglekit eval --suite' (an object with 'columns', a list of "
-             "names, and 'scores', an object of numbers)")
+_EXPECTED = "a suite result written by 'anglekit eval --suite' (an object with 'columns', a list of names, and 'scores', an object of numbers)"
 
 
 def _check_result(data: Any, source: str) -> dict[str, Any]:
@@ -70,8 +70,7 @@ def _check_result(data: Any, source: str) -> dict[str, Any]:
     require_object(data, source=source, expected=_EXPECTED)
     missing = [key for key in ("columns", "scores") if key not in data]
     if missing:
-        raise DataError(f"no {' or '.join(repr(k) for k in missing)} key (keys: {', '.join(map(repr, data)) or 'none'}); "
-                        f"expected {_EXPECTED}", source=source)
+        raise DataError(f"no {' or '.join(repr(k) for k in missing)} key (keys: {', '.join(map(repr, data)) or 'none'}); expected {_EXPECTED}", source=source)
     columns = data["columns"]
     if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
         raise DataError(f"expected a list of column names, got {describe(columns)}", source=source, field="columns")
@@ -87,8 +86,7 @@ def _check_result(data: Any, source: str) -> dict[str, Any]:
     return data
 
 
-def report(run_dirs: Sequence[str | os.PathLike[str]], *, suites: Sequence[str] | None = None,
-           include_published: bool = True, digits: int = 2) -> str:
+def report(run_dirs: Sequence[str | os.PathLike[str]], *, suites: Sequence[str] | None = None, include_published: bool = True, digits: int = 2) -> str:
     """A markdown document comparing ``run_dirs`` suite by suite (see the module doc)."""
     if not run_dirs:
         raise ConfigError("report needs at least one run folder")
@@ -134,6 +132,5 @@ def report(run_dirs: Sequence[str | os.PathLike[str]], *, suites: Sequence[str] 
     sections += ["Runs:", ""]
     for name, (directory, results) in zip(names, runs):
         model = next(iter(results.values())).get("model") or {}
-        sections.append(f"- {name}: `{directory}` (fingerprint {model.get('fingerprint')}, max_length "
-                        f"{model.get('max_length')}; suites {', '.join(results)})")
+        sections.append(f"- {name}: `{directory}` (fingerprint {model.get('fingerprint')}, max_length {model.get('max_length')}; suites {', '.join(results)})")
     return "\n".join(sections) + "\n"

@@ -52,8 +52,7 @@ def rank_with_faiss(index_vectors: np.ndarray, query_vectors: np.ndarray, k: int
     return ids
 
 
-def retrieval_metrics(ranked: np.ndarray, query_ids: Sequence[int], groups: Sequence[Sequence[int]],
-                      ks: Sequence[int] = (1, 5, 10)) -> dict[str, Any]:
+def retrieval_metrics(ranked: np.ndarray, query_ids: Sequence[int], groups: Sequence[Sequence[int]], ks: Sequence[int] = (1, 5, 10)) -> dict[str, Any]:
     """Metrics from full rankings.
 
     ``ranked[q]`` lists index ids best first (all of them, or at least enough to find the first
@@ -92,8 +91,9 @@ def retrieval_metrics(ranked: np.ndarray, query_ids: Sequence[int], groups: Sequ
     return out
 
 
-def evaluate_retrieval(encode: Callable[..., np.ndarray], data_root: str | os.PathLike[str], *,
-                       split: str = "test", query_caption: int = 1, ks: Sequence[int] = (1, 5, 10)) -> dict[str, Any]:
+def evaluate_retrieval(
+    encode: Callable[..., np.ndarray], data_root: str | os.PathLike[str], *, split: str = "test", query_caption: int = 1, ks: Sequence[int] = (1, 5, 10)
+) -> dict[str, Any]:
     """Run the Flickr30k caption retrieval experiment (see the module doc for the protocol)."""
     if not 1 <= query_caption <= 5:
         raise ConfigError(f"query_caption must be 1..5, got {query_caption}")
@@ -115,7 +115,7 @@ def evaluate_retrieval(encode: Callable[..., np.ndarray], data_root: str | os.Pa
             "queries": f"caption {query_caption} of each of the {data.n_images} images",
             "strict": "strict@5 counts the query caption: top-5 == the image's 5 captions (query included)",
             "recall_mrr": "R@k, caption_recall@k, MRR and strict_excluding_query@4 rank the other captions "
-                          "(the query caption removed); relevant = the image's 4 other captions; R@k = hit rate",
+            "(the query caption removed); relevant = the image's 4 other captions; R@k = hit rate",
         },
         "columns": [*scores],
         "scores": scores,
@@ -127,15 +127,17 @@ def evaluate_retrieval(encode: Callable[..., np.ndarray], data_root: str | os.Pa
 def retrieval_markdown(result: dict[str, Any], *, title: str = "model") -> str:
     cols = result["columns"]
     d = result["details"]
-    return "\n".join([
-        "## Flickr30k caption retrieval (%)",
-        "",
-        markdown_table(["model", *cols], [[title, *[result["scores"][c] for c in cols]]]),
-        "",
-        f"- {result['protocol']['index']}; queries: {result['protocol']['queries']}.",
-        f"- {result['protocol']['strict']}.",
-        f"- {result['protocol']['recall_mrr']}.",
-        f"- strict (query excluded) @4: {d['strict_excluding_query@4']:.2f}; caption recall@1/5/10: "
-        f"{d['caption_recall@1']:.2f} / {d['caption_recall@5']:.2f} / {d['caption_recall@10']:.2f}.",
-        "",
-    ])
+    return "\n".join(
+        [
+            "## Flickr30k caption retrieval (%)",
+            "",
+            markdown_table(["model", *cols], [[title, *[result["scores"][c] for c in cols]]]),
+            "",
+            f"- {result['protocol']['index']}; queries: {result['protocol']['queries']}.",
+            f"- {result['protocol']['strict']}.",
+            f"- {result['protocol']['recall_mrr']}.",
+            f"- strict (query excluded) @4: {d['strict_excluding_query@4']:.2f}; caption recall@1/5/10: "
+            f"{d['caption_recall@1']:.2f} / {d['caption_recall@5']:.2f} / {d['caption_recall@10']:.2f}.",
+            "",
+        ]
+    )

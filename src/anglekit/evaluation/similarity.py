@@ -48,9 +48,7 @@ def check_scorable(gold: np.ndarray | Sequence[float], source: str | None = None
     if len(gold) < 2:
         raise UndefinedScoreError(f"{where}a correlation needs at least 2 pairs, got {len(gold)}")
     if np.all(gold == gold[0]):
-        raise UndefinedScoreError(
-            f"{where}the correlation is undefined: all {len(gold)} gold labels equal {gold[0]:g}; it needs labels that vary"
-        )
+        raise UndefinedScoreError(f"{where}the correlation is undefined: all {len(gold)} gold labels equal {gold[0]:g}; it needs labels that vary")
 
 
 def correlation_scores(predicted: np.ndarray, gold: np.ndarray, *, source: str | None = None) -> PairScores:
@@ -72,9 +70,7 @@ def correlation_scores(predicted: np.ndarray, gold: np.ndarray, *, source: str |
     return PairScores(spearman=spearman, pearson=pearson, n_pairs=int(len(gold)))
 
 
-def evaluate_pairs(
-    encode: EncodeFn, text1: Sequence[str], text2: Sequence[str], gold: np.ndarray, *, source: str | None = None
-) -> PairScores:
+def evaluate_pairs(encode: EncodeFn, text1: Sequence[str], text2: Sequence[str], gold: np.ndarray, *, source: str | None = None) -> PairScores:
     """Encode both sides once (unique texts only) and correlate their cosine with ``gold``.
 
     ``source`` (the data's file or spec) is named in the error when the score is undefined,

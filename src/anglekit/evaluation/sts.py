@@ -41,8 +41,9 @@ def _pairs_source(data_root: Path, variant: str) -> tuple[Path, Path]:
     return data_root / "stsb", data_root / "senteval" / "SICK"
 
 
-def load_sts_data(data_root: str | os.PathLike[str], *, variant: str = "senteval",
-                  tasks: Sequence[str] = STS_COLUMNS, check_counts: bool = True) -> dict[str, Any]:
+def load_sts_data(
+    data_root: str | os.PathLike[str], *, variant: str = "senteval", tasks: Sequence[str] = STS_COLUMNS, check_counts: bool = True
+) -> dict[str, Any]:
     """Read (and validate) every file of the suite before anything is encoded.
 
     ``check_counts``: require SentEval's pair counts per year (3108, 1500, 3750, 3000, 1186).
@@ -84,11 +85,16 @@ def year_scores(year: se.StsYear, cosines: Sequence[np.ndarray]) -> dict[str, An
     subsets: dict[str, Any] = {}
     for sub, cos in zip(year.subsets, cosines):
         scores = correlation_scores(cos, sub.gold, source=sub.gold_path)
-        subsets[sub.name] = {**scores.as_dict(), "n_skipped_blank_gold": sub.n_skipped, "n_lines": sub.n_lines,
-                             "input": sub.input_path, "gold": sub.gold_path, "encoding": sub.encoding}
+        subsets[sub.name] = {
+            **scores.as_dict(),
+            "n_skipped_blank_gold": sub.n_skipped,
+            "n_lines": sub.n_lines,
+            "input": sub.input_path,
+            "gold": sub.gold_path,
+            "encoding": sub.encoding,
+        }
     weights = np.array([s["n_pairs"] for s in subsets.values()], dtype=np.float64)
-    all_scores = correlation_scores(np.concatenate(list(cosines)), np.concatenate([s.gold for s in year.subsets]),
-                                    source=str(year.directory))
+    all_scores = correlation_scores(np.concatenate(list(cosines)), np.concatenate([s.gold for s in year.subsets]), source=str(year.directory))
     out: dict[str, Any] = {"all": all_scores.as_dict(), "subsets": subsets}
     for stat in ("spearman", "pearson"):
         values = np.array([s[stat] for s in subsets.values()])
@@ -98,8 +104,14 @@ def year_scores(year: se.StsYear, cosines: Sequence[np.ndarray]) -> dict[str, An
     return out
 
 
-def evaluate_sts(encode: Callable[..., np.ndarray], data_root: str | os.PathLike[str], *, variant: str = "senteval",
-                 tasks: Sequence[str] = STS_COLUMNS, check_counts: bool = True) -> dict[str, Any]:
+def evaluate_sts(
+    encode: Callable[..., np.ndarray],
+    data_root: str | os.PathLike[str],
+    *,
+    variant: str = "senteval",
+    tasks: Sequence[str] = STS_COLUMNS,
+    check_counts: bool = True,
+) -> dict[str, Any]:
     """Run the STS suite with ``encode`` (texts -> vectors). Returns the result dict (see module doc)."""
     data = load_sts_data(data_root, variant=variant, tasks=tasks, check_counts=check_counts)
     vectors, index = encode_unique(encode, _all_texts(data), desc="sts: encode")

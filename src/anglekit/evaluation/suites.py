@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from anglekit.io.atomic import atomic_write_json, atomic_write_text
 from anglekit.errors import ConfigError
 from anglekit.evaluation.cache import CachedEncoder, EmbeddingCache
 from anglekit.evaluation.encoders import prepare_encoder
@@ -33,6 +32,7 @@ from anglekit.evaluation.nontransfer import evaluate_nontransfer, nontransfer_ma
 from anglekit.evaluation.retrieval import evaluate_retrieval, retrieval_markdown
 from anglekit.evaluation.sts import evaluate_sts, sts_markdown
 from anglekit.evaluation.transfer import evaluate_transfer, transfer_markdown
+from anglekit.io.atomic import atomic_write_json, atomic_write_text
 
 _RUNNERS: dict[str, tuple[Callable[..., dict[str, Any]], Callable[..., str]]] = {
     "sts": (evaluate_sts, sts_markdown),
@@ -50,8 +50,7 @@ def suite_options(name: str) -> dict[str, Any]:
     """The options a suite accepts (keyword -> default)."""
     runner = _get(name)[0]
     skip = {"encode", "data_root", "out_dir"}
-    return {p.name: p.default for p in inspect.signature(runner).parameters.values()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in skip}
+    return {p.name: p.default for p in inspect.signature(runner).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in skip}
 
 
 def check_suite_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +86,8 @@ def _typed(where: str, value: Any, hint: Any) -> Any:
         items = value if isinstance(value, (list, tuple)) else [value]
         return tuple(_typed(f"{where}[{i}]", item, args[0] if args else Any) for i, item in enumerate(items))
     ok = (isinstance(value, hint) and not (hint in (int, float) and isinstance(value, bool))) or (
-        hint is float and isinstance(value, int) and not isinstance(value, bool))
+        hint is float and isinstance(value, int) and not isinstance(value, bool)
+    )
     if not ok:
         shown = f"{type(value).__name__} {value!r}" if value is not None else "nothing (null)"
         raise ConfigError(f"option {where}: expected {_TYPE_NAMES.get(hint, getattr(hint, '__name__', str(hint)))}, got {shown}")
@@ -114,31 +114,47 @@ def _data_root(data_root: str | os.PathLike[str] | None) -> Path:
     return root
 
 
-def make_encoder(model: Any, *, batch_size: int = 64, max_length: int | None = None,
-                 cache: bool | str | os.PathLike[str] = False, name: str | None = None,
-                 fingerprint: str | None = None, progress: bool = True) -> Callable[..., Any]:
+def make_encoder(
+    model: Any,
+    *,
+    batch_size: int = 64,
+    max_length: int | None = None,
+    cache: bool | str | os.PathLike[str] = False,
+    name: str | None = None,
+    fingerprint: str | None = None,
+    progress: bool = True,
+) -> Callable[..., Any]:
     """The encoder the suites call: :func:`prepare_encoder`, behind an embedding cache if asked.
 
     ``cache``: False (no cache), True (the default folder, ``$ANGLEKIT_CACHE/embeddings`` or
     ``~/.cache/anglekit/embeddings``) or a folder. Caching needs a fingerprint (an Embedder has
     one; for a plain callable pass ``fingerprint=``).
     """
-    encoder = prepare_encoder(model, batch_size=batch_size, max_length=max_length, name=name,
-                              fingerprint=fingerprint, progress=progress)
+    encoder = prepare_encoder(model, batch_size=batch_size, max_length=max_length, name=name, fingerprint=fingerprint, progress=progress)
     if cache is False or cache is None:
         return encoder
     if not encoder.fingerprint:
-        raise ConfigError("cache=... needs the model's fingerprint: pass fingerprint= (e.g. "
-                          "anglekit.evaluation.encoders.fingerprint_directory(model_dir)) or use an Embedder")
+        raise ConfigError(
+            "cache=... needs the model's fingerprint: pass fingerprint= (e.g. anglekit.evaluation.encoders.fingerprint_directory(model_dir)) or use an Embedder"
+        )
     directory = None if cache is True else cache
-    return CachedEncoder(encoder, EmbeddingCache(directory, fingerprint=encoder.fingerprint,
-                                                 max_length=encoder.max_length))
+    return CachedEncoder(encoder, EmbeddingCache(directory, fingerprint=encoder.fingerprint, max_length=encoder.max_length))
 
 
-def run_suite(name: str, encode: Any, *, data_root: str | os.PathLike[str] | None = None,
-              out_dir: str | os.PathLike[str] | None = None, batch_size: int = 64, max_length: int | None = None,
-              cache: bool | str | os.PathLike[str] = False, model_name: str | None = None,
-              fingerprint: str | None = None, progress: bool = True, **options: Any) -> dict[str, Any]:
+def run_suite(
+    name: str,
+    encode: Any,
+    *,
+    data_root: str | os.PathLike[str] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    batch_size: int = 64,
+    max_length: int | None = None,
+    cache: bool | str | os.PathLike[str] = False,
+    model_name: str | None = None,
+    fingerprint: str | None = None,
+    progress: bool = True,
+    **options: Any,
+) -> dict[str, Any]:
     """Run one suite (``sts``, ``non-transfer``, ``transfer``, ``retrieval``, ``geometry``).
 
     ``encode``: an Embedder, a SentenceTransformer, a ``texts -> array`` callable, or an encoder
@@ -157,8 +173,7 @@ def run_suite(name: str, encode: Any, *, data_root: str | os.PathLike[str] | Non
             raise ConfigError("encode is already a CachedEncoder; drop cache=")
         encoder: Any = encode
     else:  # a PreparedEncoder passes through make_encoder unchanged (its own batch size wins), cached if asked
-        encoder = make_encoder(encode, batch_size=batch_size, max_length=max_length, cache=cache,
-                               name=model_name, fingerprint=fingerprint, progress=progress)
+        encoder = make_encoder(encode, batch_size=batch_size, max_length=max_length, cache=cache, name=model_name, fingerprint=fingerprint, progress=progress)
     kwargs = dict(options)
     if name == "geometry":
         kwargs.setdefault("title", model_name or getattr(encoder, "name", "") or "")
@@ -173,13 +188,15 @@ def run_suite(name: str, encode: Any, *, data_root: str | os.PathLike[str] | Non
         info["cache"] = {**info["cache"], "hits": encoder.hits - hits0, "misses": encoder.misses - misses0}
     if model_name:
         info["name"] = model_name
-    result.update({
-        "model": info,
-        "options": {k: v for k, v in {**allowed, **options}.items() if k not in ("title",)},
-        "data_root": str(root),
-        "seconds": round(seconds, 2),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    })
+    result.update(
+        {
+            "model": info,
+            "options": {k: v for k, v in {**allowed, **options}.items() if k not in ("title",)},
+            "data_root": str(root),
+            "seconds": round(seconds, 2),
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+    )
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -203,9 +220,13 @@ def run_suites(names: str | Sequence[str], encode: Any, **kwargs: Any) -> dict[s
         raise ConfigError(f"options given for suite(s) {bad} that are not run")
     encoder_keys = ("batch_size", "max_length", "cache", "model_name", "fingerprint", "progress")
     enc_kwargs = {k: kwargs.pop(k) for k in encoder_keys if k in kwargs}
-    encoder = make_encoder(encode, batch_size=enc_kwargs.get("batch_size", 64),
-                           max_length=enc_kwargs.get("max_length"), cache=enc_kwargs.get("cache", False),
-                           name=enc_kwargs.get("model_name"), fingerprint=enc_kwargs.get("fingerprint"),
-                           progress=enc_kwargs.get("progress", True))
-    return {n: run_suite(n, encoder, model_name=enc_kwargs.get("model_name"), **kwargs, **per_suite.get(n, {}))
-            for n in selected}
+    encoder = make_encoder(
+        encode,
+        batch_size=enc_kwargs.get("batch_size", 64),
+        max_length=enc_kwargs.get("max_length"),
+        cache=enc_kwargs.get("cache", False),
+        name=enc_kwargs.get("model_name"),
+        fingerprint=enc_kwargs.get("fingerprint"),
+        progress=enc_kwargs.get("progress", True),
+    )
+    return {n: run_suite(n, encoder, model_name=enc_kwargs.get("model_name"), **kwargs, **per_suite.get(n, {})) for n in selected}

@@ -20,8 +20,7 @@ def fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digits: int = 2,
-                   align_first_left: bool = True) -> str:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digits: int = 2, align_first_left: bool = True) -> str:
     """A GitHub-flavoured markdown table; numbers right-aligned, the first column left-aligned."""
     cells = [[fmt(c, digits) for c in row] for row in rows]
     head = [str(h) for h in header]

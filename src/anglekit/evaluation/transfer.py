@@ -69,8 +69,7 @@ class _Fitter:
         from sklearn.linear_model import LogisticRegression
 
         if clf is None:
-            clf = LogisticRegression(C=c, solver="lbfgs", max_iter=self.max_iter, random_state=self.seed,
-                                     warm_start=True)
+            clf = LogisticRegression(C=c, solver="lbfgs", max_iter=self.max_iter, random_state=self.seed, warm_start=True)
         else:
             clf.set_params(C=c)
         with warnings.catch_warnings(record=True) as caught:
@@ -81,8 +80,9 @@ class _Fitter:
             self.not_converged += 1
         return clf
 
-    def select_c(self, x: np.ndarray, y: np.ndarray, grid: Sequence[float], *, inner_folds: int,
-                 dev: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[float, dict[str, float]]:
+    def select_c(
+        self, x: np.ndarray, y: np.ndarray, grid: Sequence[float], *, inner_folds: int, dev: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> tuple[float, dict[str, float]]:
         """The C of ``grid`` with the best accuracy on ``dev``, else on inner stratified folds.
 
         Along the (ascending) grid each fit starts from the previous solution (warm start): the
@@ -106,8 +106,7 @@ class _Fitter:
         return float(grid[best]), scores
 
 
-def kfold_accuracy(x: np.ndarray, y: np.ndarray, fitter: _Fitter, *, n_folds: int, inner_folds: int,
-                   grid: Sequence[float], seed: int) -> dict[str, Any]:
+def kfold_accuracy(x: np.ndarray, y: np.ndarray, fitter: _Fitter, *, n_folds: int, inner_folds: int, grid: Sequence[float], seed: int) -> dict[str, Any]:
     """Nested stratified CV: C tuned on inner folds of each outer training part."""
     accs, chosen = [], []
     for tr, te in stratified_folds(y, n_folds, seed):
@@ -115,19 +114,32 @@ def kfold_accuracy(x: np.ndarray, y: np.ndarray, fitter: _Fitter, *, n_folds: in
         clf = fitter.fit(x[tr], y[tr], c)
         accs.append(float(np.mean(clf.predict(x[te]) == y[te]) * 100))
         chosen.append(c)
-    return {"accuracy": float(np.mean(accs)), "fold_accuracy": accs, "chosen_C": chosen, "n": int(len(y)),
-            "n_folds": n_folds}
+    return {"accuracy": float(np.mean(accs)), "fold_accuracy": accs, "chosen_C": chosen, "n": int(len(y)), "n_folds": n_folds}
 
 
-def split_accuracy(xtr: np.ndarray, ytr: np.ndarray, xte: np.ndarray, yte: np.ndarray, fitter: _Fitter, *,
-                   grid: Sequence[float], inner_folds: int, dev: tuple[np.ndarray, np.ndarray] | None = None,
-                   f1: bool = False) -> dict[str, Any]:
+def split_accuracy(
+    xtr: np.ndarray,
+    ytr: np.ndarray,
+    xte: np.ndarray,
+    yte: np.ndarray,
+    fitter: _Fitter,
+    *,
+    grid: Sequence[float],
+    inner_folds: int,
+    dev: tuple[np.ndarray, np.ndarray] | None = None,
+    f1: bool = False,
+) -> dict[str, Any]:
     c, grid_scores = fitter.select_c(xtr, ytr, grid, inner_folds=inner_folds, dev=dev)
     clf = fitter.fit(xtr, ytr, c)
     pred = clf.predict(xte)
-    out: dict[str, Any] = {"accuracy": float(np.mean(pred == yte) * 100), "chosen_C": c,
-                           "selection": "dev" if dev is not None else f"{inner_folds}-fold CV on train",
-                           "selection_accuracy": grid_scores, "n_train": int(len(ytr)), "n_test": int(len(yte))}
+    out: dict[str, Any] = {
+        "accuracy": float(np.mean(pred == yte) * 100),
+        "chosen_C": c,
+        "selection": "dev" if dev is not None else f"{inner_folds}-fold CV on train",
+        "selection_accuracy": grid_scores,
+        "n_train": int(len(ytr)),
+        "n_test": int(len(yte)),
+    }
     if dev is not None:
         out["n_dev"] = int(len(dev[1]))
     if f1:
@@ -177,11 +189,19 @@ def _notes(item: Any) -> list[str]:
     return list(getattr(item, "notes", ()))
 
 
-def evaluate_transfer(encode: Callable[..., np.ndarray], data_root: str | os.PathLike[str], *,
-                      tasks: Sequence[str] = TRANSFER_TASKS, seed: int = 1111, n_folds: int = 10,
-                      inner_folds: int = 3, c_grid: Sequence[float] = DEFAULT_C_GRID, max_iter: int = 1000,
-                      mrpc_features: Sequence[str] = ("u", "v", "abs", "prod"),
-                      blas_threads: int | None = 1) -> dict[str, Any]:
+def evaluate_transfer(
+    encode: Callable[..., np.ndarray],
+    data_root: str | os.PathLike[str],
+    *,
+    tasks: Sequence[str] = TRANSFER_TASKS,
+    seed: int = 1111,
+    n_folds: int = 10,
+    inner_folds: int = 3,
+    c_grid: Sequence[float] = DEFAULT_C_GRID,
+    max_iter: int = 1000,
+    mrpc_features: Sequence[str] = ("u", "v", "abs", "prod"),
+    blas_threads: int | None = 1,
+) -> dict[str, Any]:
     """Run the transfer suite (see the module doc). Returns the result dict."""
     if n_folds < 2 or inner_folds < 2:
         raise ConfigError(f"n_folds and inner_folds must be >= 2, got {n_folds} and {inner_folds}")
@@ -199,8 +219,20 @@ def evaluate_transfer(encode: Callable[..., np.ndarray], data_root: str | os.Pat
     limits = threadpool_limits(limits=blas_threads) if blas_threads else None
     try:
         for task in tqdm(list(data), desc="transfer: classifiers", leave=False, disable=not progress_enabled(encode)):
-            _run_task(task, data[task], vectors, index, fitter, details, scores, n_folds=n_folds,
-                      inner_folds=inner_folds, grid=grid, seed=seed, mrpc_features=mrpc_features)
+            _run_task(
+                task,
+                data[task],
+                vectors,
+                index,
+                fitter,
+                details,
+                scores,
+                n_folds=n_folds,
+                inner_folds=inner_folds,
+                grid=grid,
+                seed=seed,
+                mrpc_features=mrpc_features,
+            )
     finally:
         if limits is not None:
             limits.restore_original_limits()
@@ -212,16 +244,36 @@ def evaluate_transfer(encode: Callable[..., np.ndarray], data_root: str | os.Pat
         "columns": [*columns, "Avg"],
         "scores": scores,
         "details": details,
-        "classifier": {"model": "sklearn LogisticRegression(lbfgs)", "max_iter": max_iter, "c_grid": grid,
-                       "inner_folds": inner_folds, "n_folds": n_folds, "seed": seed, "fits": fitter.fits,
-                       "fits_not_converged": fitter.not_converged, "blas_threads": blas_threads},
+        "classifier": {
+            "model": "sklearn LogisticRegression(lbfgs)",
+            "max_iter": max_iter,
+            "c_grid": grid,
+            "inner_folds": inner_folds,
+            "n_folds": n_folds,
+            "seed": seed,
+            "fits": fitter.fits,
+            "fits_not_converged": fitter.not_converged,
+            "blas_threads": blas_threads,
+        },
         "n_texts_encoded": len(index),
     }
 
 
-def _run_task(task: str, item: Any, vectors: np.ndarray, index: dict[str, int], fitter: _Fitter,
-              details: dict[str, Any], scores: dict[str, float], *, n_folds: int, inner_folds: int,
-              grid: Sequence[float], seed: int, mrpc_features: Sequence[str]) -> None:
+def _run_task(
+    task: str,
+    item: Any,
+    vectors: np.ndarray,
+    index: dict[str, int],
+    fitter: _Fitter,
+    details: dict[str, Any],
+    scores: dict[str, float],
+    *,
+    n_folds: int,
+    inner_folds: int,
+    grid: Sequence[float],
+    seed: int,
+    mrpc_features: Sequence[str],
+) -> None:
     if task in KFOLD_TASKS:
         x = rows(vectors, index, item.texts)
         det = kfold_accuracy(x, item.labels, fitter, n_folds=n_folds, inner_folds=inner_folds, grid=grid, seed=seed)
@@ -229,11 +281,11 @@ def _run_task(task: str, item: Any, vectors: np.ndarray, index: dict[str, int], 
         det["class_counts"] = {item.classes[k]: int(v) for k, v in zip(*np.unique(item.labels, return_counts=True))}
     elif task in ("SST2", "TREC"):
         parts = {s: (rows(vectors, index, d.texts), d.labels) for s, d in item.items()}
-        det = split_accuracy(*parts["train"], *parts["test"], fitter, grid=grid, inner_folds=inner_folds,
-                             dev=parts.get("dev"))
+        det = split_accuracy(*parts["train"], *parts["test"], fitter, grid=grid, inner_folds=inner_folds, dev=parts.get("dev"))
     else:
-        feats = {s: (pair_features(rows(vectors, index, d.text1), rows(vectors, index, d.text2), mrpc_features),
-                     d.labels.astype(np.int64)) for s, d in item.items()}
+        feats = {
+            s: (pair_features(rows(vectors, index, d.text1), rows(vectors, index, d.text2), mrpc_features), d.labels.astype(np.int64)) for s, d in item.items()
+        }
         det = split_accuracy(*feats["train"], *feats["test"], fitter, grid=grid, inner_folds=inner_folds, f1=True)
         det["features"] = [MRPC_FEATURES[p] for p in mrpc_features]
     notes = _notes(item)
@@ -252,15 +304,17 @@ def transfer_markdown(result: dict[str, Any], *, title: str = "model") -> str:
         c_text = ", ".join(f"{v:g}" for v in sorted(set(c))) if isinstance(c, list) else f"{c:g}"
         extra = f"F1 {d['f1']:.2f}" if "f1" in d else ""
         rows_.append([task, d["accuracy"], c_text, extra])
-    return "\n".join([
-        "## Transfer tasks (accuracy x 100, logistic regression on frozen embeddings)",
-        "",
-        markdown_table(["model", *cols], [[title, *[result["scores"][c] for c in cols]]]),
-        "",
-        f"Classifier: {cl['model']}, max_iter {cl['max_iter']}, C chosen from {cl['c_grid']} "
-        f"(dev split for SST2, else {cl['inner_folds']}-fold inner CV); MR/CR/SUBJ/MPQA: {cl['n_folds']}-fold "
-        f"stratified CV, seed {cl['seed']}. Fits: {cl['fits']}, not converged: {cl['fits_not_converged']}.",
-        "",
-        markdown_table(["task", "accuracy", "chosen C", ""], rows_),
-        "",
-    ])
+    return "\n".join(
+        [
+            "## Transfer tasks (accuracy x 100, logistic regression on frozen embeddings)",
+            "",
+            markdown_table(["model", *cols], [[title, *[result["scores"][c] for c in cols]]]),
+            "",
+            f"Classifier: {cl['model']}, max_iter {cl['max_iter']}, C chosen from {cl['c_grid']} "
+            f"(dev split for SST2, else {cl['inner_folds']}-fold inner CV); MR/CR/SUBJ/MPQA: {cl['n_folds']}-fold "
+            f"stratified CV, seed {cl['seed']}. Fits: {cl['fits']}, not converged: {cl['fits_not_converged']}.",
+            "",
+            markdown_table(["task", "accuracy", "chosen C", ""], rows_),
+            "",
+        ]
+    )

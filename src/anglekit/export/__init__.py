@@ -86,8 +86,7 @@ def _check_weights(model: Any) -> None:
     method = getattr(unwrap(model.backbone), "quantization_method", None)
     if method is not None:
         raise ExportError(
-            f"the model's weights are quantised ({getattr(method, 'value', method)}); load it in full precision "
-            "(without load_in_kbit) to export it"
+            f"the model's weights are quantised ({getattr(method, 'value', method)}); load it in full precision (without load_in_kbit) to export it"
         )
 
 

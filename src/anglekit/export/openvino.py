@@ -27,7 +27,12 @@ class Layout:
 
 
 def write(
-    model: Any, folder: Path, *, card: ModelCardData | None = None, quantize: str | None = None, calibration_texts: Sequence[str] | None = None,
+    model: Any,
+    folder: Path,
+    *,
+    card: ModelCardData | None = None,
+    quantize: str | None = None,
+    calibration_texts: Sequence[str] | None = None,
     precision: str | None = None,
 ) -> Layout:
     """Export ``model`` into ``folder``; :func:`anglekit.model.openvino.export_openvino` already compares

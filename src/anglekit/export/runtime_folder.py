@@ -13,8 +13,8 @@ from anglekit.model.card import ModelCardData, card_of, describe, render
 def write_card(model: Any, folder: Path, card: ModelCardData | None, *, backend: str, note: str, tag: str) -> None:
     """README.md of an exported folder: the model's card, how to load it with ``backend``, and ``note``."""
     usage = (
-        f"```python\nfrom anglekit import Embedder\n\nmodel = Embedder.from_pretrained(\"PATH\")  # the {backend} backend\n"
-        "vectors = model.encode([\"a sentence\"])\n```\n\nOr `anglekit encode PATH --input texts.txt --output vectors.npy`."
+        f'```python\nfrom anglekit import Embedder\n\nmodel = Embedder.from_pretrained("PATH")  # the {backend} backend\n'
+        'vectors = model.encode(["a sentence"])\n```\n\nOr `anglekit encode PATH --input texts.txt --output vectors.npy`.'
     )
     text = render(card_of(model, card), describe(model.config, model.dim), library_name="anglekit", usage=usage, notes=[note], extra_tags=(tag,))
     (folder / "README.md").write_text(text, encoding="utf-8")

@@ -101,7 +101,9 @@ def write(model: Any, folder: Path, *, card: ModelCardData | None = None) -> Lay
     model.config.save(folder)
     data = card_of(model, card)
     notes = _notes(layout)
-    text = render(data, describe(model.config, dim), library_name="sentence-transformers", usage=_usage(layout), notes=notes, extra_tags=("sentence-transformers",))
+    text = render(
+        data, describe(model.config, dim), library_name="sentence-transformers", usage=_usage(layout), notes=notes, extra_tags=("sentence-transformers",)
+    )
     (folder / "README.md").write_text(text, encoding="utf-8")
     return layout
 
@@ -141,8 +143,7 @@ def _format_notes(layout: Layout) -> list[str]:
         ]
     notes = [
         "Plain sentence-transformers modules: sentence-transformers 5.x and 6.x, TEI and infinity read this folder.",
-        f"TEI rejects inputs longer than {layout.max_length} tokens unless started with `--auto-truncate` "
-        "(sentence-transformers and anglekit truncate).",
+        f"TEI rejects inputs longer than {layout.max_length} tokens unless started with `--auto-truncate` (sentence-transformers and anglekit truncate).",
     ]
     if layout.pooling == "last_max":
         notes.append("TEI has no max pooling and refuses this folder.")

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 
 from anglekit.errors import ConfigError
 
-DROP_REASONS = ("empty", "no words", "too short", "too long", "copy of input", "duplicate", "near-duplicate of input",
-                "near-duplicate of a candidate")
+DROP_REASONS = ("empty", "no words", "too short", "too long", "copy of input", "duplicate", "near-duplicate of input", "near-duplicate of a candidate")
 
 _MARKER = re.compile(r"^\s*(?:\(\d{1,3}\)|\[\d{1,3}\]|\d{1,3}\s*[.):\]]|[-*•·–—+>])\s*")
 _LABEL = re.compile(
@@ -74,9 +73,7 @@ def _near(a: str, b: str, ratio: float) -> bool:
     return ratio < 1.0 and difflib.SequenceMatcher(None, a, b).ratio() >= ratio
 
 
-def clean_candidates(
-    candidates: Iterable[str], source: str, config: CleaningConfig | None = None, *, kind: str = "synonym"
-) -> tuple[list[str], Counter[str]]:
+def clean_candidates(candidates: Iterable[str], source: str, config: CleaningConfig | None = None, *, kind: str = "synonym") -> tuple[list[str], Counter[str]]:
     """Kept candidates (order preserved) and the drops counted by reason. ``kind="antonym"``: no
     near-duplicate check against ``source`` (an antonym may differ from its input by one word)."""
     config = config or CleaningConfig()

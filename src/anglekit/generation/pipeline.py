@@ -28,13 +28,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anglekit.io.atomic import atomic_write, atomic_write_json
 from anglekit.errors import ConfigError
 from anglekit.generation.backends import Backend, BackendError, GenerationParams, make_backend, parse_llm_spec
 from anglekit.generation.cache import AnswerCache, cache_key
 from anglekit.generation.cleaning import CleaningConfig, clean_candidates, normalize
 from anglekit.generation.parsing import parse_answer
 from anglekit.generation.prompts import KINDS, PromptTemplate, resolve_prompts
+from anglekit.io.atomic import atomic_write, atomic_write_json
 
 logger = logging.getLogger("anglekit.generation")
 
@@ -84,8 +84,18 @@ class GenerationConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("positive_label", "negative_label", "temperature", "top_p", "timeout", "backoff_base", "backoff_max",
-                     "near_duplicate_ratio", "price_prompt", "price_completion"):
+        for name in (
+            "positive_label",
+            "negative_label",
+            "temperature",
+            "top_p",
+            "timeout",
+            "backoff_base",
+            "backoff_max",
+            "near_duplicate_ratio",
+            "price_prompt",
+            "price_completion",
+        ):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):  # nan passes every comparison below
                 raise ConfigError(f"{name} must be a finite number, got {value!r}")
@@ -163,8 +173,7 @@ def build_backends(config: GenerationConfig, stats: _Stats | None = None) -> lis
     ids = [s.llm_id for s in specs]
     if len(set(ids)) != len(ids):
         raise ConfigError(f"the same LLM is given twice: {ids}")
-    retry = RetryPolicy(config.max_retries, config.timeout, config.backoff_base, config.backoff_max,
-                        max_repeated_errors=config.max_repeated_errors)
+    retry = RetryPolicy(config.max_retries, config.timeout, config.backoff_base, config.backoff_max, max_repeated_errors=config.max_repeated_errors)
     backends: list[Backend] = []
     for spec in specs:
         if spec.kind == "openai":
@@ -173,8 +182,11 @@ def build_backends(config: GenerationConfig, stats: _Stats | None = None) -> lis
                 options["on_retry"] = stats.on_retry
         else:
             options = {
-                "device": config.device, "dtype": config.dtype, "revision": config.revision,
-                "trust_remote_code": config.trust_remote_code, "batch_size": config.batch_size,
+                "device": config.device,
+                "dtype": config.dtype,
+                "revision": config.revision,
+                "trust_remote_code": config.trust_remote_code,
+                "batch_size": config.batch_size,
             }
         backends.append(make_backend(spec, **options))
     return backends
@@ -307,7 +319,9 @@ def generate_pairs(
     finally:
         executor.shutdown(wait=not interrupted, cancel_futures=True)
         bar.close()
-        result = _finish(out, config, unique, len(texts), backends, prompts, tasks, answers, counters, usage, stats, errors, interrupted, started, load_s, cache)
+        result = _finish(
+            out, config, unique, len(texts), backends, prompts, tasks, answers, counters, usage, stats, errors, interrupted, started, load_s, cache
+        )
     if fatal is not None:
         raise fatal
     return result

@@ -44,9 +44,9 @@ from typing import Any
 
 from anglekit.data.github_issues import MANIFEST
 from anglekit.errors import ConfigError, DataError
-from anglekit.io.atomic import atomic_write, atomic_write_json
 from anglekit.github_issues.collect import read_collection, read_manifest
 from anglekit.github_issues.duplicates import IssueRef, find_duplicate_pairs, parse_authors
+from anglekit.io.atomic import atomic_write, atomic_write_json
 
 __all__ = [
     "MANIFEST",
@@ -111,8 +111,7 @@ def token_counter(tokenizer: str | os.PathLike[str] | Any | None = None) -> tupl
         if not texts:
             return []
         # verbose=False: counting lengths beyond model_max_length is the point, not a mistake.
-        encoded = tok(list(texts), truncation=False, padding=False, verbose=False,
-                      return_attention_mask=False, return_token_type_ids=False)
+        encoded = tok(list(texts), truncation=False, padding=False, verbose=False, return_attention_mask=False, return_token_type_ids=False)
         return [len(ids) for ids in encoded["input_ids"]]
 
     return count, f"tokenizer {name}"
@@ -212,9 +211,11 @@ def build_dataset(
 
     repos = read_collection(collection)
     if not repos:
-        raise DataError("the collection has no repositories with data: none of those in collection.json has a "
-                        "<owner>__<name>/state.json with issues (was 'github-issues collect' run, and did it reach them?)",
-                        source=os.fspath(collection))
+        raise DataError(
+            "the collection has no repositories with data: none of those in collection.json has a "
+            "<owner>__<name>/state.json with issues (was 'github-issues collect' run, and did it reach them?)",
+            source=os.fspath(collection),
+        )
     if duplicate_authors is None:
         duplicate_authors = read_manifest(collection).get("duplicate_authors")
     authors = parse_authors(duplicate_authors)
@@ -229,8 +230,7 @@ def build_dataset(
             if issue is None:
                 continue
             detail = data.details[number]
-            pairs = find_duplicate_pairs(issue, detail.get("comments", ()), detail.get("timeline", ()), repo=data.repo,
-                                         authors=authors, rejected=rejected)
+            pairs = find_duplicate_pairs(issue, detail.get("comments", ()), detail.get("timeline", ()), repo=data.repo, authors=authors, rejected=rejected)
             for pair in pairs:
                 found_counts.update(pair.signals)
                 dup_key = pair.duplicate.key()
@@ -280,8 +280,7 @@ def build_dataset(
     split_of: dict[str, str] = {}
     filled = {s: 0.0 for s in SPLITS}
     for comp in components:
-        best = min((s for s in SPLITS if shares[SPLITS.index(s)] > 0),
-                   key=lambda s: (filled[s] / shares[SPLITS.index(s)], SPLITS.index(s)))
+        best = min((s for s in SPLITS if shares[SPLITS.index(s)] > 0), key=lambda s: (filled[s] / shares[SPLITS.index(s)], SPLITS.index(s)))
         split_of[comp] = best
         filled[best] += len(comp_pairs[comp])
     # singletons (and components without positives) spread by the same shares
@@ -376,15 +375,20 @@ def build_dataset(
         },
         "skipped": dict(sorted(skipped.items())),
         "negative_shortfall": shortfall,
-        "texts_over_threshold": {"threshold": long_threshold, "share": long_share, "counted_with": how,
-                                 "per_split": per_split_long},
+        "texts_over_threshold": {"threshold": long_threshold, "share": long_share, "counted_with": how, "per_split": per_split_long},
         "texts_capped_at_max_chars": sum(1 for k in used_keys if issues[k].capped),
         "token_length": _summary([lengths[k] for k in used_keys]),
         "issues_in_two_splits": len(leaked),
         "shared_texts": {"groups": len(shared), "issues": sum(len(k) for k in shared), "components_merged": merged},
         "texts_in_two_splits": len(text_leaked),
-        "options": {"seed": seed, "negative_ratio": negative_ratio, "split_shares": list(shares), "max_chars": max_chars,
-                    "collection": os.fspath(collection), "duplicate_authors": list(authors)},
+        "options": {
+            "seed": seed,
+            "negative_ratio": negative_ratio,
+            "split_shares": list(shares),
+            "max_chars": max_chars,
+            "collection": os.fspath(collection),
+            "duplicate_authors": list(authors),
+        },
         "paper": {"pairs": PAPER_SPLIT_SIZES, "positive": PAPER_POSITIVES},
     }
     if leaked:  # cannot happen by construction; refuse to write a leaking dataset's manifest
@@ -393,8 +397,9 @@ def build_dataset(
         raise DataError(f"{len(text_leaked)} texts appear in two splits (e.g. {text_leaked[0][:80]!r})", source=os.fspath(out))
     plot_path = None
     if plot and used_keys:
-        plot_path = plot_length_distribution({s: [lengths[k] for k in _split_texts(metas[s])] for s in SPLITS},
-                                             root / "length_distribution.png", threshold=long_threshold, counted_with=how)
+        plot_path = plot_length_distribution(
+            {s: [lengths[k] for k in _split_texts(metas[s])] for s in SPLITS}, root / "length_distribution.png", threshold=long_threshold, counted_with=how
+        )
         stats["plot"] = plot_path.name if plot_path else None
     atomic_write_json(root / MANIFEST, stats)
     return BuildResult(root, splits, stats, plot_path, metas)

@@ -261,8 +261,9 @@ class GitHubClient:
                 if retry_after is not None or headers.get("x-ratelimit-remaining") == "0":
                     demanded += 1
                     if demanded > self.max_rate_limit_waits or demanded_s >= self.max_total_wait_s:
-                        raise RateLimited(f"HTTP {status}: still rate limited after {demanded - 1} waits "
-                                          f"({demanded_s:.0f} s); rerun later to resume", url=url, status=status)
+                        raise RateLimited(
+                            f"HTTP {status}: still rate limited after {demanded - 1} waits ({demanded_s:.0f} s); rerun later to resume", url=url, status=status
+                        )
                 if retry_after is not None:
                     try:
                         seconds = float(retry_after)

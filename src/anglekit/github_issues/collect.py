@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anglekit.io.atomic import atomic_write_json, out_of_space
 from anglekit.errors import DataError
-from anglekit.io.read import describe, read_json, require_object
 from anglekit.github_issues.client import GitHubClient, GitHubError, NotFound
 from anglekit.github_issues.duplicates import IssueRef, find_duplicate_pairs, is_candidate, parse_authors
 from anglekit.github_issues.repos import parse_repos, repo_dirname
+from anglekit.io.atomic import atomic_write_json, out_of_space
+from anglekit.io.read import describe, read_json, require_object
 
 __all__ = ["CollectSummary", "RepoData", "collect", "read_collection", "read_manifest", "read_repo"]
 
@@ -97,9 +97,15 @@ def _append(path: Path, lines: Iterable[dict[str, Any]], committed: int) -> int:
             return handle.tell()
     except OSError as exc:
         size = path.stat().st_size if path.is_file() else 0
-        full = out_of_space(path, exc, written=max(size - committed, 0), intact=(
-            f"The {committed} bytes committed before (state.json) are intact and the rest is cut off on the next run: "
-            "free some space and rerun the same command to resume."))
+        full = out_of_space(
+            path,
+            exc,
+            written=max(size - committed, 0),
+            intact=(
+                f"The {committed} bytes committed before (state.json) are intact and the rest is cut off on the next run: "
+                "free some space and rerun the same command to resume."
+            ),
+        )
         if full is None:
             raise
         raise full from exc
@@ -114,7 +120,8 @@ def _check_length(path: Path, committed: int) -> None:
     if size < committed:
         raise DataError(
             f"holds {size} bytes but state.json records {committed} committed: the file was cut short or replaced and "
-            "the collection is incomplete; collect again into a new folder", source=str(path),
+            "the collection is incomplete; collect again into a new folder",
+            source=str(path),
         )
 
 
@@ -384,14 +391,21 @@ def collect(
     manifest = root / "collection.json"
     previous = _read_collection_manifest(manifest) if manifest.exists() else {}
     known = list(dict.fromkeys([*previous.get("repos", []), *names]))
-    atomic_write_json(manifest, {"repos": known, "base_url": client.base_url, "max_issues": max_issues, "candidates": candidates,
-                                 "duplicate_authors": list(authors)})
+    atomic_write_json(
+        manifest, {"repos": known, "base_url": client.base_url, "max_issues": max_issues, "candidates": candidates, "duplicate_authors": list(authors)}
+    )
     start, requests0 = time.perf_counter(), client.stats.requests
     summary = CollectSummary()
     for i, repo in enumerate(names, start=1):
         collector = _RepoCollector(
-            client, root, repo, max_issues=max_issues, candidates=candidates, fetch_originals=fetch_originals,
-            authors=authors, say=lambda message, i=i: say(f"[{i}/{len(names)}] {message}"),
+            client,
+            root,
+            repo,
+            max_issues=max_issues,
+            candidates=candidates,
+            fetch_originals=fetch_originals,
+            authors=authors,
+            say=lambda message, i=i: say(f"[{i}/{len(names)}] {message}"),
         )
         try:
             result = collector.run()
@@ -404,8 +418,10 @@ def collect(
         elif result.error:
             say(f"[{i}/{len(names)}] {repo}: FAILED in phase {result.phase}: {result.error} (rerun to resume)")
         else:
-            say(f"[{i}/{len(names)}] {repo}: {result.phase}, {result.issues} issues, {result.candidates} candidates, "
-                f"{result.originals}/{result.targets} originals fetched separately")
+            say(
+                f"[{i}/{len(names)}] {repo}: {result.phase}, {result.issues} issues, {result.candidates} candidates, "
+                f"{result.originals}/{result.targets} originals fetched separately"
+            )
     summary.requests = client.stats.requests - requests0
     summary.seconds = time.perf_counter() - start
     return summary
@@ -426,10 +442,14 @@ def read_repo(out: str | os.PathLike[str], repo: str) -> RepoData:
     wrong shape is a :class:`DataError` naming its file, row and key."""
     folder = Path(out) / repo_dirname(repo)
     state = _load_state(folder, repo)
-    issues = {_number(i, folder / "issues.jsonl", row): _check_issue(i, folder / "issues.jsonl", row)
-              for row, i in enumerate(_read_jsonl(folder / "issues.jsonl", state["issues_bytes"]), start=1)}
-    details = {_number(d, folder / "details.jsonl", row): _check_detail(d, folder / "details.jsonl", row)
-               for row, d in enumerate(_read_jsonl(folder / "details.jsonl", state["details_bytes"]), start=1)}
+    issues = {
+        _number(i, folder / "issues.jsonl", row): _check_issue(i, folder / "issues.jsonl", row)
+        for row, i in enumerate(_read_jsonl(folder / "issues.jsonl", state["issues_bytes"]), start=1)
+    }
+    details = {
+        _number(d, folder / "details.jsonl", row): _check_detail(d, folder / "details.jsonl", row)
+        for row, d in enumerate(_read_jsonl(folder / "details.jsonl", state["details_bytes"]), start=1)
+    }
     originals = {}
     for row, o in enumerate(_read_jsonl(folder / "originals.jsonl", state["originals_bytes"]), start=1):
         _check_issue(o, folder / "originals.jsonl", row)

@@ -52,7 +52,7 @@ def parse_repo(text: str) -> str:
     value = str(text).strip()
     for prefix in ("https://github.com/", "http://github.com/", "github.com/"):
         if value.lower().startswith(prefix):
-            value = value[len(prefix):]
+            value = value[len(prefix) :]
     value = value.rstrip("/")
     if value.endswith(".git"):
         value = value[:-4]

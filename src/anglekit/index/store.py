@@ -423,10 +423,14 @@ class VectorIndex:
             return self._save(directory)
         except DiskFullError as exc:
             folder = Path(directory)
-            before = f"its {INDEX_FILE} was not replaced, so the index saved before is intact" if (folder / INDEX_FILE).is_file() \
+            before = (
+                f"its {INDEX_FILE} was not replaced, so the index saved before is intact"
+                if (folder / INDEX_FILE).is_file()
                 else f"no {INDEX_FILE} was written, so {folder} holds no usable index"
-            raise DiskFullError(f"{exc} The index was not saved: {before}; free some space and save again.",
-                                path=exc.path, requested=exc.requested, written=exc.written) from exc
+            )
+            raise DiskFullError(
+                f"{exc} The index was not saved: {before}; free some space and save again.", path=exc.path, requested=exc.requested, written=exc.written
+            ) from exc
 
     def _save(self, directory: str | os.PathLike[str]) -> Path:
         from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
@@ -541,12 +545,15 @@ def _check_files(folder: Path, manifest: dict[str, Any], verify: bool) -> None:
         if verify and "sha256" in expected and _digest(path)["sha256"] != expected["sha256"]:
             raise DataError(
                 f"{name} does not match the SHA-256 recorded in {INDEX_FILE} when the index was saved (corrupt, though its "
-                f"size of {size} bytes is right); rebuild the index or restore this file", source=str(folder),
+                f"size of {size} bytes is right); rebuild the index or restore this file",
+                source=str(folder),
             )
     if unverified:
         logger.warning(
-            "%s: %s records no checksum for %s (an index saved by an older anglekit): not verified; save the index again "
-            "to record them", folder, INDEX_FILE, ", ".join(unverified),
+            "%s: %s records no checksum for %s (an index saved by an older anglekit): not verified; save the index again to record them",
+            folder,
+            INDEX_FILE,
+            ", ".join(unverified),
         )
 
 
@@ -565,8 +572,12 @@ def _check_manifest(data: dict[str, Any], source: str) -> None:
             raise DataError(f"expected an object, got {describe(data.get(key))}", source=source, field=key)
     for name, digest in data.get("digests", {}).items():
         old = isinstance(digest, dict) and "sha256" not in digest  # sizes only: an older index
-        if not (isinstance(digest, dict) and isinstance(digest.get("bytes"), int) and not isinstance(digest.get("bytes"), bool)
-                and (old or isinstance(digest.get("sha256"), str))):
+        if not (
+            isinstance(digest, dict)
+            and isinstance(digest.get("bytes"), int)
+            and not isinstance(digest.get("bytes"), bool)
+            and (old or isinstance(digest.get("sha256"), str))
+        ):
             raise DataError(f"expected {{'bytes': N, 'sha256': HEX}}, got {describe(digest)}", source=source, field=f"digests.{name}")
 
 

@@ -13,6 +13,13 @@ from anglekit.io.atomic import (
 )
 
 __all__ = [
-    "atomic_path", "atomic_write", "atomic_write_json", "atomic_write_text", "check_writable", "file_mode", "folder_mode",
-    "settle_modes", "staging_dir",
+    "atomic_path",
+    "atomic_write",
+    "atomic_write_json",
+    "atomic_write_text",
+    "check_writable",
+    "file_mode",
+    "folder_mode",
+    "settle_modes",
+    "staging_dir",
 ]

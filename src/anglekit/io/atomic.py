@@ -156,8 +156,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     except OSError as exc:
         written = tmp_path.stat().st_size if tmp_path.exists() else None
         before = "its previous version is intact" if target.exists() else "it was not created"
-        full = out_of_space(target, exc, written=written, intact=f"Nothing was changed at {target} ({before}); "
-                            "the partial temporary file was removed")
+        full = out_of_space(target, exc, written=written, intact=f"Nothing was changed at {target} ({before}); the partial temporary file was removed")
         if full is None:
             raise
         raise full from exc

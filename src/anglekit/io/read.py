@@ -54,8 +54,7 @@ def read_json(path: str | os.PathLike[str], *, expected: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         cut = " (the file looks truncated)" if exc.pos >= len(text.rstrip()) else ""
-        raise DataError(f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}{cut}; expected {expected}",
-                        source=os.fspath(path)) from None
+        raise DataError(f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}{cut}; expected {expected}", source=os.fspath(path)) from None
 
 
 def read_jsonl(path: str | os.PathLike[str], *, expected: str, allow_empty: bool = False) -> Iterator[tuple[int, Any]]:
@@ -67,8 +66,7 @@ def read_jsonl(path: str | os.PathLike[str], *, expected: str, allow_empty: bool
         try:
             yield row, json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DataError(f"malformed JSON: {exc.msg} at column {exc.colno}; expected {expected}",
-                            source=os.fspath(path), row=row) from None
+            raise DataError(f"malformed JSON: {exc.msg} at column {exc.colno}; expected {expected}", source=os.fspath(path), row=row) from None
 
 
 def require_object(value: Any, *, source: str, expected: str, row: int | None = None, field: str | None = None) -> dict[str, Any]:
@@ -84,4 +82,3 @@ def describe(value: Any) -> str:
     name = "null" if value is None else names.get(type(value), type(value).__name__)
     shown = json.dumps(value, default=str)
     return name if value is None else f"{name} {shown[:60] + ('...' if len(shown) > 60 else '')}"
-

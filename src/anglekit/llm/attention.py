@@ -78,10 +78,7 @@ def check_unpadding(model: Any, implementation: str) -> None:
             "train without unpad (length-grouped batches already cut most padding)"
         )
     if implementation != FLASH_ATTENTION_2:
-        raise ConfigError(
-            f"unpad: needs attn_implementation flash_attention_2 (a CUDA GPU and the 'flash_attn' package), "
-            f"but {name} runs {implementation}"
-        )
+        raise ConfigError(f"unpad: needs attn_implementation flash_attention_2 (a CUDA GPU and the 'flash_attn' package), but {name} runs {implementation}")
 
 
 def set_attention(model: Any, implementation: str) -> None:

@@ -31,9 +31,7 @@ def enable_bidirectional(backbone: Any) -> int:
     causal attention to switch or this transformers version cannot build non-causal decoder masks.
     """
     if not _masks_honour_is_causal():
-        raise ConfigError(
-            "bidirectional attention needs a transformers version whose masks honour config.is_causal (e.g. 5.x)"
-        )
+        raise ConfigError("bidirectional attention needs a transformers version whose masks honour config.is_causal (e.g. 5.x)")
     config = getattr(backbone, "config", None)
     if config is None:
         raise ConfigError("bidirectional attention: the backbone has no transformers config")

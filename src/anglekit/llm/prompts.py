@@ -44,10 +44,7 @@ def resolve_prompt(value: str | None, *, field: str = "prompt") -> str | None:
     if value in PROMPT_PRESETS:
         return PROMPT_PRESETS[value]
     if PLACEHOLDER not in value:
-        raise ConfigError(
-            f"{field} must be a template containing '{PLACEHOLDER}' or a preset "
-            f"({', '.join(PROMPT_PRESETS)}), got {value!r}"
-        )
+        raise ConfigError(f"{field} must be a template containing '{PLACEHOLDER}' or a preset ({', '.join(PROMPT_PRESETS)}), got {value!r}")
     return value
 
 

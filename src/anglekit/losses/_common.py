@@ -32,13 +32,9 @@ def check_tau(tau: float, name: str = "tau") -> float:
 def check_pair_batch(x: Tensor, y: Tensor) -> None:
     """Raise ValueError unless x and y are two [B, D] tensors of the same shape."""
     if x.dim() != 2 or y.dim() != 2:
-        raise ValueError(
-            f"expected embeddings of shape [B, D], got x {tuple(x.shape)} and y {tuple(y.shape)}"
-        )
+        raise ValueError(f"expected embeddings of shape [B, D], got x {tuple(x.shape)} and y {tuple(y.shape)}")
     if x.shape != y.shape:
-        raise ValueError(
-            f"x and y must have the same shape, got {tuple(x.shape)} and {tuple(y.shape)}"
-        )
+        raise ValueError(f"x and y must have the same shape, got {tuple(x.shape)} and {tuple(y.shape)}")
 
 
 def check_batch_vector(t: Tensor, batch: int, name: str) -> None:
@@ -64,7 +60,5 @@ def preset_with_overrides(presets: Mapping[str, _Config], name: str, overrides: 
     fields = {f.name for f in dataclasses.fields(base)}  # type: ignore[arg-type]
     unknown = sorted(set(overrides) - fields)
     if unknown:
-        raise ConfigError(
-            f"unknown objective setting(s) {', '.join(unknown)} for {name!r}; valid settings: {', '.join(sorted(fields))}"
-        )
+        raise ConfigError(f"unknown objective setting(s) {', '.join(unknown)} for {name!r}; valid settings: {', '.join(sorted(fields))}")
     return dataclasses.replace(base, **overrides)  # type: ignore[type-var]

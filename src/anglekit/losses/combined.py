@@ -62,9 +62,7 @@ class ObjectiveConfig:
             raise ConfigError("at least one of cosine_weight, ibn_weight, angle_weight must be > 0")
         if self.angle_variant not in ANGLE_VARIANTS:
             valid = ", ".join(sorted(ANGLE_VARIANTS))
-            raise ConfigError(
-                f"unknown angle_variant {self.angle_variant!r}; valid variants: {valid}"
-            )
+            raise ConfigError(f"unknown angle_variant {self.angle_variant!r}; valid variants: {valid}")
         check_similarity(self.ibn_similarity, "ibn_similarity")
         if not isinstance(self.ibn_detect_duplicates, bool):
             raise ConfigError(f"ibn_detect_duplicates must be true or false, got {self.ibn_detect_duplicates!r}")
@@ -100,9 +98,7 @@ PRESETS: dict[str, ObjectiveConfig] = {
     ),
     "cosine": ObjectiveConfig(cosine_weight=1.0, ibn_weight=0.0, angle_weight=0.0),
     "angle": ObjectiveConfig(cosine_weight=0.0, ibn_weight=0.0, angle_weight=1.0),
-    "angle-phase": ObjectiveConfig(
-        cosine_weight=0.0, ibn_weight=0.0, angle_weight=1.0, angle_variant="phase"
-    ),
+    "angle-phase": ObjectiveConfig(cosine_weight=0.0, ibn_weight=0.0, angle_weight=1.0, angle_variant="phase"),
     "ibn": ObjectiveConfig(cosine_weight=0.0, ibn_weight=1.0, angle_weight=0.0),
     # The paper preset with SimACE's angle similarity inside the in-batch-negative term (the
     # "+angle" extension the SimACE paper suggests); not a preset of either paper.

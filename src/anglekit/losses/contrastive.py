@@ -71,8 +71,7 @@ def _check_margin(margin_degrees: float, similarity: str) -> float:
         raise ConfigError(f"margin_degrees must be in [0, 180), got {margin_degrees!r}")
     if margin != 0 and similarity != "angle":
         raise ConfigError(
-            f"margin_degrees={margin:g} needs similarity='angle': the margin is an angle (SimACE) and "
-            f"has no meaning on a {similarity} similarity"
+            f"margin_degrees={margin:g} needs similarity='angle': the margin is an angle (SimACE) and has no meaning on a {similarity} similarity"
         )
     return margin
 
@@ -147,10 +146,7 @@ def info_nce_loss(
         logits = torch.cat([logits, negative_logits], dim=1)
     if negative_mask is not None:
         if negative_mask.dtype != torch.bool or negative_mask.shape != logits.shape:
-            raise ValueError(
-                f"negative_mask must be a bool tensor of shape {tuple(logits.shape)}, got "
-                f"{negative_mask.dtype} {tuple(negative_mask.shape)}"
-            )
+            raise ValueError(f"negative_mask must be a bool tensor of shape {tuple(logits.shape)}, got {negative_mask.dtype} {tuple(negative_mask.shape)}")
         negative_mask = negative_mask.to(device)
         if bool(negative_mask.gather(1, targets.unsqueeze(1)).any()):
             raise ValueError("negative_mask masks a positive; it may only remove negatives")
@@ -158,9 +154,7 @@ def info_nce_loss(
     return F.cross_entropy(logits, targets)
 
 
-def duplicate_negative_mask(
-    anchor_ids: Tensor, positive_ids: Tensor, negative_ids: Tensor | None = None, *, offset: int = 0
-) -> Tensor:
+def duplicate_negative_mask(anchor_ids: Tensor, positive_ids: Tensor, negative_ids: Tensor | None = None, *, offset: int = 0) -> Tensor:
     """Candidates that are false negatives: the same text as the anchor or as its positive.
 
     ``anchor_ids`` [B], ``positive_ids`` [P] and ``negative_ids`` [H] are integer text ids (same
@@ -217,10 +211,7 @@ class InfoNCELoss(nn.Module):
         )
 
     def extra_repr(self) -> str:
-        return (
-            f"tau={self.tau}, similarity={self.similarity!r}, margin_degrees={self.margin_degrees}, "
-            f"hard_negative_weight={self.hard_negative_weight}"
-        )
+        return f"tau={self.tau}, similarity={self.similarity!r}, margin_degrees={self.margin_degrees}, hard_negative_weight={self.hard_negative_weight}"
 
 
 @dataclass(frozen=True)

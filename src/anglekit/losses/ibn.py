@@ -109,23 +109,26 @@ def in_batch_negative_loss(
 class InBatchNegativeLoss(nn.Module):
     """Module wrapper of :func:`in_batch_negative_loss`; paper tau = 0.05."""
 
-    def __init__(self, positive_threshold: float, tau: float = 0.05, similarity: str = "cosine",
-                 detect_duplicates: bool = True) -> None:
+    def __init__(self, positive_threshold: float, tau: float = 0.05, similarity: str = "cosine", detect_duplicates: bool = True) -> None:
         super().__init__()
         self.positive_threshold = _check_threshold(positive_threshold)
         self.tau = check_tau(tau)
         self.similarity = check_similarity(similarity)
         self.detect_duplicates = bool(detect_duplicates)
 
-    def forward(
-        self, x: Tensor, y: Tensor, labels: Tensor, ids1: Tensor, ids2: Tensor
-    ) -> Tensor:
+    def forward(self, x: Tensor, y: Tensor, labels: Tensor, ids1: Tensor, ids2: Tensor) -> Tensor:
         """Scalar loss; see :func:`in_batch_negative_loss`."""
         return in_batch_negative_loss(
-            x, y, labels, ids1, ids2, tau=self.tau, positive_threshold=self.positive_threshold, similarity=self.similarity,
+            x,
+            y,
+            labels,
+            ids1,
+            ids2,
+            tau=self.tau,
+            positive_threshold=self.positive_threshold,
+            similarity=self.similarity,
             detect_duplicates=self.detect_duplicates,
         )
 
     def extra_repr(self) -> str:
-        return (f"positive_threshold={self.positive_threshold}, tau={self.tau}, similarity={self.similarity!r}, "
-                f"detect_duplicates={self.detect_duplicates}")
+        return f"positive_threshold={self.positive_threshold}, tau={self.tau}, similarity={self.similarity!r}, detect_duplicates={self.detect_duplicates}"

@@ -45,9 +45,7 @@ def check_nested_dims(dims: Sequence[int], weights: Sequence[float] | None = Non
     if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
         raise ConfigError(f"matryoshka_weights must be a list of numbers, got {weights!r}")
     if len(weights) != len(dims):
-        raise ConfigError(
-            f"matryoshka_weights has {len(weights)} value(s) but matryoshka_dims has {len(dims)}; give one weight per dimension"
-        )
+        raise ConfigError(f"matryoshka_weights has {len(weights)} value(s) but matryoshka_dims has {len(dims)}; give one weight per dimension")
     for w in weights:
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
             raise ConfigError(f"matryoshka_weights must hold finite numbers >= 0, got {w!r} in {list(weights)}")

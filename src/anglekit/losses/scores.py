@@ -57,10 +57,7 @@ def _complex_halves(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor, Tenso
     check_pair_batch(x, y)
     dim = x.shape[-1]
     if dim % 2 != 0:
-        raise ValueError(
-            f"angle scores split each embedding into real and imaginary halves, "
-            f"so the embedding dimension must be even; got {dim}"
-        )
+        raise ValueError(f"angle scores split each embedding into real and imaginary halves, so the embedding dimension must be even; got {dim}")
     a, b = x.chunk(2, dim=-1)
     c, d = y.chunk(2, dim=-1)
     return a, b, c, d
@@ -104,9 +101,7 @@ def angle_score_phase(x: Tensor, y: Tensor) -> Tensor:
     valid = modulus_sq > torch.finfo(modulus_sq.dtype).tiny ** 0.5
     safe_re = torch.where(valid, re, torch.ones_like(re))
     safe_im = torch.where(valid, im, torch.zeros_like(im))
-    abs_dtheta = torch.where(
-        valid, torch.atan2(safe_im, safe_re).abs(), torch.full_like(re, torch.pi / 2)
-    )
+    abs_dtheta = torch.where(valid, torch.atan2(safe_im, safe_re).abs(), torch.full_like(re, torch.pi / 2))
     return -abs_dtheta.mean(dim=-1) / torch.pi
 
 

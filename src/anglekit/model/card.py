@@ -151,8 +151,7 @@ def write_card(model: Any, folder: str | Path, *, name: str | None = None) -> Pa
         library, tags = "peft", ("lora", "peft")
         recorded = portable_base(model.config.base_model)
         notes.append(
-            f"LoRA adapters: anglekit loads them onto `{model.config.base_model}` (anglekit_config.json); "
-            f"adapter_config.json names `{recorded}` for PEFT."
+            f"LoRA adapters: anglekit loads them onto `{model.config.base_model}` (anglekit_config.json); adapter_config.json names `{recorded}` for PEFT."
         )
         if base_model_id(model.config.base_model) is None:
             notes.append("The base is a local path: elsewhere, pass `base_model=` (anglekit) or the base's new place (PEFT).")
@@ -282,7 +281,7 @@ def render(
         lines += ["## Notes", "", *[f"- {note}" for note in notes], ""]
     lines += ["## Citation", "", "The AnglE objective and the paper's prompts:", "", "```bibtex", ANGLE_BIBTEX, "```", ""]
     if "simace" in json.dumps(card.objective).lower():
-        lines += ["Unsupervised training with SimACE: \"A Simple Angle-based Approach for Contrastive Learning of Unsupervised Sentence Representation\".", ""]
+        lines += ['Unsupervised training with SimACE: "A Simple Angle-based Approach for Contrastive Learning of Unsupervised Sentence Representation".', ""]
     return "\n".join(lines)
 
 

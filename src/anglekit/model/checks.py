@@ -56,9 +56,7 @@ def check_safetensors(path: Path) -> None:
         raise ConfigError(f"{path}: not a readable safetensors file ({exc}); the download or copy may be incomplete") from None
     end = max((entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"), default=0)
     if size < 8 + header_size + end:
-        raise ConfigError(
-            f"{path}: truncated, {size} of {8 + header_size + end} bytes; the download or copy is incomplete"
-        )
+        raise ConfigError(f"{path}: truncated, {size} of {8 + header_size + end} bytes; the download or copy is incomplete")
 
 
 def has_safetensors_weights(folder: Path) -> bool:
@@ -104,9 +102,16 @@ def check_local_tokenizer(folder: Path) -> None:
         )
 
 
-MODEL_JSON_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                    "sentence_bert_config.json", "config_sentence_transformers.json", "adapter_config.json",
-                    "anglekit_config.json")
+MODEL_JSON_FILES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "adapter_config.json",
+    "anglekit_config.json",
+)
 """JSON files of a model folder read by transformers or sentence-transformers: each must hold an object."""
 
 
@@ -128,8 +133,7 @@ def check_local_json(folder: Path) -> None:
         if name == "tokenizer.json":  # a fast tokenizer's file: the keys the tokenizers library reads first
             for key, kind, what in (("model", dict, "an object"), ("added_tokens", list, "a list")):
                 if not isinstance(data.get(key), kind):
-                    raise ConfigError(f"{path}, field {key!r}: expected {what} (a tokenizers file saved by save_pretrained), "
-                                      f"got {describe(data.get(key))}")
+                    raise ConfigError(f"{path}, field {key!r}: expected {what} (a tokenizers file saved by save_pretrained), got {describe(data.get(key))}")
 
 
 def check_max_length(max_length: int, facts: ModelFacts, source: str) -> None:

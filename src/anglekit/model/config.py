@@ -127,9 +127,7 @@ class EmbedderConfig:
         if unknown:
             raise ConfigError(f"{source}: unknown embedder config key(s) {unknown}; known: {sorted(known)}")
         if data.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
-            raise ConfigError(
-                f"{source}: written by a newer anglekit (format {data['format_version']}); upgrade anglekit"
-            )
+            raise ConfigError(f"{source}: written by a newer anglekit (format {data['format_version']}); upgrade anglekit")
         try:
             return cls(**data)
         except ConfigError as exc:

@@ -31,8 +31,7 @@ def layer_blocks(backbone: nn.Module) -> nn.ModuleList:
     found = [m for m in backbone.modules() if isinstance(m, nn.ModuleList) and len(m) == count]
     if len(found) != 1:
         raise ConfigError(
-            f"{type(backbone).__name__}: expected one list of {count} transformer blocks, found {len(found)}; "
-            "early exit is not available for this architecture"
+            f"{type(backbone).__name__}: expected one list of {count} transformer blocks, found {len(found)}; early exit is not available for this architecture"
         )
     return found[0]
 

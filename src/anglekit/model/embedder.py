@@ -30,10 +30,10 @@ from anglekit.errors import ConfigError
 from anglekit.io.atomic import settle_modes, staging_dir
 from anglekit.llm.bidirectional import enable_bidirectional, is_bidirectional
 from anglekit.llm.lora import ALL_LINEAR, DEFAULT_ALPHA, DEFAULT_DROPOUT, DEFAULT_RANK, is_peft_model, unwrap
+from anglekit.model.card import ModelCardData, portable_base, read_card, write_card
 from anglekit.model.config import VECTOR_NEUTRAL, EmbedderConfig, EmbedderSettings
 from anglekit.model.devices import INFERENCE_PRECISIONS, default_device, dtype_for_precision
 from anglekit.model.early_exit import hidden_states_to
-from anglekit.model.card import ModelCardData, portable_base, read_card, write_card
 from anglekit.model.encoding import EncodeAPI, prepare_tokenizer, tokenize_texts
 from anglekit.model.loading import LoadOptions, load_model
 from anglekit.model.onnx import only_onnx_weights
@@ -230,9 +230,7 @@ class Embedder(EncodeAPI, nn.Module):
             **long_text_settings,
         )
         dtype = dtype_for_precision(precision, dtype)
-        options = LoadOptions(
-            dtype=dtype, load_in_kbit=load_in_kbit, revision=revision, trust_remote_code=trust_remote_code, device=device
-        )
+        options = LoadOptions(dtype=dtype, load_in_kbit=load_in_kbit, revision=revision, trust_remote_code=trust_remote_code, device=device)
         parts = load_model(os.fspath(name_or_path), overrides, options, gguf_file=gguf_file, base_model=base_model)
         card = read_card(parts.source, revision)
         embedder = cls(parts.backbone, parts.tokenizer, parts.config, source=parts.source, origin=parts.origin, card=card)
@@ -379,9 +377,7 @@ class Embedder(EncodeAPI, nn.Module):
         layers = getattr(unwrap(self.backbone).config, "num_hidden_layers", None)
         return None if layers is None else int(layers)
 
-    def forward(
-        self, input_ids: Tensor, attention_mask: Tensor, *, layers: bool = False, layer: int | None = None, **backbone_inputs: Tensor
-    ) -> Tensor:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, *, layers: bool = False, layer: int | None = None, **backbone_inputs: Tensor) -> Tensor:
         """Pooled (not normalised) vectors of a padded batch, shape [batch, hidden].
 
         From the layer ``layer`` (default: ``config.layer``) when set, pooled as if the model
@@ -460,11 +456,7 @@ class Embedder(EncodeAPI, nn.Module):
         digest = hashlib.sha256()
         settings = {k: v for k, v in self.config.to_dict().items() if k not in VECTOR_NEUTRAL}
         digest.update(json.dumps(settings, sort_keys=True).encode())
-        backbone_config = {
-            k: v
-            for k, v in unwrap(self.backbone).config.to_dict().items()
-            if k not in ("_name_or_path", "transformers_version")
-        }
+        backbone_config = {k: v for k, v in unwrap(self.backbone).config.to_dict().items() if k not in ("_name_or_path", "transformers_version")}
         digest.update(json.dumps(backbone_config, sort_keys=True, default=str).encode())
         with torch.no_grad():
             for name, param in self.backbone.state_dict().items():

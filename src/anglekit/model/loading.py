@@ -24,7 +24,13 @@ from anglekit.llm.gguf import SUFFIX as GGUF_SUFFIX
 from anglekit.llm.gguf import GGUFSource, dequantize_config, drop_quantization_marker, locate_gguf, require_gguf
 from anglekit.llm.lora import ADAPTER_CONFIG
 from anglekit.model.checks import (
-    ModelFacts, check_local_json, check_local_tokenizer, check_local_weights, check_max_length, check_safetensors, facts_of,
+    ModelFacts,
+    check_local_json,
+    check_local_tokenizer,
+    check_local_weights,
+    check_max_length,
+    check_safetensors,
+    facts_of,
 )
 from anglekit.model.config import CONFIG_NAME, EmbedderConfig, EmbedderSettings
 from anglekit.model.devices import check_device, resolve_dtype
@@ -71,10 +77,7 @@ def is_adapter_source(name: str, revision: str | None) -> bool:
         return (local / ADAPTER_CONFIG).is_file() and not (local / "config.json").is_file()
     if local.exists() or name.startswith((".", "/")) or name.count("/") != 1:
         return False
-    return (
-        local_or_hub_file(name, ADAPTER_CONFIG, revision) is not None
-        and local_or_hub_file(name, "config.json", revision) is None
-    )
+    return local_or_hub_file(name, ADAPTER_CONFIG, revision) is not None and local_or_hub_file(name, "config.json", revision) is None
 
 
 def saved_settings(name: str, revision: str | None) -> EmbedderSettings | None:
@@ -90,9 +93,7 @@ def model_settings(name: str, gguf: GGUFSource | None, options: LoadOptions) -> 
     if gguf is not None:
         require_gguf()
         try:
-            model_config = AutoConfig.from_pretrained(
-                gguf.location, revision=options.revision, trust_remote_code=options.trust_remote_code, **gguf.kwargs()
-            )
+            model_config = AutoConfig.from_pretrained(gguf.location, revision=options.revision, trust_remote_code=options.trust_remote_code, **gguf.kwargs())
         except (OSError, ValueError) as exc:  # ValueError: an architecture transformers cannot read from GGUF
             raise ConfigError(f"{name}: cannot load GGUF model ({exc})") from exc
         # GGUF holds decoder LLMs (llama.cpp's format); their configs name no architecture.
@@ -209,9 +210,7 @@ def load_model(
     return LoadedModel(backbone, tokenizer, config, name, _origin(given, name, gguf, gguf_file))
 
 
-def _load_adapters(
-    name: str, overrides: EmbedderSettings, options: LoadOptions, *, base_model: str | None, gguf_file: str | None
-) -> LoadedModel:
+def _load_adapters(name: str, overrides: EmbedderSettings, options: LoadOptions, *, base_model: str | None, gguf_file: str | None) -> LoadedModel:
     """Base model + the LoRA adapters saved in ``name``; the base is ``base_model``, else the one
     the adapters' ``anglekit_config.json`` records, else the one PEFT's adapter config records."""
     from anglekit.llm.lora import load_adapters, read_adapter_base
@@ -249,9 +248,7 @@ def _load_adapters(
     return LoadedModel(backbone, tokenizer, config, name, (base, base_gguf))
 
 
-def inspect_model(
-    given: str, *, gguf_file: str | None = None, revision: str | None = None, trust_remote_code: bool = False
-) -> ModelFacts:
+def inspect_model(given: str, *, gguf_file: str | None = None, revision: str | None = None, trust_remote_code: bool = False) -> ModelFacts:
     """Check a model before any work starts, without loading weights: a local folder has a config,
     complete weights and tokenizer files; the config loads. Returns its sizes (unknown, all None,
     for GGUF files and adapter folders, whose configs come with the weights or the base)."""

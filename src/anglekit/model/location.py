@@ -27,7 +27,10 @@ def expand_model_name(name: str) -> str:
 def is_path_only(name: str) -> bool:
     """Whether ``name`` can only be a filesystem path (never a hub id ``name`` or ``org/name``)."""
     return (
-        name.startswith(("./", "../", "/", "~")) or name in (".", "..") or name.count("/") > 1 or "\\" in name
+        name.startswith(("./", "../", "/", "~"))
+        or name in (".", "..")
+        or name.count("/") > 1
+        or "\\" in name
         or name.endswith(".gguf")  # a GGUF model is a local file (a hub one is named with gguf_file=)
     )
 
@@ -96,8 +99,7 @@ def check_model_location(name: str, revision: str | None = None) -> str:
         if in_hub_cache(name):
             return name
         raise ConfigError(
-            f"{name}: no such local folder ({where}), and not found on the hub: "
-            "the hub is offline (HF_HUB_OFFLINE=1) and its local cache has no such model"
+            f"{name}: no such local folder ({where}), and not found on the hub: the hub is offline (HF_HUB_OFFLINE=1) and its local cache has no such model"
         )
     if in_hub_cache(name):
         return name  # transformers falls back to the cache quickly when the hub is unreachable

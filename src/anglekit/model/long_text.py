@@ -39,8 +39,19 @@ import numpy as np
 
 from anglekit.errors import ConfigError
 
-__all__ = ["ChunkPlan", "chunk_token_ids", "combine_chunks", "embed_long", "model_max_length", "plan_chunks", "plan_token_chunks",
-           "RowChunks", "expand_rows", "pool_rows", "tokenize_whole"]
+__all__ = [
+    "ChunkPlan",
+    "chunk_token_ids",
+    "combine_chunks",
+    "embed_long",
+    "model_max_length",
+    "plan_chunks",
+    "plan_token_chunks",
+    "RowChunks",
+    "expand_rows",
+    "pool_rows",
+    "tokenize_whole",
+]
 
 _HUGE = 1_000_000
 

@@ -177,7 +177,9 @@ def _export_graph(graph: Any, example: dict[str, Any], path: Path, opset: int) -
     batch, seq = torch.export.Dim("batch"), torch.export.Dim("sequence")
     with torch.no_grad(), _quiet():
         try:
-            torch.onnx.export(graph, inputs, str(path), dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}), opset_version=opset, dynamo=True, verbose=False, **names)
+            torch.onnx.export(
+                graph, inputs, str(path), dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}), opset_version=opset, dynamo=True, verbose=False, **names
+            )
             return "torch.onnx (dynamo)"
         except Exception as exc:  # noqa: BLE001 - any exporter failure is "cannot be exported", with its reason
             failures.append(f"dynamo: {type(exc).__name__}: {str(exc)[:300]}")
@@ -249,7 +251,16 @@ def export_onnx(
             current = staging / "quantized.onnx"
         final = staging / ONNX_FILE
         _copy_onnx(current, final)
-        for leftover in ("raw.onnx", "raw.onnx.data", "fused.onnx", "fused.onnx.data", "optimized.onnx", "optimized.onnx.data", "quantized.onnx", "quantized.onnx.data"):
+        for leftover in (
+            "raw.onnx",
+            "raw.onnx.data",
+            "fused.onnx",
+            "fused.onnx.data",
+            "optimized.onnx",
+            "optimized.onnx.data",
+            "quantized.onnx",
+            "quantized.onnx.data",
+        ):
             (staging / leftover).unlink(missing_ok=True)
         embedder.tokenizer.save_pretrained(staging)
         embedder.config.save(staging)

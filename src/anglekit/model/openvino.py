@@ -17,8 +17,8 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
-import logging
 import json
+import logging
 import os
 import shutil
 import threading
@@ -39,8 +39,8 @@ from anglekit.model.onnx import (
     OnnxEmbedder,
     _quiet,
     check_against_torch,
-    graph_feeds,
     export_onnx,
+    graph_feeds,
     is_export_folder,
     is_onnx_folder,
     load_exported_parts,
@@ -135,8 +135,10 @@ def export_openvino(
         except ConfigError as exc:
             if quantize != "int8-static":
                 raise
-            raise ConfigError(f"{exc}: the activation ranges come from the {len(calibration)} calibration texts; "
-                              "calibrate on more, and more varied, texts like the ones the model will embed") from exc
+            raise ConfigError(
+                f"{exc}: the activation ranges come from the {len(calibration)} calibration texts; "
+                "calibrate on more, and more varied, texts like the ones the model will embed"
+            ) from exc
         info = {
             "format": 1,
             "openvino_file": OPENVINO_FILE,
@@ -258,9 +260,7 @@ class OpenVinoEmbedder(OnnxEmbedder):
         """What OpenVINO computes in: ``fp32`` or ``bf16`` (read back from the compiled model)."""
 
     @staticmethod
-    def compile(
-        path: str | os.PathLike[str], *, threads: int | None = None, device: str | None = None, precision: str = "fp32", strict: bool = True
-    ) -> Any:
+    def compile(path: str | os.PathLike[str], *, threads: int | None = None, device: str | None = None, precision: str = "fp32", strict: bool = True) -> Any:
         """The model file (OpenVINO IR or ONNX) compiled for ``device`` (CPU) with ``threads``
         inference threads (default: torch's setting, so several processes do not oversubscribe),
         computing in ``precision`` (the hint is always set: OpenVINO's own default is bf16 on CPUs
@@ -345,4 +345,15 @@ class OpenVinoEmbedder(OnnxEmbedder):
         return [self.model_file] + ([self.model_file.with_suffix(".bin")] if self.model_file.suffix == ".xml" else [])
 
 
-__all__ = ["BF16_MIN_COSINE", "OPENVINO_CONFIG", "OPENVINO_FILE", "PRECISIONS", "OpenVinoEmbedder", "compiled_precision", "export_openvino", "is_openvino_folder", "only_openvino_weights", "require_openvino"]
+__all__ = [
+    "BF16_MIN_COSINE",
+    "OPENVINO_CONFIG",
+    "OPENVINO_FILE",
+    "PRECISIONS",
+    "OpenVinoEmbedder",
+    "compiled_precision",
+    "export_openvino",
+    "is_openvino_folder",
+    "only_openvino_weights",
+    "require_openvino",
+]

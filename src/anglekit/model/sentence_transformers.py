@@ -213,9 +213,7 @@ def _pooling(config_file: Path, *, through_st: bool) -> str:
     read = _st_pooling_modes(config_file.parent) if through_st else None
     modes, include_prompt = read if read is not None else (pooling_modes(config), config.get("include_prompt", True))
     if include_prompt is False:
-        raise UnsupportedModelError(
-            f"{config_file}: include_prompt false (prompt tokens kept out of the pooling) is not supported"
-        )
+        raise UnsupportedModelError(f"{config_file}: include_prompt false (prompt tokens kept out of the pooling) is not supported")
     if len(modes) != 1:
         raise UnsupportedModelError(f"{config_file}: several pooling modes {list(modes)} at once (concatenated) are not supported")
     mode = modes[0]
@@ -448,9 +446,13 @@ def check_agreement(from_st: dict[str, Any], saved: Any, where: str) -> None:
             differ.append(f"{key}: {st_template!r} in {ST_CONFIG_FILE}, {ours!r} in anglekit_config.json")
     templates = any(saved.template(role) for role in (None, "query", "document"))
     if not prompts_differ and templates and from_st.get("prompt_preprocess", bool(saved.prompt_preprocess)) != bool(saved.prompt_preprocess):
-        differ.append(f"prompt_preprocess: {from_st['prompt_preprocess']!r} in the sentence-transformers files, {saved.prompt_preprocess!r} in anglekit_config.json")
+        differ.append(
+            f"prompt_preprocess: {from_st['prompt_preprocess']!r} in the sentence-transformers files, {saved.prompt_preprocess!r} in anglekit_config.json"
+        )
     if differ:
-        raise ConfigError(f"{where}: the sentence-transformers files and anglekit_config.json disagree ({'; '.join(differ)}); the folder would embed differently in sentence-transformers")
+        raise ConfigError(
+            f"{where}: the sentence-transformers files and anglekit_config.json disagree ({'; '.join(differ)}); the folder would embed differently in sentence-transformers"
+        )
 
 
 __all__ = [

@@ -40,8 +40,7 @@ class Cell:
     evaluation: dict[str, Any]
 
     def spec(self) -> dict[str, Any]:
-        return {"version": CELL_VERSION, "kind": self.row.kind, "train": self.train, "evaluation": self.evaluation,
-                "seed": self.seed}
+        return {"version": CELL_VERSION, "kind": self.row.kind, "train": self.train, "evaluation": self.evaluation, "seed": self.seed}
 
     def key(self) -> str:
         """``<kind>-s<seed>-<hash>``: the same for every row (of any table) that runs the same spec."""
@@ -61,14 +60,22 @@ def make_cell(row: Row, task: Task, seed: int | None, protocol: Protocol, model:
             train = None
         else:
             # No test_data: train() would score the start too; the cell scores the trained model once.
-            train = {**protocol.train_settings(), "model": model, "pooling": pooling, "train_data": task.train,
-                     "seed": seed, **settings}
-            if task.positive_threshold is not None and "positive_threshold" not in settings \
-                    and str(settings.get("objective", "paper")).startswith(("paper", "ibn", "official")):
+            train = {**protocol.train_settings(), "model": model, "pooling": pooling, "train_data": task.train, "seed": seed, **settings}
+            if (
+                task.positive_threshold is not None
+                and "positive_threshold" not in settings
+                and str(settings.get("objective", "paper")).startswith(("paper", "ibn", "official"))
+            ):
                 train["positive_threshold"] = task.positive_threshold
-    evaluation = {"kind": task.evaluation, "test": task.test, "max_length": max_length,
-                  "model": model if row.kind == "zero-shot" else None, "pooling": pooling,
-                  "batch_size": protocol.eval_batch_size, "device": protocol.device}
+    evaluation = {
+        "kind": task.evaluation,
+        "test": task.test,
+        "max_length": max_length,
+        "model": model if row.kind == "zero-shot" else None,
+        "pooling": pooling,
+        "batch_size": protocol.eval_batch_size,
+        "device": protocol.device,
+    }
     return Cell(row, task, seed if row.kind == "train" else None, train, evaluation)
 
 
@@ -110,22 +117,17 @@ def _score(encode: Any, cell: Cell, data_root: str | None, metric: str) -> dict[
 def _embedder(model: str, cell: Cell) -> Any:
     from anglekit.model.embedder import Embedder
 
-    return Embedder.from_pretrained(model, pooling=cell.evaluation["pooling"], max_length=cell.evaluation["max_length"],
-                                    device=cell.evaluation["device"])
+    return Embedder.from_pretrained(model, pooling=cell.evaluation["pooling"], max_length=cell.evaluation["max_length"], device=cell.evaluation["device"])
 
 
-def run_cell(cell: Cell, folder: Path, *, metric: str, data_root: str | None, keep_model: bool = False,
-             quiet: bool = True) -> dict[str, Any]:
+def run_cell(cell: Cell, folder: Path, *, metric: str, data_root: str | None, keep_model: bool = False, quiet: bool = True) -> dict[str, Any]:
     """Train (if the row trains) and score ``cell``; write and return its record."""
     path = folder / f"{cell.key()}.json"
-    record: dict[str, Any] = {"cell": cell.key(), "row": cell.row.name, "task": cell.task.name, "seed": cell.seed,
-                              "spec": cell.spec()}
+    record: dict[str, Any] = {"cell": cell.key(), "row": cell.row.name, "task": cell.task.name, "seed": cell.seed, "spec": cell.spec()}
     started = time.perf_counter()
-    lacking = ("training" if cell.row.kind == "train" and cell.train is None
-               else "test" if cell.task.evaluation == "pairs" and cell.task.test is None else None)
+    lacking = "training" if cell.row.kind == "train" and cell.train is None else "test" if cell.task.evaluation == "pairs" and cell.task.test is None else None
     if lacking:
-        record.update(status="skipped", metrics={},
-                      reason=f"no {lacking} data for {cell.task.name} (see the table's note and --help)")
+        record.update(status="skipped", metrics={}, reason=f"no {lacking} data for {cell.task.name} (see the table's note and --help)")
         atomic_write_json(path, record)
         return record
     if cell.row.kind == "glove":
@@ -140,13 +142,19 @@ def run_cell(cell: Cell, folder: Path, *, metric: str, data_root: str | None, ke
         from anglekit.training.run import train
 
         run_dir = folder / f"{cell.key()}.run"
-        config = TrainConfig.from_dict({**cell.train, "output_dir": str(run_dir), "overwrite_output_dir": True,
-                                        "save_total_limit": 1, "quiet": quiet}, source=f"cell {cell.key()}")
+        config = TrainConfig.from_dict(
+            {**cell.train, "output_dir": str(run_dir), "overwrite_output_dir": True, "save_total_limit": 1, "quiet": quiet}, source=f"cell {cell.key()}"
+        )
         with contextlib.redirect_stdout(sys.stderr):
             result = train(config)
-        record["training"] = {"steps": result.steps, "train_seconds": result.train_seconds,
-                              "rows_per_second": result.pairs_per_second, "unit": result.unit,
-                              "threads": result.threads, "peak_memory_mb": result.peak_memory_mb}
+        record["training"] = {
+            "steps": result.steps,
+            "train_seconds": result.train_seconds,
+            "rows_per_second": result.pairs_per_second,
+            "unit": result.unit,
+            "threads": result.threads,
+            "peak_memory_mb": result.peak_memory_mb,
+        }
         embedder = _embedder(str(result.model_dir), cell)
         metrics = _score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell, data_root, metric)
         if keep_model:

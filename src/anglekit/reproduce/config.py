@@ -18,12 +18,14 @@ class ReproduceConfig:
     seeds: tuple[int, ...] = setting((0, 1, 2), minimum=0, help="Training seeds; every trained row runs once per seed.")
     output_dir: str = setting("runs/repro", help="Folder of the cells (one JSON each) and the reports; a rerun reuses finished cells.")
     preset: str = setting(
-        "cpu", choices=("cpu", "paper"),
+        "cpu",
+        choices=("cpu", "paper"),
         help="cpu: all-MiniLM-L6-v2, max length 64, batch 32, lr 2e-5, 1 epoch (minutes per cell on 2 cores); "
         "paper: bert-base-uncased, cls pooling, max length 128, 5 epochs (for a GPU).",
     )
     start: str | None = setting(
-        None, choices=("minilm", "minilm-reinit", "bert-base"),
+        None,
+        choices=("minilm", "minilm-reinit", "bert-base"),
         help="Starting point (default: the preset's): minilm (STS-tuned, mutes ablations), minilm-reinit (top 2 layers "
         "re-initialised: not STS-tuned), bert-base (the paper's).",
     )

@@ -35,19 +35,25 @@ class Start:
 
 STARTS: dict[str, Start] = {
     "minilm": Start(
-        "minilm", MINILM, "last_avg",
+        "minilm",
+        MINILM,
+        "last_avg",
         "all-MiniLM-L6-v2 (22M parameters, 6 layers) as shipped: it was already trained on about a billion "
         "sentence pairs, STS-like data included, so it starts near its best and the ablations are muted.",
     ),
     "minilm-reinit": Start(
-        "minilm-reinit", MINILM, "last_avg",
+        "minilm-reinit",
+        MINILM,
+        "last_avg",
         "all-MiniLM-L6-v2 with its top 2 of 6 transformer layers re-initialised (seed 0, BERT's "
         "initialisation): the lower layers keep their word-level knowledge, the sentence-level tuning is gone, "
         "so the objectives have to build it (a stand-in for the paper's untuned BERT, which is not offline).",
         reinit_top_layers=2,
     ),
     "bert-base": Start(
-        "bert-base", "bert-base-uncased", "cls",
+        "bert-base",
+        "bert-base-uncased",
+        "cls",
         "bert-base-uncased (110M, not sentence-tuned): the paper's starting point (needs the hub or a local copy).",
     ),
 }
@@ -148,7 +154,7 @@ def prepare_start(protocol: Protocol, folder: Path) -> str:
     std = float(getattr(backbone.config, "initializer_range", 0.02))
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():  # BERT's initialisation: linear N(0, initializer_range), zero bias; LayerNorm 1 / 0
-        for layer in list(layers)[-start.reinit_top_layers:]:
+        for layer in list(layers)[-start.reinit_top_layers :]:
             for module in layer.modules():
                 if isinstance(module, torch.nn.Linear):
                     module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * std)

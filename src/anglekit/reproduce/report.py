@@ -17,8 +17,7 @@ def published_values(pub: Published | None) -> dict[str, float | None]:
     if pub is None:
         return {}
     row = paper_row(pub.table, pub.row, key=pub.key)
-    return {ours: (row.get(theirs) if isinstance(row.get(theirs), float) else None)
-            for ours, theirs in pub.columns.items()}
+    return {ours: (row.get(theirs) if isinstance(row.get(theirs), float) else None) for ours, theirs in pub.columns.items()}
 
 
 def _fmt(value: float | None, digits: int = 2, sign: bool = False) -> str:
@@ -64,23 +63,48 @@ def table_summary(table: TableSpec, records: Sequence[dict[str, Any]]) -> dict[s
         comparison = paired(primary, ref_values) if row.kind == "train" and row is not ref_row else None
         pub = published_values(row.published)
         pub_primary = pub.get(table.primary)
-        rows.append({
-            "row": row.name, "kind": row.kind, "metrics": metrics,
-            "paired": None if comparison is None else {
-                "seeds": list(comparison.seeds), "mean_diff": comparison.mean_diff, "std_diff": comparison.std_diff,
-                "t": comparison.t, "p": comparison.p, "within_noise": comparison.within_noise,
-                "verdict": comparison.verdict()},
-            "published": pub, "published_source": None if row.published is None else f"Table {row.published.table}: {row.published.row}",
-            "published_note": None if row.published is None else row.published.note or None,
-            "published_diff": (row.published.approx_diff if row.published is not None and row.published.approx_diff is not None
-                               else None if (pub_primary is None or ref_pub is None or row is ref_row or row.kind != "train"
-                                             or row.published == ref_row.published)  # the same paper row: no own figure
-                               else pub_primary - ref_pub),
-            "published_diff_approx": row.published is not None and row.published.approx_diff is not None,
-            "skipped": sorted({r.get("reason", "") for r in records if r["row"] == row.name and r.get("status") == "skipped"}),
-        })
-    return {"table": table.name, "title": table.title, "paper": table.paper, "primary": table.primary,
-            "reference": table.reference, "metrics": list(table.metrics), "rows": rows, "notes": list(table.notes)}
+        rows.append(
+            {
+                "row": row.name,
+                "kind": row.kind,
+                "metrics": metrics,
+                "paired": None
+                if comparison is None
+                else {
+                    "seeds": list(comparison.seeds),
+                    "mean_diff": comparison.mean_diff,
+                    "std_diff": comparison.std_diff,
+                    "t": comparison.t,
+                    "p": comparison.p,
+                    "within_noise": comparison.within_noise,
+                    "verdict": comparison.verdict(),
+                },
+                "published": pub,
+                "published_source": None if row.published is None else f"Table {row.published.table}: {row.published.row}",
+                "published_note": None if row.published is None else row.published.note or None,
+                "published_diff": (
+                    row.published.approx_diff
+                    if row.published is not None and row.published.approx_diff is not None
+                    else None
+                    if (
+                        pub_primary is None or ref_pub is None or row is ref_row or row.kind != "train" or row.published == ref_row.published
+                    )  # the same paper row: no own figure
+                    else pub_primary - ref_pub
+                ),
+                "published_diff_approx": row.published is not None and row.published.approx_diff is not None,
+                "skipped": sorted({r.get("reason", "") for r in records if r["row"] == row.name and r.get("status") == "skipped"}),
+            }
+        )
+    return {
+        "table": table.name,
+        "title": table.title,
+        "paper": table.paper,
+        "primary": table.primary,
+        "reference": table.reference,
+        "metrics": list(table.metrics),
+        "rows": rows,
+        "notes": list(table.notes),
+    }
 
 
 def _cell(metric: dict[str, Any] | None, skipped: bool = False) -> str:
@@ -117,13 +141,22 @@ def render_table(summary: dict[str, Any]) -> str:
             metric = row["metrics"].get(primary)
             seeds = ", ".join(f"{v:.2f}" for _, v in sorted(metric["values"].items())) if metric else "-"
             pub_diff = _fmt(row["published_diff"], sign=True)
-            cells = [row["row"], _cell(metric, bool(row["skipped"])), seeds if row["kind"] == "train" else "-", delta, _fmt(pub),
-                     f"≈{pub_diff}" if row["published_diff_approx"] else pub_diff]
+            cells = [
+                row["row"],
+                _cell(metric, bool(row["skipped"])),
+                seeds if row["kind"] == "train" else "-",
+                delta,
+                _fmt(pub),
+                f"≈{pub_diff}" if row["published_diff_approx"] else pub_diff,
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines += [f"- {r['row']}: skipped: {'; '.join(r['skipped'])}" for r in summary["rows"] if r["skipped"]]
-    sources = [f"- {r['row']}: paper {r['published_source']}" + (f" ({r['published_note']})" if r["published_note"] else "")
-               for r in summary["rows"] if r["published_source"]]
+    sources = [
+        f"- {r['row']}: paper {r['published_source']}" + (f" ({r['published_note']})" if r["published_note"] else "")
+        for r in summary["rows"]
+        if r["published_source"]
+    ]
     if sources:
         lines += ["Published figures beside the rows:", "", *sources, ""]
     lines += [f"- {n}" for n in summary["notes"]]
@@ -139,8 +172,10 @@ def render_report(summaries: Sequence[dict[str, Any]], protocol: Protocol, seeds
     """The whole report: the protocol, what the start means, the scale difference, then each table."""
     p = protocol.describe()
     lines = [
-        "# Reproduction report", "",
-        f"Command: `{command}`", "",
+        "# Reproduction report",
+        "",
+        f"Command: `{command}`",
+        "",
         f"Protocol ({protocol.preset}): model {p['model']}, start {p['start']}, max length {p['max_length']}, "
         f"batch {p['batch_size']}, learning rate {p['learning_rate']:g} (constant, no warmup), "
         f"{'%g epoch(s)' % p['epochs'] if p['max_steps'] < 0 else '%d steps' % p['max_steps']}; seeds {', '.join(map(str, seeds))}.",

@@ -121,8 +121,7 @@ def _llm_pairs(config: ReproduceConfig, root: Path, folder: Path) -> tuple[str, 
     if not pairs.is_file():
         if config.report_only:
             return None
-        generation = GenerationConfig(llms=[config.llm], device=config.device, progress=not config.quiet,
-                                      cache_dir=str(folder / "generation-cache"))
+        generation = GenerationConfig(llms=[config.llm], device=config.device, progress=not config.quiet, cache_dir=str(folder / "generation-cache"))
         generate_pairs(sentences, pairs, generation)
     n = sum(1 for line in pairs.read_text(encoding="utf-8").splitlines() if line.strip())
     if n == 0:
@@ -133,9 +132,16 @@ def _llm_pairs(config: ReproduceConfig, root: Path, folder: Path) -> tuple[str, 
 def prepare_data(names: Sequence[str], config: ReproduceConfig, protocol: Protocol, root: Path, folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Data specs and table options for the tables in ``names`` (files written once under ``folder``)."""
     folder.mkdir(parents=True, exist_ok=True)
-    data: dict[str, Any] = {"stsb": str(root / "stsb"), "mrpc": str(root / "mrpc"), "nli": config.nli_data,
-                            "github": config.github_issues, "unsup": config.unsup_corpus,
-                            "qnli-train": None, "qnli-test": None, "nli-pairs": None}
+    data: dict[str, Any] = {
+        "stsb": str(root / "stsb"),
+        "mrpc": str(root / "mrpc"),
+        "nli": config.nli_data,
+        "github": config.github_issues,
+        "unsup": config.unsup_corpus,
+        "qnli-train": None,
+        "qnli-test": None,
+        "nli-pairs": None,
+    }
     options: dict[str, Any] = {"unsup_steps": config.unsup_steps}
     if "non-transfer" in names:
         data["qnli-train"], data["qnli-test"] = _qnli_halves(root, folder)
@@ -144,8 +150,7 @@ def prepare_data(names: Sequence[str], config: ReproduceConfig, protocol: Protoc
     llm = _llm_pairs(config, root, folder) if "llm-supervised" in names else None
     if llm is not None:
         data["llm-pairs"], data["llm-sentences"], n = llm
-        options["llm_steps"] = math.ceil(n / protocol.batch_size) * max(1, math.ceil(protocol.epochs)) \
-            if protocol.max_steps < 0 else protocol.max_steps
+        options["llm_steps"] = math.ceil(n / protocol.batch_size) * max(1, math.ceil(protocol.epochs)) if protocol.max_steps < 0 else protocol.max_steps
     return data, options
 
 
@@ -172,9 +177,17 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
     JSON summary per table, and one JSON per cell under ``cells/``."""
     config = config or ReproduceConfig()
     names = expand_tables(list(tables))
-    protocol = make_protocol(config.preset, start=config.start, model=config.model, max_length=config.max_length,
-                             batch_size=config.batch_size, learning_rate=config.learning_rate, epochs=config.epochs,
-                             max_steps=config.max_steps, device=config.device)
+    protocol = make_protocol(
+        config.preset,
+        start=config.start,
+        model=config.model,
+        max_length=config.max_length,
+        batch_size=config.batch_size,
+        learning_rate=config.learning_rate,
+        epochs=config.epochs,
+        max_steps=config.max_steps,
+        device=config.device,
+    )
     root = data_root(config.data_root)  # before anything is written
     out = Path(config.output_dir)
     cells_dir = out / "cells"
@@ -200,10 +213,14 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
                     if done_now > 1:
                         per = (time.perf_counter() - started) / (done_now - 1)
                         eta = f", about {per * (total - done_now + 1) / 60:.0f} min left"
-                    print(f"[reproduce {name}] cell {done_now}/{total}: {cell.row.name} / {cell.task.name}"
-                          + (f" / seed {cell.seed}" if cell.seed is not None else "") + eta, file=sys.stderr, flush=True)
-                    record = run_cell(cell, cells_dir, metric=metric, data_root=str(root),
-                                      keep_model=config.keep_models, quiet=config.quiet)
+                    print(
+                        f"[reproduce {name}] cell {done_now}/{total}: {cell.row.name} / {cell.task.name}"
+                        + (f" / seed {cell.seed}" if cell.seed is not None else "")
+                        + eta,
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    record = run_cell(cell, cells_dir, metric=metric, data_root=str(root), keep_model=config.keep_models, quiet=config.quiet)
                     ran += 1
                 elif record is not None:
                     reused += 1
@@ -211,8 +228,9 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
                     records.append({**record, "row": cell.row.name, "task": cell.task.name})
             summary = table_summary(specs[name], records)
             summaries.append(summary)
-            atomic_write_json(out / f"{name}.json", {**summary, "protocol": protocol.describe(), "seeds": list(config.seeds),
-                                                     "cells": [r["cell"] for r in records]})
+            atomic_write_json(
+                out / f"{name}.json", {**summary, "protocol": protocol.describe(), "seeds": list(config.seeds), "cells": [r["cell"] for r in records]}
+            )
             atomic_write_text(out / f"{name}.md", render_table(summary))
     command = command or f"anglekit reproduce {' '.join(names)} --seeds {' '.join(map(str, config.seeds))} --output-dir {out}"
     report = out / "report.md"

@@ -69,7 +69,10 @@ def _t4(row: str) -> Published:
 
 # Our pooling name -> the paper's row name in Table 4 (right), in the paper's order.
 POOLING_ROWS: tuple[tuple[str, str], ...] = (
-    ("cls", "cls"), ("cls_avg", "cls-last-avg"), ("last_avg", "last-avg"), ("last_max", "last-max"),
+    ("cls", "cls"),
+    ("cls_avg", "cls-last-avg"),
+    ("last_avg", "last-avg"),
+    ("last_max", "last-max"),
     ("first_last_avg", "first-last-avg"),
 )
 
@@ -85,8 +88,7 @@ def _t2(row: str) -> Published:
 
 
 def _t3(row: str) -> Published:
-    return Published(3, row, {"MRPC test": "MRPC test", "STS-B test": "STS-B test", "QNLI": "QNLI validation",
-                              "GitHub Issues test": "GitHub Issues test"})
+    return Published(3, row, {"MRPC test": "MRPC test", "STS-B test": "STS-B test", "QNLI": "QNLI validation", "GitHub Issues test": "GitHub Issues test"})
 
 
 def build_tables(data: dict[str, str], options: dict[str, Any]) -> dict[str, TableSpec]:
@@ -98,7 +100,9 @@ def build_tables(data: dict[str, str], options: dict[str, Any]) -> dict[str, Tab
     paper = {"objective": "paper"}
     phase = {"objective": "paper-phase"}
     objectives = TableSpec(
-        "objectives", "Objectives ablation, STS-B test (Table 4, left)", "Table 4",
+        "objectives",
+        "Objectives ablation, STS-B test (Table 4, left)",
+        "Table 4",
         rows=(
             Row("zero-shot (no training)", "zero-shot"),
             Row("all: cosine + ibn + angle", settings=paper, published=_t4("all (cosine + ibn + angle)")),
@@ -111,99 +115,152 @@ def build_tables(data: dict[str, str], options: dict[str, Any]) -> dict[str, Tab
             Row("only angle", settings={"objective": "angle"}, published=_t4("only angle")),
             Row("only angle, phase", settings={"objective": "angle-phase"}, published=_t4("only angle")),
         ),
-        tasks=(stsb,), metrics=stsb_metric, primary="STS-B test", reference="all: cosine + ibn + angle",
-        notes=("Angle variants: 'reference' is the official code's angle score (the default), 'phase' the paper's "
-               "angle difference of eq. 6-7; the paper's figures are for its own implementation.",),
+        tasks=(stsb,),
+        metrics=stsb_metric,
+        primary="STS-B test",
+        reference="all: cosine + ibn + angle",
+        notes=(
+            "Angle variants: 'reference' is the official code's angle score (the default), 'phase' the paper's "
+            "angle difference of eq. 6-7; the paper's figures are for its own implementation.",
+        ),
     )
     pooling = TableSpec(
-        "pooling", "Pooling ablation, STS-B test (Table 4, right)", "Table 4",
-        rows=tuple(Row(ours, settings={**paper, "pooling": ours}, published=_t4_pool(theirs))
-                   for ours, theirs in POOLING_ROWS),
-        tasks=(stsb,), metrics=stsb_metric, primary="STS-B test", reference="cls",
-        notes=("Every row trains the paper's objective (cosine + ibn + angle); only the pooling differs. A start "
-               "trained with mean pooling (all-MiniLM-L6-v2: last_avg) favours its own pooling.",),
+        "pooling",
+        "Pooling ablation, STS-B test (Table 4, right)",
+        "Table 4",
+        rows=tuple(Row(ours, settings={**paper, "pooling": ours}, published=_t4_pool(theirs)) for ours, theirs in POOLING_ROWS),
+        tasks=(stsb,),
+        metrics=stsb_metric,
+        primary="STS-B test",
+        reference="cls",
+        notes=(
+            "Every row trains the paper's objective (cosine + ibn + angle); only the pooling differs. A start "
+            "trained with mean pooling (all-MiniLM-L6-v2: last_avg) favours its own pooling.",
+        ),
     )
     ibn = TableSpec(
-        "ibn-duplicates", "In-batch negatives with and without identical-sentence detection, STS-B test", "Table 4 note",
+        "ibn-duplicates",
+        "In-batch negatives with and without identical-sentence detection, STS-B test",
+        "Table 4 note",
         rows=(
             Row("cosine + ibn + angle, with detection", settings=paper, published=_t4("all (cosine + ibn + angle)")),
-            Row("cosine + ibn + angle, without detection", settings={**paper, "ibn_detect_duplicates": False},
-                published=Published(4, "all (cosine + ibn + angle)", {}, approx_diff=-0.18,
-                                    note="the paper gives no figure, only 'about 0.18 lower' than with detection")),
+            Row(
+                "cosine + ibn + angle, without detection",
+                settings={**paper, "ibn_detect_duplicates": False},
+                published=Published(
+                    4, "all (cosine + ibn + angle)", {}, approx_diff=-0.18, note="the paper gives no figure, only 'about 0.18 lower' than with detection"
+                ),
+            ),
         ),
-        tasks=(stsb,), metrics=stsb_metric, primary="STS-B test", reference="cosine + ibn + angle, with detection",
-        notes=("Without detection a text identical to the positive (or to the anchor) elsewhere in the batch is a "
-               "negative. STS-B train repeats few sentences inside a batch of 32, so a small effect is expected.",),
+        tasks=(stsb,),
+        metrics=stsb_metric,
+        primary="STS-B test",
+        reference="cosine + ibn + angle, with detection",
+        notes=(
+            "Without detection a text identical to the positive (or to the anchor) elsewhere in the batch is a "
+            "negative. STS-B train repeats few sentences inside a batch of 32, so a small effect is expected.",
+        ),
     )
     nli_pairs = Task("NLI pairs", data["nli-pairs"], None, "sts-suite", positive_threshold=1.0)
     nli_triplets = Task("NLI triplets", data["nli"], None, "sts-suite")
     transfer = TableSpec(
-        "transfer-sts", "Transfer STS: trained on NLI, scored on STS12-16, STS-B, SICK-R (Table 2 protocol)", "Table 2",
+        "transfer-sts",
+        "Transfer STS: trained on NLI, scored on STS12-16, STS-B, SICK-R (Table 2 protocol)",
+        "Table 2",
         rows=(
             Row("GloVe 6B 50-d (avg.)", "glove", published=_t2("GloVe (avg.)")),
             Row("zero-shot (no training)", "zero-shot"),
-            Row("SimCSE supervised (NLI triplets)", settings={"objective": "simcse-sup", "_task": "NLI triplets"},
-                published=_t2("SimCSE-BERT (sup.)")),
+            Row("SimCSE supervised (NLI triplets)", settings={"objective": "simcse-sup", "_task": "NLI triplets"}, published=_t2("SimCSE-BERT (sup.)")),
             Row("AnglE: cosine + ibn + angle (NLI pairs)", settings={**paper, "_task": "NLI pairs"}, published=_t2("AnglE-BERT")),
         ),
-        tasks=(nli_pairs, nli_triplets), metrics=STS_COLUMNS, primary="Avg",
+        tasks=(nli_pairs, nli_triplets),
+        metrics=STS_COLUMNS,
+        primary="Avg",
         reference="AnglE: cosine + ibn + angle (NLI pairs)",
-        notes=("NLI pairs: each triplet gives (anchor, entailment, 1) and (anchor, contradiction, 0). The paper's GloVe "
-               "row is 840B 300-d vectors (SentEval); the offline package is 6B 50-d, weaker.",),
+        notes=(
+            "NLI pairs: each triplet gives (anchor, entailment, 1) and (anchor, contradiction, 0). The paper's GloVe "
+            "row is 840B 300-d vectors (SentEval); the offline package is 6B 50-d, weaker.",
+        ),
     )
     tasks = [
         Task("MRPC", f"{data['mrpc']}:train", f"{data['mrpc']}:test", "pairs", positive_threshold=1.0, metric_prefix="MRPC test"),
         Task("STS-B", f"{data['stsb']}:train", f"{data['stsb']}:test", "pairs", metric_prefix="STS-B test"),
         Task("QNLI", data["qnli-train"], data["qnli-test"], "pairs", positive_threshold=1.0, metric_prefix="QNLI"),
-        Task("GitHub Issues", f"{data['github']}:train" if data.get("github") else None,
-             f"{data['github']}:test" if data.get("github") else None, "pairs", positive_threshold=1.0,
-             metric_prefix="GitHub Issues test"),
+        Task(
+            "GitHub Issues",
+            f"{data['github']}:train" if data.get("github") else None,
+            f"{data['github']}:test" if data.get("github") else None,
+            "pairs",
+            positive_threshold=1.0,
+            metric_prefix="GitHub Issues test",
+        ),
     ]
     nontransfer = TableSpec(
-        "non-transfer", "Non-transfer: train on each set's train split, score its test split (Table 3)", "Table 3",
+        "non-transfer",
+        "Non-transfer: train on each set's train split, score its test split (Table 3)",
+        "Table 3",
         rows=(
             Row("zero-shot (no training)", "zero-shot"),
             Row("AnglE: cosine + ibn + angle", settings=paper, published=_t3("AnglE-BERT")),
             Row("only cosine (CoSENT)", settings={"objective": "cosine"}, published=_t3("SBERT")),
         ),
-        tasks=tuple(tasks), metrics=("MRPC test", "STS-B test", "QNLI", "GitHub Issues test", "Avg"),
-        primary="Avg", reference="AnglE: cosine + ibn + angle",
-        notes=("QNLI: only GLUE's dev set is offline; its questions are split in two halves (train / test, seed 0), "
-               "the paper trains on QNLI train and scores dev. The only-cosine row is beside the paper's SBERT row "
-               "(the nearest objective; SBERT itself trains a classifier on NLI). Avg is over the columns measured.",),
+        tasks=tuple(tasks),
+        metrics=("MRPC test", "STS-B test", "QNLI", "GitHub Issues test", "Avg"),
+        primary="Avg",
+        reference="AnglE: cosine + ibn + angle",
+        notes=(
+            "QNLI: only GLUE's dev set is offline; its questions are split in two halves (train / test, seed 0), "
+            "the paper trains on QNLI train and scores dev. The only-cosine row is beside the paper's SBERT row "
+            "(the nearest objective; SBERT itself trains a classifier on NLI). Avg is over the columns measured.",
+        ),
     )
     llm_steps = options.get("llm_steps")
     llm = TableSpec(
-        "llm-supervised", "LLM-supervised pairs vs unsupervised, STS-B test (Table 5 at this scale)", "Table 5",
+        "llm-supervised",
+        "LLM-supervised pairs vs unsupervised, STS-B test (Table 5 at this scale)",
+        "Table 5",
         rows=(
             Row("zero-shot (no training)", "zero-shot"),
-            Row("AnglE on LLM-labelled pairs", settings={**paper, "positive_threshold": 1.0, "_task": "LLM pairs"},
-                published=Published(5, "AnglE-BERT + LLaMA (LLaMA2-7B)", {"STS-B test": "Spearman"},
-                                    note="the paper's LLM is LLaMA2-7B, here a 135M model")),
-            Row("SimCSE unsupervised, the same sentences", settings={"objective": "simcse-unsup", "_task": "LLM sentences",
-                                                                     "max_steps": llm_steps},
-                published=Published(5, "SimCSE-BERT (unsup.)", {"STS-B test": "Spearman"})),
+            Row(
+                "AnglE on LLM-labelled pairs",
+                settings={**paper, "positive_threshold": 1.0, "_task": "LLM pairs"},
+                published=Published(5, "AnglE-BERT + LLaMA (LLaMA2-7B)", {"STS-B test": "Spearman"}, note="the paper's LLM is LLaMA2-7B, here a 135M model"),
+            ),
+            Row(
+                "SimCSE unsupervised, the same sentences",
+                settings={"objective": "simcse-unsup", "_task": "LLM sentences", "max_steps": llm_steps},
+                published=Published(5, "SimCSE-BERT (unsup.)", {"STS-B test": "Spearman"}),
+            ),
         ),
-        tasks=(Task("LLM pairs", data.get("llm-pairs"), f"{data['stsb']}:test", "pairs"),
-               Task("LLM sentences", data.get("llm-sentences"), f"{data['stsb']}:test", "pairs")),
-        metrics=stsb_metric, primary="STS-B test", reference="AnglE on LLM-labelled pairs",
-        notes=("The LLM labels each sentence's same-meaning and opposite-meaning rewrites (anglekit generate); "
-               "SimCSE trains as many steps on the same sentences.",),
+        tasks=(
+            Task("LLM pairs", data.get("llm-pairs"), f"{data['stsb']}:test", "pairs"),
+            Task("LLM sentences", data.get("llm-sentences"), f"{data['stsb']}:test", "pairs"),
+        ),
+        metrics=stsb_metric,
+        primary="STS-B test",
+        reference="AnglE on LLM-labelled pairs",
+        notes=(
+            "The LLM labels each sentence's same-meaning and opposite-meaning rewrites (anglekit generate); SimCSE trains as many steps on the same sentences.",
+        ),
     )
-    unsup = {"batch_size": 64, "learning_rate": 3e-5, "max_length": 32, "max_steps": options.get("unsup_steps", 250),
-             "_task": "sentences"}
+    unsup = {"batch_size": 64, "learning_rate": 3e-5, "max_length": 32, "max_steps": options.get("unsup_steps", 250), "_task": "sentences"}
     simace = TableSpec(
-        "simace", "SimACE vs SimCSE without labels (STS suite)", "SimACE",
+        "simace",
+        "SimACE vs SimCSE without labels (STS suite)",
+        "SimACE",
         rows=(
             Row("zero-shot (no training)", "zero-shot"),
-            Row("SimCSE unsupervised (cosine, tau 0.05)", settings={"objective": "simcse-unsup", **unsup},
-                published=_t2("SimCSE-BERT (unsup.)")),
+            Row("SimCSE unsupervised (cosine, tau 0.05)", settings={"objective": "simcse-unsup", **unsup}, published=_t2("SimCSE-BERT (unsup.)")),
             Row("SimACE unsupervised (angle, margin 10°)", settings={"objective": "simace-unsup", **unsup}),
         ),
         tasks=(Task("sentences", data["unsup"], None, "sts-suite"),),
-        metrics=STS_COLUMNS, primary="Avg", reference="SimCSE unsupervised (cosine, tau 0.05)",
-        notes=("Unlabelled corpus: SentEval MR and SUBJ sentences and Flickr30k captions (SimCSE's Wikipedia 1M is not "
-               "offline). The SimACE paper's figures are not shipped with anglekit.",),
+        metrics=STS_COLUMNS,
+        primary="Avg",
+        reference="SimCSE unsupervised (cosine, tau 0.05)",
+        notes=(
+            "Unlabelled corpus: SentEval MR and SUBJ sentences and Flickr30k captions (SimCSE's Wikipedia 1M is not "
+            "offline). The SimACE paper's figures are not shipped with anglekit.",
+        ),
     )
     return {t.name: t for t in (objectives, pooling, ibn, transfer, nontransfer, llm, simace)}
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
-from starlette.requests import ClientDisconnect
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from anglekit.errors import AnglekitError
@@ -82,9 +82,7 @@ class ServerState:
             backend = self._load()
             indexes = load_indexes(self.settings.index, backend)
             s = self.settings
-            batcher = Batcher(
-                backend, max_batch_tokens=s.max_batch_tokens, max_batch_size=s.max_batch_size, max_queue=s.max_queue, metrics=self.metrics
-            )
+            batcher = Batcher(backend, max_batch_tokens=s.max_batch_tokens, max_batch_size=s.max_batch_size, max_queue=s.max_queue, metrics=self.metrics)
             batcher.warmup()
         except BaseException as exc:  # noqa: BLE001 - reported through /health and on_failure
             if isinstance(exc, AnglekitError):
@@ -302,9 +300,7 @@ def create_app(settings: ServeSettings, load: Callable[[], Backend], *, model_na
         if calibration is not None:
             quantization = describe(parsed.encoding_format, calibration, vectors.shape[1])
             vectors = quantize(vectors, parsed.encoding_format, calibration)
-        body = embeddings_response(
-            vectors, encoding_format=parsed.encoding_format, model=state.model_name, tokens=result.tokens, quantization=quantization
-        )
+        body = embeddings_response(vectors, encoding_format=parsed.encoding_format, model=state.model_name, tokens=result.tokens, quantization=quantization)
         return Response(body, media_type="application/json")
 
     @app.post("/v1/search")
@@ -371,8 +367,9 @@ def create_app(settings: ServeSettings, load: Callable[[], Backend], *, model_na
             return error_response(state, RouteNotFound(f"no route {request.method} {request.url.path}; see GET /openapi.json"))
         if exc.status_code == 405:
             allowed = _allowed_methods(app, request.url.path) or (exc.headers or {}).get("Allow", "")
-            return error_response(state, MethodNotAllowed(
-                f"{request.method} is not allowed on {request.url.path}; allowed: {allowed}", headers={"Allow": allowed}))
+            return error_response(
+                state, MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}; allowed: {allowed}", headers={"Allow": allowed})
+            )
         error = ServeError(str(exc.detail), headers=dict(exc.headers or {}))
         error.status = exc.status_code
         return error_response(state, error)

@@ -292,8 +292,7 @@ class Batcher:
                 return InvalidRequest(f"input[{i}] has no tokens", param="input")
             if len(seq) > limit and not chunks:
                 return ContextLengthExceeded(
-                    f"input[{i}] has {len(seq)} tokens, more than the model's maximum of {limit} "
-                    "(the server runs with --no-auto-truncate)",
+                    f"input[{i}] has {len(seq)} tokens, more than the model's maximum of {limit} (the server runs with --no-auto-truncate)",
                     param="input",
                 )
         return None

@@ -25,34 +25,31 @@ class Metrics:
         r = self.registry
         self.requests = Counter("anglekit_requests", "HTTP requests answered", ("route", "status"), registry=r)
         self.errors = Counter("anglekit_errors", "Error answers by kind (the error body's code)", ("code",), registry=r)
-        self.request_latency = Histogram(
-            "anglekit_request_duration_seconds", "Time from request to response", ("route",), buckets=_LATENCY_BUCKETS, registry=r
-        )
+        self.request_latency = Histogram("anglekit_request_duration_seconds", "Time from request to response", ("route",), buckets=_LATENCY_BUCKETS, registry=r)
         self.queue_texts = Gauge("anglekit_queue_texts", "Texts accepted and not yet embedded", registry=r)
         self.queue_requests = Gauge("anglekit_queue_requests", "Requests accepted and not yet answered by the batcher", registry=r)
         self.queue_wait = Histogram(
             "anglekit_queue_wait_seconds", "Time from a request's arrival to its first forward pass", buckets=_LATENCY_BUCKETS, registry=r
         )
         self.batch_size = Histogram("anglekit_batch_size", "Texts per forward pass", buckets=_SIZE_BUCKETS, registry=r)
-        self.batch_tokens = Histogram(
-            "anglekit_batch_tokens", "Padded tokens per forward pass", buckets=_TOKEN_BUCKETS, registry=r
-        )
-        self.batch_seconds = Histogram(
-            "anglekit_batch_duration_seconds", "Time of one forward pass", buckets=_LATENCY_BUCKETS, registry=r
-        )
+        self.batch_tokens = Histogram("anglekit_batch_tokens", "Padded tokens per forward pass", buckets=_TOKEN_BUCKETS, registry=r)
+        self.batch_seconds = Histogram("anglekit_batch_duration_seconds", "Time of one forward pass", buckets=_LATENCY_BUCKETS, registry=r)
         self.return_wait = Histogram(
-            "anglekit_return_wait_seconds", "Time the worker waited for the clients it just answered to come back (only when it waited)",
-            buckets=_LATENCY_BUCKETS, registry=r,
+            "anglekit_return_wait_seconds",
+            "Time the worker waited for the clients it just answered to come back (only when it waited)",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.texts = Counter("anglekit_texts", "Texts embedded", registry=r)
         self.tokens = Counter("anglekit_tokens", "Tokens embedded (without padding)", registry=r)
-        self.tokens_per_second = Gauge(
-            "anglekit_tokens_per_second", f"Tokens embedded per second over the last {TOKEN_RATE_WINDOW:g} s", registry=r
-        )
+        self.tokens_per_second = Gauge("anglekit_tokens_per_second", f"Tokens embedded per second over the last {TOKEN_RATE_WINDOW:g} s", registry=r)
         self.tokens_per_second.set_function(self._token_rate)
         self.search_latency = Histogram(
-            "anglekit_search_duration_seconds", "Time of a search request's index lookup (its queries embedded)", ("index",),
-            buckets=_LATENCY_BUCKETS, registry=r,
+            "anglekit_search_duration_seconds",
+            "Time of a search request's index lookup (its queries embedded)",
+            ("index",),
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.search_queries = Counter("anglekit_search_queries", "Queries searched", ("index",), registry=r)
         self._recent: deque[tuple[float, int]] = deque()

@@ -63,9 +63,7 @@ def parse_texts(value: Any, name: str, max_inputs: int) -> list[str]:
     if not texts:
         raise InvalidRequest(f"{name} is an empty array; send at least one string", param=name)
     if len(texts) > max_inputs:
-        raise InvalidRequest(
-            f"{name} has {len(texts)} items, more than the limit of {max_inputs} per request (--max-client-batch)", param=name
-        )
+        raise InvalidRequest(f"{name} has {len(texts)} items, more than the limit of {max_inputs} per request (--max-client-batch)", param=name)
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             hint = "; token ids are not accepted, send the texts" if isinstance(text, (int, list)) and not isinstance(text, bool) else ""
@@ -115,9 +113,7 @@ class EmbeddingsRequest:
         layer = _optional(data, "layer", int, "an integer")
         index = _optional(data, "index", str, "a string")
         if index is not None and encoding_format not in ("int8", "uint8"):
-            raise InvalidRequest(
-                f"index calibrates the int8 and uint8 encoding formats only; encoding_format is {encoding_format!r}", param="index"
-            )
+            raise InvalidRequest(f"index calibrates the int8 and uint8 encoding formats only; encoding_format is {encoding_format!r}", param="index")
         texts = parse_texts(data.get("input"), "input", max_inputs)
         return cls(texts, model, encoding_format, dimensions, user, layer, index)
 
@@ -180,9 +176,7 @@ def finish(vectors: np.ndarray, *, normalize: bool, dimensions: int | None = Non
     return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
-def embeddings_response(
-    vectors: np.ndarray, *, encoding_format: str, model: str, tokens: int, quantization: dict[str, Any] | None = None
-) -> bytes:
+def embeddings_response(vectors: np.ndarray, *, encoding_format: str, model: str, tokens: int, quantization: dict[str, Any] | None = None) -> bytes:
     """The OpenAI embeddings response; ``base64`` is the little-endian float32 bytes of each vector;
     quantized codes (``vectors`` holding them) come with their ``quantization`` object."""
     if encoding_format == "base64":

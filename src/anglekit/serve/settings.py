@@ -21,28 +21,19 @@ class ServeSettings:
     host: str = setting("127.0.0.1", help="Address to listen on (0.0.0.0: every interface).")
     port: int = setting(8000, minimum=0, maximum=65535, help="TCP port to listen on (0: any free port).")
     backend: str = setting("torch", choices=tuple(BACKENDS), help="Inference backend.")
-    served_model_name: str | None = setting(
-        None, help="Model name the API answers to, in requests' 'model' and in /v1/models (default: MODEL as given)."
-    )
+    served_model_name: str | None = setting(None, help="Model name the API answers to, in requests' 'model' and in /v1/models (default: MODEL as given).")
     max_batch_tokens: int = setting(
-        16384, minimum=1,
+        16384,
+        minimum=1,
         help="Token budget of the batcher: each step takes the oldest waiting texts up to this many tokens, "
         "and no forward pass holds more padded tokens (a longer text runs alone).",
     )
-    max_batch_size: int = setting(
-        DEFAULT_BATCH_SIZE, minimum=1, help="Texts per forward pass at most (small batches are fastest on CPU; raise it on a GPU)."
-    )
+    max_batch_size: int = setting(DEFAULT_BATCH_SIZE, minimum=1, help="Texts per forward pass at most (small batches are fastest on CPU; raise it on a GPU).")
     max_client_batch: int = setting(2048, minimum=1, help="Inputs per request at most.")
-    max_queue: int = setting(
-        32768, minimum=1, help="Texts waiting or being embedded at most; a request beyond it gets 429 with Retry-After."
-    )
+    max_queue: int = setting(32768, minimum=1, help="Texts waiting or being embedded at most; a request beyond it gets 429 with Retry-After.")
     payload_limit: int = setting(4 * 1024 * 1024, minimum=1, help="Request body size limit in bytes.")
-    auto_truncate: bool = setting(
-        True, help="Truncate inputs longer than the model's max length (--no-auto-truncate: reject them, with their token count)."
-    )
-    api_key: str | None = setting(
-        None, help=f"Require 'Authorization: Bearer KEY' on the embedding and model routes (default: ${API_KEY_ENV}, if set)."
-    )
+    auto_truncate: bool = setting(True, help="Truncate inputs longer than the model's max length (--no-auto-truncate: reject them, with their token count).")
+    api_key: str | None = setting(None, help=f"Require 'Authorization: Bearer KEY' on the embedding and model routes (default: ${API_KEY_ENV}, if set).")
     index: tuple[str, ...] | None = setting(
         None,
         help="Serve an index built by 'anglekit index build' over POST /v1/search: DIR or NAME=DIR (repeatable; NAME "

@@ -26,9 +26,7 @@ class JsonlMetricsCallback(TrainerCallback):
         if state.is_world_process_zero and self.run_facts:
             self._write({"event": "train_begin", "step": state.global_step, **self.run_facts})
 
-    def on_log(
-        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, logs: dict[str, Any] | None = None, **kwargs: Any
-    ) -> None:
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or not logs:
             return
         self._write({"step": state.global_step, "epoch": state.epoch, **logs})
@@ -56,9 +54,7 @@ class ComponentProgressCallback(TrainerCallback):
         if self.bar is not None:
             self.bar.update(state.global_step - self.bar.n)
 
-    def on_log(
-        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, logs: dict[str, Any] | None = None, **kwargs: Any
-    ) -> None:
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if self.bar is None or not logs:
             return
         for key, value in logs.items():

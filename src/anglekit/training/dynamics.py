@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from anglekit.io.atomic import atomic_path
 from anglekit.errors import ConfigError, DataError
+from anglekit.io.atomic import atomic_path
 from anglekit.io.read import describe, read_jsonl, require_object
 
 __all__ = ["load_metrics", "plot_dynamics", "series"]

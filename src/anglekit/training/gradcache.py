@@ -64,8 +64,7 @@ def check_gradcache(objective: Any) -> None:
     """A ConfigError for an objective GradCache cannot run exactly (one that reads more than the final embeddings)."""
     if getattr(objective, "needs_layers", False):
         raise ConfigError(
-            "gradcache_chunk_size does not combine with ese: ESE's loss reads every layer's output and GradCache "
-            "caches only the final embeddings"
+            "gradcache_chunk_size does not combine with ese: ESE's loss reads every layer's output and GradCache caches only the final embeddings"
         )
 
 
@@ -119,7 +118,7 @@ def gradcache_step(
     for index, (chunk, state) in enumerate(zip(chunks, states)):  # pass 2: the same forward, now with grad
         rows = chunk["input_ids"].shape[0]
         last = index == len(chunks) - 1
-        with state.restored(), (nullcontext() if last else no_sync()):
+        with state.restored(), nullcontext() if last else no_sync():
             with forward_context():
                 embedded = model(**chunk).float()
             embedded.backward(grads[start : start + rows])

@@ -54,7 +54,7 @@ class Precision:
 
 
 def _accelerator(device: str | None) -> str:
-    """"cuda", "mps" or "cpu": where the Trainer will run."""
+    """ "cuda", "mps" or "cpu": where the Trainer will run."""
     import torch
 
     if device == "cpu":

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from anglekit.io.atomic import atomic_write_json, atomic_write_text
 from anglekit.errors import ConfigError
+from anglekit.io.atomic import atomic_write_json, atomic_write_text
 from anglekit.training.config import TrainConfig, TrainerSection
 from anglekit.training.precision import describe, resolve_precision
 from anglekit.training.tasks import TrainingTask, default_positive_threshold, objective_overrides, task_for
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from transformers import TrainerCallback
 
 logger = logging.getLogger(__name__)
+
 
 @dataclass
 class TrainResult:
@@ -166,9 +167,7 @@ def _prepare_output_dir(config: TrainerSection) -> str | None:
         return str(last)
     if any(out.glob("checkpoint-*")) or (out / "metrics.jsonl").exists():
         if not config.overwrite_output_dir:
-            raise ConfigError(
-                f"{out} already holds a run; pass --resume to continue it or --overwrite-output-dir to replace it"
-            )
+            raise ConfigError(f"{out} already holds a run; pass --resume to continue it or --overwrite-output-dir to replace it")
         for child in out.glob("checkpoint-*"):
             shutil.rmtree(child)
         (out / "metrics.jsonl").unlink(missing_ok=True)
@@ -203,10 +202,7 @@ def _schedule(config: TrainerSection, evaluating: bool) -> dict[str, Any]:
         return {"eval_strategy": "epoch", "save_strategy": "epoch"}
     save_steps = config.save_steps or eval_steps
     if save_steps % eval_steps != 0:
-        raise ConfigError(
-            f"save_steps ({save_steps}) must be a multiple of eval_steps ({eval_steps}) so that the best "
-            "checkpoint (by dev Spearman) is on disk"
-        )
+        raise ConfigError(f"save_steps ({save_steps}) must be a multiple of eval_steps ({eval_steps}) so that the best checkpoint (by dev Spearman) is on disk")
     return {"eval_strategy": "steps", "eval_steps": eval_steps, "save_strategy": "steps", "save_steps": save_steps}
 
 
@@ -247,9 +243,7 @@ def load_embedder(config: TrainConfig, device: str | None) -> Any:
         enable_gradient_checkpointing(base)
     if lora.enabled:
         settings = lora.settings()
-        embedder.add_lora(
-            rank=settings.rank, alpha=settings.alpha, dropout=settings.dropout, target_modules=settings.target_modules
-        )
+        embedder.add_lora(rank=settings.rank, alpha=settings.alpha, dropout=settings.dropout, target_modules=settings.target_modules)
     elif lora.init_adapters:
         embedder.train_adapters()
     if config.objective.ese:  # every layer is trained: the saved model may exit early (the server's per-request layer)
@@ -315,9 +309,7 @@ def check(config: TrainConfig) -> tuple[TrainingTask, dict[str, Any]]:
     task = task_for(config.objective.name)
     overrides = objective_overrides(task, config.objective, config.data.text_column)
     if config.trainer.batch_size < task.min_batch_size:
-        raise ConfigError(
-            f"the objective {config.objective.name!r} needs batch_size >= {task.min_batch_size} (in-batch negatives)"
-        )
+        raise ConfigError(f"the objective {config.objective.name!r} needs batch_size >= {task.min_batch_size} (in-batch negatives)")
     if config.trainer.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device cuda: no CUDA GPU is available here; use --device cpu, or --device auto to take one when there is")
     check_writable(config.trainer.output_dir, folder=True)
@@ -349,8 +341,8 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
 
     from anglekit.data.catalog import resolve_dataset
     from anglekit.evaluation.similarity import check_scorable, evaluate_pairs
-    from anglekit.training.card import record_scores, training_card
     from anglekit.training.callbacks import ComponentProgressCallback, JsonlMetricsCallback, ProbeCallback, SettleModesCallback
+    from anglekit.training.card import record_scores, training_card
     from anglekit.training.probes import ProbeAccumulator, dataset_probes
     from anglekit.training.trainer import AnglETrainer
 
@@ -392,8 +384,13 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
 
     before: dict[str, float] = {}
     if test_set is not None:
-        before = evaluate_pairs(lambda t: embedder.encode(t, run.eval_batch_size), test_set.text1, test_set.text2, test_set.labels,
-                                source=_data_name("--test-data", data.test_data, test_set)).as_dict()
+        before = evaluate_pairs(
+            lambda t: embedder.encode(t, run.eval_batch_size),
+            test_set.text1,
+            test_set.text2,
+            test_set.labels,
+            source=_data_name("--test-data", data.test_data, test_set),
+        ).as_dict()
 
     tokenize_started = time.perf_counter()
     tokenized, collator = task.tokenize(train_set, embedder)
@@ -493,8 +490,13 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     model_dir = embedder.save_pretrained(out / "model", card=card) if writer else out / "model"
     after: dict[str, float] = {}
     if test_set is not None:
-        after = evaluate_pairs(lambda t: embedder.encode(t, run.eval_batch_size), test_set.text1, test_set.text2, test_set.labels,
-                               source=_data_name("--test-data", data.test_data, test_set)).as_dict()
+        after = evaluate_pairs(
+            lambda t: embedder.encode(t, run.eval_batch_size),
+            test_set.text1,
+            test_set.text2,
+            test_set.labels,
+            source=_data_name("--test-data", data.test_data, test_set),
+        ).as_dict()
     result = TrainResult(
         output_dir=out,
         model_dir=model_dir,

@@ -124,8 +124,9 @@ class AnglETrainer(Trainer):
             return super().get_train_dataloader()
         sampler = self.token_budget_sampler()
         if sampler.oversized:
-            logger.warning("%d training row(s) are longer than max_batch_tokens=%d: each trains in a batch of its own",
-                           sampler.oversized, self.max_batch_tokens)
+            logger.warning(
+                "%d training row(s) are longer than max_batch_tokens=%d: each trains in a batch of its own", sampler.oversized, self.max_batch_tokens
+            )
         collator = self._get_collator_with_removed_columns(self.data_collator, description="Training")
         loader = DataLoader(
             self.train_dataset,

@@ -11,11 +11,10 @@ gives the same answers when the batches are the same (always so with ``batch_siz
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import hashlib
 import threading
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 from anglekit.errors import ConfigError
@@ -98,9 +97,7 @@ class LocalHFBackend:
         self.llm_id = f"hf:{name}"
         self.batch_size = batch_size
         if model is None or tokenizer is None:
-            model, tokenizer = load_causal_lm(
-                name, device=device, dtype=dtype, revision=revision, trust_remote_code=trust_remote_code
-            )
+            model, tokenizer = load_causal_lm(name, device=device, dtype=dtype, revision=revision, trust_remote_code=trust_remote_code)
         self.model = model
         self.tokenizer = tokenizer
         self.tokenizer.padding_side = "left"

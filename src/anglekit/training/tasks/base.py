@@ -81,9 +81,7 @@ class TrainingTask(ABC):
         return {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"]}
 
     @abstractmethod
-    def loss_from_vectors(
-        self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]
-    ) -> tuple[Tensor, ObjectiveOutput, int]:
+    def loss_from_vectors(self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
         """(embeddings, objective output, rows trained) of one batch whose :meth:`model_inputs`
         the model embedded as ``vectors`` ([N, D], or a layer stack [n, N, D] for ESE)."""
 
@@ -95,9 +93,7 @@ class TrainingTask(ABC):
         vectors = self.pool(model, model(**rows, **extra), windows)
         return self.fp32_loss(services, objective, vectors, inputs)
 
-    def fp32_loss(
-        self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]
-    ) -> tuple[Tensor, ObjectiveOutput, int]:
+    def fp32_loss(self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
         """:meth:`loss_from_vectors` in fp32: the pooled embeddings are cast up and autocast (bf16
         or fp16 mixed precision) is off while the objective computes, so its cosines, angles and
         exponentials never round to 8 mantissa bits; the gradient flows back through the cast."""

@@ -15,8 +15,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from anglekit.errors import ConfigError
 from anglekit.data.stream import ArrowRows
+from anglekit.errors import ConfigError
 from anglekit.losses import ContrastiveConfig, ContrastiveObjective
 from anglekit.losses.combined import ObjectiveOutput
 from anglekit.model.padding import pad_token_ids
@@ -230,9 +230,7 @@ class SentenceTask(ContrastiveTask):
         """The batch stacked twice ([2B, T]): in training mode dropout makes the two views differ."""
         return {"input_ids": torch.cat([inputs["input_ids"]] * 2), "attention_mask": torch.cat([inputs["attention_mask"]] * 2)}
 
-    def loss_from_vectors(
-        self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]
-    ) -> tuple[Tensor, ObjectiveOutput, int]:
+    def loss_from_vectors(self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
         text_ids = inputs["text_ids"]
         size = text_ids.shape[0]
         anchors, positives = vectors[:size].float(), vectors[size:].float()
@@ -268,9 +266,7 @@ class TripletTask(ContrastiveTask):
             tokenized = TokenizedTriplets.build(train_set.anchor, train_set.positive, train_set.negative, self.text_tokenizer(embedder))
         return tokenized, TripletCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
 
-    def loss_from_vectors(
-        self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]
-    ) -> tuple[Tensor, ObjectiveOutput, int]:
+    def loss_from_vectors(self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
         parts = int(inputs["parts"])
         text_ids = inputs["text_ids"]
         size = inputs["input_ids"].shape[0] // parts

@@ -19,13 +19,14 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from anglekit.data.stream import ArrowRows
 from anglekit.errors import ConfigError
 from anglekit.losses import AnglEObjective, ObjectiveConfig
 from anglekit.losses.combined import ObjectiveOutput
 from anglekit.model.padding import pad_token_ids
-from anglekit.data.stream import ArrowRows
 from anglekit.training.tasks.base import BatchServices, TrainingTask
 from anglekit.training.tasks.streamed import StreamedRows
+
 
 @dataclass(frozen=True)
 class TokenizedPair:
@@ -47,9 +48,7 @@ class TokenizedPairs(Dataset):
         self.labels = np.asarray(labels, dtype=np.float64)
 
     @classmethod
-    def build(
-        cls, text1: Sequence[str], text2: Sequence[str], labels: np.ndarray, tokenize: Callable[[list[str]], list[list[int]]]
-    ) -> TokenizedPairs:
+    def build(cls, text1: Sequence[str], text2: Sequence[str], labels: np.ndarray, tokenize: Callable[[list[str]], list[list[int]]]) -> TokenizedPairs:
         """Tokenize the distinct texts of the pairs in one call of ``tokenize``."""
         if not (len(text1) == len(text2) == len(labels)):
             raise ValueError(f"text1, text2 and labels differ in length: {len(text1)}, {len(text2)}, {len(labels)}")
@@ -118,8 +117,17 @@ class PairTask(TrainingTask):
     kind = "pairs"
     override_names: ClassVar[dict[str, str]] = {
         name: name
-        for name in ("cosine_weight", "ibn_weight", "angle_weight", "cosine_tau", "ibn_tau", "angle_tau", "angle_variant", "ibn_similarity",
-                     "ibn_detect_duplicates")
+        for name in (
+            "cosine_weight",
+            "ibn_weight",
+            "angle_weight",
+            "cosine_tau",
+            "ibn_tau",
+            "angle_tau",
+            "angle_variant",
+            "ibn_similarity",
+            "ibn_detect_duplicates",
+        )
     }
     family = "the AnglE pair objectives (paper, cosine, ibn, ...)"
     unit = "pairs"
@@ -166,9 +174,7 @@ class PairTask(TrainingTask):
             tokenized = TokenizedPairs.build(train_set.text1, train_set.text2, train_set.labels, self.text_tokenizer(embedder))
         return tokenized, PairCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
 
-    def loss_from_vectors(
-        self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]
-    ) -> tuple[Tensor, ObjectiveOutput, int]:
+    def loss_from_vectors(self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
         labels = inputs["labels"]
         text_ids = inputs["text_ids"]
         size = labels.shape[0]
