@@ -372,13 +372,17 @@ def main(argv: list[str] | None = None) -> int:
         "ratios_vs_infinity_torch": ratios, "max_abs_diff_vs_encode": max_diff, "skipped": skipped,
         "versions": {**common.versions("anglekit", "torch", "transformers", "fastapi", "uvicorn"), "infinity-emb": _infinity_version()},
     }  # fmt: skip
-    out = Path(args.out)
+    write_json(Path(args.out), result)
+    return 0
+
+
+def write_json(out: Path, result: dict[str, Any]) -> None:
+    """Write ``result`` to ``out`` atomically (a temporary file, then a rename) and say so."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(result, indent=2) + "\n")
     os.replace(tmp, out)
     print(f"wrote {out}")
-    return 0
 
 
 def _infinity_version() -> str:

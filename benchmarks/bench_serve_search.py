@@ -227,12 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in result["depth"]["layers"]:
             print(f"{r['layer']:>5}  {r['sentences_per_s']:11.1f}  {r['spread'][0]:8.1f}-{r['spread'][1]:<8.1f}  {r['speedup_vs_full']:8.2f}  "
                   f"{r['stsb_test_spearman']:10.2f}")  # fmt: skip
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(tmp, out)
-    print(f"wrote {out}")
+    bench_serve.write_json(Path(args.out), result)
     return 0
 
 

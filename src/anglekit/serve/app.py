@@ -125,6 +125,12 @@ class ServerState:
         if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip().encode(), key.encode()):
             raise Unauthorized("invalid API key", headers=challenge)
 
+    async def begin(self, request: Request) -> tuple[Batcher, dict[str, Any]]:
+        """What every embedding route does first: check the key, the readiness, and read the JSON body."""
+        self.authorize(request)
+        batcher = self.ready_batcher()
+        return batcher, parse_json(await request.body())
+
     def served_index(self, name: str | None) -> ServedIndex:
         """The index ``name`` (None: the only one served), else IndexNotFound."""
         if not self.indexes:
@@ -286,10 +292,9 @@ def create_app(settings: ServeSettings, load: Callable[[], Backend], *, model_na
     @guarded
     async def embeddings(request: Request) -> Response:
         """OpenAI embeddings: ``input``, ``model``, ``encoding_format``, ``dimensions``, ``user``."""
-        state.authorize(request)
-        batcher = state.ready_batcher()
+        batcher, data = await state.begin(request)
         backend = batcher.backend
-        parsed = EmbeddingsRequest.parse(parse_json(await request.body()), max_inputs=settings.max_client_batch, dim=backend.dim)
+        parsed = EmbeddingsRequest.parse(data, max_inputs=settings.max_client_batch, dim=backend.dim)
         state.check_model(parsed.model)
         state.check_layer(parsed.layer, backend)
         quantized = parsed.encoding_format in QUANTIZED_FORMATS
@@ -307,9 +312,8 @@ def create_app(settings: ServeSettings, load: Callable[[], Backend], *, model_na
     @guarded
     async def search(request: Request) -> Response:
         """Search a served index: ``index`` (optional with one index), ``query``, ``k``, ``model``."""
-        state.authorize(request)
-        batcher = state.ready_batcher()
-        parsed = SearchRequest.parse(parse_json(await request.body()), max_inputs=settings.max_client_batch)
+        batcher, data = await state.begin(request)
+        parsed = SearchRequest.parse(data, max_inputs=settings.max_client_batch)
         state.check_model(parsed.model)
         served = state.served_index(parsed.index)
         if parsed.k > served.size:
@@ -326,9 +330,8 @@ def create_app(settings: ServeSettings, load: Callable[[], Backend], *, model_na
     @guarded
     async def embed(request: Request) -> Response:
         """Native: ``inputs``, ``normalize`` (default: the model's), ``role`` (its query/document prompt)."""
-        state.authorize(request)
-        batcher = state.ready_batcher()
-        parsed = EmbedRequest.parse(parse_json(await request.body()), max_inputs=settings.max_client_batch)
+        batcher, data = await state.begin(request)
+        parsed = EmbedRequest.parse(data, max_inputs=settings.max_client_batch)
         result = await batcher.embed(parsed.texts, parsed.role, truncate=settings.auto_truncate)
         normalize = batcher.backend.normalize if parsed.normalize is None else parsed.normalize
         return Response(dumps(finish(result.vectors, normalize=normalize)), media_type="application/json")
