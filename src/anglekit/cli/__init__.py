@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from anglekit.cli import encode, eval, export, generate, github_issues, index, merge_lora, plot_dynamics, report, reproduce, search, serve, train
 from anglekit.errors import AnglekitError
+from anglekit.io.atomic import check_writable, out_of_space
 from anglekit.version import __version__
 
 COMMANDS = (train, eval, report, encode, index, search, merge_lora, export, plot_dynamics, generate, github_issues, serve, reproduce)
@@ -64,7 +65,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except OSError as exc:
         where = _save_traceback(args.command, args.debug)
-        from anglekit.io.atomic import out_of_space
 
         full = out_of_space(exc.filename or "a file being written", exc)  # a write outside the atomic helpers
         print(f"{prefix}: error: {full or exc}{where}", file=sys.stderr)
@@ -78,7 +78,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _check_outputs(args: argparse.Namespace) -> None:
     """Every command's ``--output`` (a file) and ``--output-dir`` (a folder) can be written: found
     out before any work, not after hours of it (:class:`~anglekit.errors.OutputError`, exit 2)."""
-    from anglekit.io.atomic import check_writable
 
     for attribute, folder in (("output", False), ("output_dir", True)):
         value = getattr(args, attribute, None)

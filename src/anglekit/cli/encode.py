@@ -13,6 +13,7 @@ from typing import Any
 
 from anglekit.cli.common import add_backend_option, add_model_options, model_kwargs, number, positive_int
 from anglekit.errors import AnglekitError, ConfigError
+from anglekit.io.atomic import atomic_path
 
 NAME = "encode"
 
@@ -68,7 +69,6 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from anglekit.data.readers import read_texts
-    from anglekit.io.atomic import atomic_path
     from anglekit.model.embedder import Embedder
 
     output = Path(args.output)

@@ -10,6 +10,7 @@ from typing import Any
 
 from anglekit.cli.common import add_model_options, add_output, add_output_dir, model_kwargs
 from anglekit.errors import AnglekitError, ConfigError, UnsupportedModelError
+from anglekit.io.atomic import atomic_write_json
 
 NAME = "eval"
 BACKENDS = ("auto", "anglekit", "torch", "onnx", "openvino", "sentence-transformers")
@@ -134,7 +135,6 @@ def run(args: argparse.Namespace) -> int:
     from anglekit.data.catalog import resolve_dataset
     from anglekit.evaluation.similarity import check_scorable, evaluate_pairs
     from anglekit.evaluation.suites import SUITES, run_suites
-    from anglekit.io.atomic import atomic_write_json
 
     if not args.data and not args.suite:
         raise AnglekitError("give at least one --data DATASET or --suite NAME")

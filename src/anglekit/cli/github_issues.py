@@ -13,6 +13,7 @@ from typing import Any
 
 from anglekit.cli.common import add_output_dir, add_quiet, number, positive_int
 from anglekit.errors import ConfigError, DataError
+from anglekit.io.read import read_user_text
 
 __all__ = ["add_parser", "run"]
 
@@ -138,7 +139,6 @@ def _read_repos_file(path: Path) -> list[str]:
     """The ``owner/name`` items of a ``--repos-file`` (one a line, ``#`` comments); a bad line is a
     DataError naming the file and the line."""
     from anglekit.github_issues.repos import parse_repos
-    from anglekit.io.read import read_user_text
 
     expected = "one owner/name a line (# comments allowed)"
     names: list[str] = []

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from anglekit.cli.common import add_model_options, add_output_dir, model_kwargs, positive_int
+from anglekit.errors import ConfigError
 
 NAME = "index"
 
@@ -55,7 +56,6 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from anglekit.errors import ConfigError
     from anglekit.index.build import build_index
     from anglekit.index.store import INDEX_FILE
     from anglekit.model.embedder import Embedder

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from anglekit.cli.common import add_output, add_quiet
+from anglekit.io.atomic import atomic_write_text
 
 NAME = "report"
 
@@ -29,7 +30,6 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from anglekit.evaluation.report import report
-    from anglekit.io.atomic import atomic_write_text
 
     text = report(args.run_dirs, suites=args.suite, include_published=not args.no_published)
     print(text)

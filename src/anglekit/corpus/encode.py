@@ -36,7 +36,9 @@ from anglekit.corpus.shards import (
     shard_files,
     shard_name,
 )
-from anglekit.errors import ConfigError, DiskFullError, OutputError
+from anglekit.errors import ConfigError, DataError, DiskFullError, OutputError
+from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
+from anglekit.version import __version__
 
 __all__ = ["EncodeReport", "encode_corpus"]
 
@@ -112,7 +114,6 @@ def _check_arguments(shard_size: int, shard_format: str, batch_size: int, shard_
 def _prepare_folder(folder: Path, manifest: dict[str, Any]) -> bool:
     """Create ``folder`` with ``manifest`` (False), or check that the one there describes the same
     encode (True: a rerun)."""
-    from anglekit.io.atomic import atomic_write_json
 
     old = read_manifest(folder)
     if old is None:
@@ -252,8 +253,6 @@ def _write_shard_files(folder: Path, index: int, first_row: int, ids: list[str],
 
     import numpy as np
 
-    from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
-
     for stale in folder.glob(f".{shard_name(index)}.*.tmp"):  # a killed run's temporary files
         stale.unlink(missing_ok=True)
     record_path(folder, index).unlink(missing_ok=True)
@@ -388,7 +387,6 @@ def encode_corpus(
     the input are those of a finished encode whose shards are all intact, there is nothing to do:
     it returns at once, without loading the model.
     """
-    from anglekit.version import __version__
 
     started = time.perf_counter()
     _check_arguments(shard_size, shard_format, batch_size, shard_id, num_shards, workers, role)
@@ -396,8 +394,6 @@ def encode_corpus(
     folder = Path(os.fspath(output_dir)).expanduser()
     corpus_format(source)  # an unreadable format is refused before the model loads
     if not source.is_file():
-        from anglekit.errors import DataError
-
         raise DataError("is a folder, not a file" if source.is_dir() else "no such file", source=os.fspath(input))
     if folder.resolve() == source.resolve() or folder.resolve() in source.resolve().parents:
         raise ConfigError(f"--output-dir {folder} would hold the input {source}; give another folder")
@@ -466,7 +462,6 @@ def encode_corpus(
 def _finish_manifest(folder: Path, rows: int, shards: int, request: dict[str, Any] | None) -> None:
     """Record the corpus's size (every split of it computes the same), once known, and the request
     that a rerun with nothing to do recognises."""
-    from anglekit.io.atomic import atomic_write_json
 
     manifest = read_manifest(folder)
     assert manifest is not None

@@ -28,6 +28,7 @@ from anglekit.errors import ConfigError
 from anglekit.evaluation.encoders import encode_unique, rows
 from anglekit.evaluation.similarity import paired_cosine
 from anglekit.evaluation.tables import markdown_table
+from anglekit.io.atomic import atomic_path
 
 GOLD_BUCKETS = ((0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 4.0), (4.0, 5.0))
 GEOMETRY_COLUMNS = ("alignment", "uniformity", "saturated train %")
@@ -93,8 +94,6 @@ def plot_geometry(cos: np.ndarray, gold: np.ndarray, path: str | os.PathLike[str
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from scipy.stats import gaussian_kde
-
-    from anglekit.io.atomic import atomic_path
 
     fig = Figure(figsize=(10, 4))
     FigureCanvasAgg(fig)

@@ -36,6 +36,9 @@ import numpy as np
 from anglekit.errors import ConfigError, DataError, DiskFullError, ModelMismatchError
 from anglekit.index.graph import GraphSettings, load_graph, make_graph, resolve_backend
 from anglekit.index.quantize import QUANTIZATIONS, binary_codes, block_scorer, int8_codes, int8_scale, rescore, top_k
+from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
+from anglekit.io.read import describe
+from anglekit.version import __version__
 
 __all__ = ["INDEX_FILE", "KINDS", "Hit", "IndexSettings", "VectorIndex", "model_record"]
 
@@ -433,8 +436,6 @@ class VectorIndex:
             ) from exc
 
     def _save(self, directory: str | os.PathLike[str]) -> Path:
-        from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
-        from anglekit.version import __version__
 
         self._sync()
         folder = Path(directory)
@@ -559,7 +560,6 @@ def _check_files(folder: Path, manifest: dict[str, Any], verify: bool) -> None:
 
 def _check_manifest(data: dict[str, Any], source: str) -> None:
     """The keys :meth:`VectorIndex.load` reads have their types, else a DataError naming the key."""
-    from anglekit.io.read import describe
 
     for key in ("version", "generation", "count", "next_label"):
         value = data.get(key)

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from anglekit.io.atomic import atomic_write_text
 from anglekit.model.hub import local_or_hub_file
 from anglekit.model.offline import hub_id_of, is_packaged_gguf
 
@@ -178,7 +179,6 @@ def write_card(model: Any, folder: str | Path, *, name: str | None = None) -> Pa
         usage += PEFT_USAGE
     usage = usage.replace("{path}", name or str(folder))
     text = render(data, describe(model.config, _dim(model)), library_name=library, usage=usage, notes=notes, extra_tags=tags)
-    from anglekit.io.atomic import atomic_write_text
 
     path = Path(folder) / CARD_FILE
     atomic_write_text(path, text)

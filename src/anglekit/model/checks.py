@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from anglekit.errors import ConfigError, DataError
+from anglekit.io.read import describe, read_json, require_object
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +120,6 @@ def check_local_json(folder: Path) -> None:
     """A ConfigError naming the file when one of :data:`MODEL_JSON_FILES` in ``folder`` is empty,
     binary, truncated, malformed or not an object (transformers would fail with a bare
     JSONDecodeError or AttributeError far from the cause)."""
-    from anglekit.io.read import describe, read_json, require_object
 
     for name in MODEL_JSON_FILES:
         path = folder / name

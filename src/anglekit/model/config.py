@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from anglekit.errors import ConfigError
+from anglekit.io.atomic import atomic_write_json
 from anglekit.llm.prompts import apply_prompt, quotes_text, resolve_prompt
 from anglekit.model.encoding import LONG_TEXT_MODES
 from anglekit.model.pooling import check_strategy
@@ -134,7 +135,6 @@ class EmbedderConfig:
             raise ConfigError(f"{source}: {exc}") from None
 
     def save(self, directory: str | Path) -> None:
-        from anglekit.io.atomic import atomic_write_json
 
         atomic_write_json(Path(directory) / CONFIG_NAME, self.to_dict())
 

@@ -14,6 +14,7 @@ from typing import Any, ContextManager, Literal
 
 import numpy as np
 
+from anglekit.errors import ConfigError
 from anglekit.model import DEFAULT_BATCH_SIZE
 
 LONG_TEXT_MODES = ("truncate", "chunk-mean", "chunk-max")
@@ -23,7 +24,6 @@ LONG_TEXT_MODES = ("truncate", "chunk-mean", "chunk-max")
 def prepare_tokenizer(tokenizer: Any, config: Any, source: str) -> None:
     """Apply the config's padding side and give a tokenizer without a pad token its eos token
     (decoder LLMs; padding is masked out, so any id will do)."""
-    from anglekit.errors import ConfigError
 
     if config.padding_side is not None:
         tokenizer.padding_side = config.padding_side
@@ -67,7 +67,6 @@ def check_batch_size(batch_size: Any) -> int:
 def check_truncate_dim(truncate_dim: Any, dim: int) -> int | None:
     """``truncate_dim`` checked against the model's dimension ``dim``: None, or an integer in
     [1, dim] (ConfigError otherwise). ``dim`` itself means no truncation and gives None."""
-    from anglekit.errors import ConfigError
 
     if truncate_dim is None:
         return None
@@ -138,8 +137,6 @@ def encode_texts(
     width = model.dim if truncate is None else truncate
     mode = long_text or getattr(model.config, "long_text", "truncate")
     if mode not in LONG_TEXT_MODES:
-        from anglekit.errors import ConfigError
-
         raise ConfigError(f"long_text must be one of {', '.join(LONG_TEXT_MODES)}, got {mode!r}")
     if not items:
         result = np.zeros((0, width), dtype=np.float32)

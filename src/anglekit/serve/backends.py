@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from anglekit.errors import ConfigError
+
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
@@ -161,7 +163,6 @@ def load_openvino(model: str, *, threads: int | None = None, **options: Any) -> 
 def _load_exported(runtime: Any, what: str, model: str, threads: int | None, options: dict[str, Any]) -> Backend:
     """An exported folder loaded by ``runtime`` (OnnxEmbedder or OpenVinoEmbedder): ``device`` and
     the long-text settings and ``precision`` apply; any other loading option was fixed by the export (ConfigError)."""
-    from anglekit.errors import ConfigError
 
     device = options.pop("device", None)
     precision = options.pop("precision", None)
@@ -196,7 +197,6 @@ BACKENDS: dict[str, Callable[..., Backend]] = {"torch": load_torch, "onnx": load
 
 def load_backend(name: str, model: str, *, threads: int | None = None, **options: Any) -> Backend:
     """The backend ``name`` with ``model`` loaded (``threads``: CPU threads, default: the backend's)."""
-    from anglekit.errors import ConfigError
 
     if name not in BACKENDS:
         raise ConfigError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")

@@ -9,6 +9,8 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
+from anglekit.io.atomic import settle_modes
+
 
 class JsonlMetricsCallback(TrainerCallback):
     """Append every log record (step, loss, components, eval metrics) to ``metrics.jsonl``.
@@ -125,7 +127,6 @@ class SettleModesCallback(TrainerCallback):
     under the umask (safetensors writes its files 0600 whatever the umask)."""
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
-        from anglekit.io.atomic import settle_modes
 
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if state.is_world_process_zero and folder.is_dir():

@@ -8,6 +8,7 @@ import platform
 from typing import Any
 
 from anglekit.model.card import ModelCardData
+from anglekit.version import __version__
 
 SCORE_KEYS = ("spearman", "pearson")
 
@@ -75,8 +76,6 @@ def training_card(
     the typed objective config ``objective``; ``before`` / ``after``: test-set scores."""
     import torch
     import transformers
-
-    from anglekit.version import __version__
 
     model, data, run, lora = config.model, config.data, config.trainer, config.lora
     specs = {"train": data.train_data, "dev": data.dev_data, "test": data.test_data}

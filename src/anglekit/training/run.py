@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from anglekit.errors import ConfigError
-from anglekit.io.atomic import atomic_write_json, atomic_write_text
+from anglekit.io.atomic import atomic_write_json, atomic_write_text, check_writable
 from anglekit.training.config import TrainConfig, TrainerSection
 from anglekit.training.precision import describe, resolve_precision
 from anglekit.training.tasks import TrainingTask, default_positive_threshold, objective_overrides, task_for
@@ -301,7 +301,6 @@ def check(config: TrainConfig) -> tuple[TrainingTask, dict[str, Any]]:
     (task, objective overrides)."""
     import torch
 
-    from anglekit.io.atomic import check_writable
     from anglekit.model.checks import check_max_length
     from anglekit.model.loading import inspect_model
 
