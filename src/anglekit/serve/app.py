@@ -55,7 +55,7 @@ from anglekit.serve.settings import ServeSettings
 log = logging.getLogger(__name__)
 
 ROUTES = ("/v1/embeddings", "/v1/search", "/embed", "/v1/models", "/health", "/metrics")
-"""The routes (metrics label any other path ``other``)."""
+"""The routes (metrics label any other path ``other``): :data:`ROUTE_TABLE` has their handlers."""
 
 
 class ServerState:
@@ -253,6 +253,127 @@ def _allowed_methods(app: FastAPI, path: str) -> str:
     return ", ".join(sorted(methods))
 
 
+Handler = Callable[[ServerState, Request], Awaitable[Response]]
+
+
+def _guarded(state: ServerState, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """The route of ``handler``: its errors become error responses and no request takes the server down."""
+
+    async def route(request: Request) -> Response:
+        try:
+            return await handler(state, request)
+        except ServeError as error:
+            return error_response(state, error)
+        except ClientDisconnect:  # nobody to answer
+            return Response(status_code=499)
+        except Exception as exc:  # noqa: BLE001 - no request takes the server down
+            log.exception("unexpected error on %s", request.url.path)
+            return error_response(state, InternalError(f"unexpected error: {type(exc).__name__}: {exc}"))
+
+    route.__name__ = handler.__name__.lstrip("_")
+    route.__doc__ = handler.__doc__
+    return route
+
+
+async def _embeddings(state: ServerState, request: Request) -> Response:
+    """OpenAI embeddings: ``input``, ``model``, ``encoding_format``, ``dimensions``, ``user``; ``layer``, ``index``."""
+    settings = state.settings
+    batcher, data = await state.begin(request)
+    backend = batcher.backend
+    parsed = EmbeddingsRequest.parse(data, max_inputs=settings.max_client_batch, dim=backend.dim)
+    state.check_model(parsed.model)
+    state.check_layer(parsed.layer, backend)
+    quantized = parsed.encoding_format in QUANTIZED_FORMATS
+    calibration = state.calibration(parsed, backend.dim) if quantized else None
+    result = await batcher.embed(parsed.texts, truncate=settings.auto_truncate, layer=parsed.layer)
+    vectors = finish(result.vectors, normalize=backend.normalize or quantized, dimensions=parsed.dimensions)
+    quantization = None
+    if calibration is not None:
+        quantization = describe(parsed.encoding_format, calibration, vectors.shape[1])
+        vectors = quantize(vectors, parsed.encoding_format, calibration)
+    body = embeddings_response(vectors, encoding_format=parsed.encoding_format, model=state.model_name, tokens=result.tokens, quantization=quantization)
+    return Response(body, media_type="application/json")
+
+
+async def _search(state: ServerState, request: Request) -> Response:
+    """Search a served index: ``index`` (optional with one index), ``query``, ``k``, ``model``."""
+    batcher, data = await state.begin(request)
+    parsed = SearchRequest.parse(data, max_inputs=state.settings.max_client_batch)
+    state.check_model(parsed.model)
+    served = state.served_index(parsed.index)
+    if parsed.k > served.size:
+        raise InvalidRequest(f"k is {parsed.k}, more than the {served.size} documents of index {served.name!r}", param="k")
+    result = await batcher.embed(parsed.queries, "query", truncate=state.settings.auto_truncate)
+    started = time.perf_counter()
+    hits = await asyncio.to_thread(served.search, result.vectors, parsed.k)
+    state.metrics.search_latency.labels(served.name).observe(time.perf_counter() - started)
+    state.metrics.search_queries.labels(served.name).inc(len(parsed.queries))
+    body = search_response(parsed.queries, hits, index=served.name, model=state.model_name, tokens=result.tokens)
+    return Response(body, media_type="application/json")
+
+
+async def _embed(state: ServerState, request: Request) -> Response:
+    """Native: ``inputs``, ``normalize`` (default: the model's), ``role`` (its query/document prompt)."""
+    batcher, data = await state.begin(request)
+    parsed = EmbedRequest.parse(data, max_inputs=state.settings.max_client_batch)
+    result = await batcher.embed(parsed.texts, parsed.role, truncate=state.settings.auto_truncate)
+    normalize = batcher.backend.normalize if parsed.normalize is None else parsed.normalize
+    return Response(dumps(finish(result.vectors, normalize=normalize)), media_type="application/json")
+
+
+async def _models(state: ServerState, request: Request) -> Response:
+    """The served model (its dimensions, max input tokens, layers with early exit, indexes)."""
+    state.authorize(request)
+    entry: dict[str, Any] = {"id": state.model_name, "object": "model", "created": state.created, "owned_by": "anglekit"}
+    if state.backend is not None:
+        entry.update(dimensions=state.backend.dim, max_input_tokens=state.backend.max_length)
+        if getattr(state.backend, "early_exit", False):
+            entry["layers"] = state.backend.layers
+        if state.indexes:
+            entry["indexes"] = [{"name": s.name, "documents": s.size, "kind": s.index.settings.kind,
+                                 "quantize": s.index.settings.quantize} for s in state.indexes.values()]  # fmt: skip
+    return _json({"object": "list", "data": [entry]})
+
+
+async def _health(state: ServerState, request: Request) -> Response:
+    """200 once the model is loaded and warmed up; 503 while loading, after a failure, when stopping."""
+    body: dict[str, Any] = {"status": state.status}
+    if state.error is not None:
+        body["error"] = f"{type(state.error).__name__}: {state.error}"
+    return _json(body, 200 if state.status == "ready" else 503)
+
+
+async def _metrics(state: ServerState, request: Request) -> Response:
+    """Prometheus text format."""
+    return Response(state.metrics.render(), media_type=CONTENT_TYPE)
+
+
+ROUTE_TABLE: tuple[tuple[str, str, Handler, bool], ...] = (
+    ("POST", "/v1/embeddings", _embeddings, True),
+    ("POST", "/v1/search", _search, True),
+    ("POST", "/embed", _embed, True),
+    ("GET", "/v1/models", _models, True),
+    ("GET", "/health", _health, False),
+    ("GET", "/metrics", _metrics, False),
+)
+"""(method, path, handler, guarded): guarded routes answer every failure as an error body."""
+
+
+def _http_error_handler(app: FastAPI, state: ServerState) -> Callable[[Request, StarletteHTTPException], Awaitable[Response]]:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404:
+            return error_response(state, RouteNotFound(f"no route {request.method} {request.url.path}; see GET /openapi.json"))
+        if exc.status_code == 405:
+            allowed = _allowed_methods(app, request.url.path) or (exc.headers or {}).get("Allow", "")
+            message = f"{request.method} is not allowed on {request.url.path}; allowed: {allowed}"
+            return error_response(state, MethodNotAllowed(message, headers={"Allow": allowed}))
+        error = ServeError(str(exc.detail), headers=dict(exc.headers or {}))
+        error.status = exc.status_code
+        return error_response(state, error)
+
+    return http_error
+
+
 def create_app(settings: ServeSettings, load: Callable[[], Backend], *, model_name: str) -> FastAPI:
     """The server's ASGI app. ``load()`` returns the backend; ``model_name`` is what the API
     answers to. The app's ``state.server`` is its :class:`ServerState`."""
@@ -268,117 +389,24 @@ def create_app(settings: ServeSettings, load: Callable[[], Backend], *, model_na
 
     app = FastAPI(
         title="anglekit serve", lifespan=lifespan, docs_url=None, redoc_url=None,
-        description="OpenAI-compatible embeddings with dynamic batching.",
+        description="OpenAI-compatible embeddings with dynamic batching, search over served indexes.",
     )  # fmt: skip
     app.state.server = state
-
-    def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        async def route(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except ServeError as error:
-                return error_response(state, error)
-            except ClientDisconnect:  # nobody to answer
-                return Response(status_code=499)
-            except Exception as exc:  # noqa: BLE001 - no request takes the server down
-                log.exception("unexpected error on %s", request.url.path)
-                return error_response(state, InternalError(f"unexpected error: {type(exc).__name__}: {exc}"))
-
-        route.__name__ = handler.__name__
-        route.__doc__ = handler.__doc__
-        return route
-
-    @app.post("/v1/embeddings")
-    @guarded
-    async def embeddings(request: Request) -> Response:
-        """OpenAI embeddings: ``input``, ``model``, ``encoding_format``, ``dimensions``, ``user``."""
-        batcher, data = await state.begin(request)
-        backend = batcher.backend
-        parsed = EmbeddingsRequest.parse(data, max_inputs=settings.max_client_batch, dim=backend.dim)
-        state.check_model(parsed.model)
-        state.check_layer(parsed.layer, backend)
-        quantized = parsed.encoding_format in QUANTIZED_FORMATS
-        calibration = state.calibration(parsed, backend.dim) if quantized else None
-        result = await batcher.embed(parsed.texts, truncate=settings.auto_truncate, layer=parsed.layer)
-        vectors = finish(result.vectors, normalize=backend.normalize or quantized, dimensions=parsed.dimensions)
-        quantization = None
-        if calibration is not None:
-            quantization = describe(parsed.encoding_format, calibration, vectors.shape[1])
-            vectors = quantize(vectors, parsed.encoding_format, calibration)
-        body = embeddings_response(vectors, encoding_format=parsed.encoding_format, model=state.model_name, tokens=result.tokens, quantization=quantization)
-        return Response(body, media_type="application/json")
-
-    @app.post("/v1/search")
-    @guarded
-    async def search(request: Request) -> Response:
-        """Search a served index: ``index`` (optional with one index), ``query``, ``k``, ``model``."""
-        batcher, data = await state.begin(request)
-        parsed = SearchRequest.parse(data, max_inputs=settings.max_client_batch)
-        state.check_model(parsed.model)
-        served = state.served_index(parsed.index)
-        if parsed.k > served.size:
-            raise InvalidRequest(f"k is {parsed.k}, more than the {served.size} documents of index {served.name!r}", param="k")
-        result = await batcher.embed(parsed.queries, "query", truncate=settings.auto_truncate)
-        started = time.perf_counter()
-        hits = await asyncio.to_thread(served.search, result.vectors, parsed.k)
-        state.metrics.search_latency.labels(served.name).observe(time.perf_counter() - started)
-        state.metrics.search_queries.labels(served.name).inc(len(parsed.queries))
-        body = search_response(parsed.queries, hits, index=served.name, model=state.model_name, tokens=result.tokens)
-        return Response(body, media_type="application/json")
-
-    @app.post("/embed")
-    @guarded
-    async def embed(request: Request) -> Response:
-        """Native: ``inputs``, ``normalize`` (default: the model's), ``role`` (its query/document prompt)."""
-        batcher, data = await state.begin(request)
-        parsed = EmbedRequest.parse(data, max_inputs=settings.max_client_batch)
-        result = await batcher.embed(parsed.texts, parsed.role, truncate=settings.auto_truncate)
-        normalize = batcher.backend.normalize if parsed.normalize is None else parsed.normalize
-        return Response(dumps(finish(result.vectors, normalize=normalize)), media_type="application/json")
-
-    @app.get("/v1/models")
-    @guarded
-    async def models(request: Request) -> Response:
-        """The served model."""
-        state.authorize(request)
-        entry: dict[str, Any] = {"id": state.model_name, "object": "model", "created": state.created, "owned_by": "anglekit"}
-        if state.backend is not None:
-            entry.update(dimensions=state.backend.dim, max_input_tokens=state.backend.max_length)
-            if getattr(state.backend, "early_exit", False):
-                entry["layers"] = state.backend.layers
-            if state.indexes:
-                entry["indexes"] = [{"name": s.name, "documents": s.size, "kind": s.index.settings.kind,
-                                     "quantize": s.index.settings.quantize} for s in state.indexes.values()]  # fmt: skip
-        return _json({"object": "list", "data": [entry]})
-
-    @app.get("/health")
-    async def health(request: Request) -> Response:
-        """200 once the model is loaded and warmed up; 503 while loading, after a failure, when stopping."""
-        body: dict[str, Any] = {"status": state.status}
-        if state.error is not None:
-            body["error"] = f"{type(state.error).__name__}: {state.error}"
-        return _json(body, 200 if state.status == "ready" else 503)
-
-    @app.get("/metrics")
-    async def metrics(request: Request) -> Response:
-        """Prometheus text format."""
-        return Response(state.metrics.render(), media_type=CONTENT_TYPE)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        if exc.status_code == 404:
-            return error_response(state, RouteNotFound(f"no route {request.method} {request.url.path}; see GET /openapi.json"))
-        if exc.status_code == 405:
-            allowed = _allowed_methods(app, request.url.path) or (exc.headers or {}).get("Allow", "")
-            return error_response(
-                state, MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}; allowed: {allowed}", headers={"Allow": allowed})
-            )
-        error = ServeError(str(exc.detail), headers=dict(exc.headers or {}))
-        error.status = exc.status_code
-        return error_response(state, error)
-
+    for method, path, handler, guarded in ROUTE_TABLE:
+        endpoint = _guarded(state, handler) if guarded else _plain(state, handler)
+        app.add_api_route(path, endpoint, methods=[method], name=endpoint.__name__)
+    app.add_exception_handler(StarletteHTTPException, _http_error_handler(app, state))  # type: ignore[arg-type]
     app.add_middleware(_Guard, state=state)
     return app
+
+
+def _plain(state: ServerState, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    async def route(request: Request) -> Response:
+        return await handler(state, request)
+
+    route.__name__ = handler.__name__.lstrip("_")
+    route.__doc__ = handler.__doc__
+    return route
 
 
 __all__ = ["ROUTES", "ServerState", "create_app", "error_response"]
