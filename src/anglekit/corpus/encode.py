@@ -38,6 +38,7 @@ from anglekit.corpus.shards import (
 )
 from anglekit.errors import ConfigError, DataError, DiskFullError, OutputError
 from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
+from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.version import __version__
 
 __all__ = ["EncodeReport", "encode_corpus"]
@@ -366,7 +367,7 @@ def encode_corpus(
     id_column: str | None = None,
     shard_size: int = DEFAULT_CHUNK_ROWS,
     shard_format: str = "npy",
-    batch_size: int = 64,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     normalize: bool | None = None,
     role: str | None = None,
     shard_id: int = 0,

@@ -29,6 +29,7 @@ import numpy as np
 
 from anglekit.errors import ConfigError
 from anglekit.evaluation.similarity import EncodeFn
+from anglekit.model import DEFAULT_BATCH_SIZE
 
 PROGRESS_CHUNK_BATCHES = 8
 """A model object is called with ``batch_size * PROGRESS_CHUNK_BATCHES`` texts at a time (progress granularity)."""
@@ -42,7 +43,7 @@ class PreparedEncoder:
     chunk_size: int
     name: str = "encoder"
     fingerprint: str | None = None
-    batch_size: int = 64
+    batch_size: int = DEFAULT_BATCH_SIZE
     max_length: int | None = None
     progress: bool = True
     details: dict[str, Any] = field(default_factory=dict)
@@ -121,7 +122,7 @@ def fingerprint_directory(path: str | os.PathLike[str]) -> str:
 def prepare_encoder(
     model: Any,
     *,
-    batch_size: int = 64,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     max_length: int | None = None,
     name: str | None = None,
     fingerprint: str | None = None,
@@ -231,7 +232,7 @@ def prepare_encoder(
 
 
 def load_sentence_transformer(
-    path: str | os.PathLike[str], *, device: str = "cpu", max_length: int | None = None, batch_size: int = 64, progress: bool = True
+    path: str | os.PathLike[str], *, device: str = "cpu", max_length: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE, progress: bool = True
 ) -> PreparedEncoder:
     """A sentence-transformers model directory as a PreparedEncoder (fingerprint = hash of its files)."""
     from sentence_transformers import SentenceTransformer

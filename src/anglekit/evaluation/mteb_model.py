@@ -40,6 +40,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without mteb
     raise ImportError("anglekit.evaluation.mteb_model needs the 'mteb' package: pip install mteb") from exc
 
 from anglekit.evaluation.encoders import PreparedEncoder, _is_embedder, prepare_encoder
+from anglekit.model import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader
@@ -60,7 +61,7 @@ class AnglekitMTEBModel(AbsEncoder):
         *,
         name: str = "anglekit/model",
         revision: str | None = None,
-        batch_size: int = 64,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         max_length: int | None = None,
         prompts: dict[str, str] | None = None,
         progress: bool = False,

@@ -33,6 +33,7 @@ from anglekit.evaluation.retrieval import evaluate_retrieval, retrieval_markdown
 from anglekit.evaluation.sts import evaluate_sts, sts_markdown
 from anglekit.evaluation.transfer import evaluate_transfer, transfer_markdown
 from anglekit.io.atomic import atomic_write_json, atomic_write_text
+from anglekit.model import DEFAULT_BATCH_SIZE
 
 _RUNNERS: dict[str, tuple[Callable[..., dict[str, Any]], Callable[..., str]]] = {
     "sts": (evaluate_sts, sts_markdown),
@@ -117,7 +118,7 @@ def _data_root(data_root: str | os.PathLike[str] | None) -> Path:
 def make_encoder(
     model: Any,
     *,
-    batch_size: int = 64,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     max_length: int | None = None,
     cache: bool | str | os.PathLike[str] = False,
     name: str | None = None,
@@ -147,7 +148,7 @@ def run_suite(
     *,
     data_root: str | os.PathLike[str] | None = None,
     out_dir: str | os.PathLike[str] | None = None,
-    batch_size: int = 64,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     max_length: int | None = None,
     cache: bool | str | os.PathLike[str] = False,
     model_name: str | None = None,
@@ -222,7 +223,7 @@ def run_suites(names: str | Sequence[str], encode: Any, **kwargs: Any) -> dict[s
     enc_kwargs = {k: kwargs.pop(k) for k in encoder_keys if k in kwargs}
     encoder = make_encoder(
         encode,
-        batch_size=enc_kwargs.get("batch_size", 64),
+        batch_size=enc_kwargs.get("batch_size", DEFAULT_BATCH_SIZE),
         max_length=enc_kwargs.get("max_length"),
         cache=enc_kwargs.get("cache", False),
         name=enc_kwargs.get("model_name"),

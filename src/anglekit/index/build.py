@@ -9,6 +9,7 @@ from typing import Any
 
 from anglekit.errors import ConfigError, DataError, ModelMismatchError
 from anglekit.index.store import VectorIndex
+from anglekit.model import DEFAULT_BATCH_SIZE
 
 __all__ = ["build_index"]
 
@@ -21,7 +22,7 @@ def build_index(
     load: dict[str, Any] | None = None,
     text_column: str | None = None,
     id_column: str | None = None,
-    batch_size: int = 64,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     chunk_rows: int = 10_000,
     progress: Callable[[int], None] | None = None,
     **settings: Any,

@@ -38,6 +38,7 @@ from anglekit.index.graph import GraphSettings, load_graph, make_graph, resolve_
 from anglekit.index.quantize import QUANTIZATIONS, binary_codes, block_scorer, int8_codes, int8_scale, rescore, top_k
 from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
 from anglekit.io.read import describe
+from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.version import __version__
 
 __all__ = ["INDEX_FILE", "KINDS", "Hit", "IndexSettings", "VectorIndex", "model_record"]
@@ -182,7 +183,7 @@ class VectorIndex:
         return index
 
     @classmethod
-    def build(cls, model: Any, ids: Sequence[Any], texts: Sequence[str], *, batch_size: int = 64, **settings: Any) -> VectorIndex:
+    def build(cls, model: Any, ids: Sequence[Any], texts: Sequence[str], *, batch_size: int = DEFAULT_BATCH_SIZE, **settings: Any) -> VectorIndex:
         """:meth:`create` then :meth:`add`."""
         index = cls.create(model, **settings)
         index.add(ids, texts, batch_size=batch_size)
@@ -251,7 +252,7 @@ class VectorIndex:
         self._flush()
         return self._vectors
 
-    def add(self, ids: Sequence[Any], texts: Sequence[str], *, batch_size: int = 64) -> None:
+    def add(self, ids: Sequence[Any], texts: Sequence[str], *, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         """Embed ``texts`` (the model's document prompt) and add them under ``ids``."""
         from anglekit.data.sources import text_problem
 
@@ -371,7 +372,7 @@ class VectorIndex:
         return queries
 
     # ----------------------------------------------------------------- search
-    def search(self, queries: str | Sequence[str], k: int = 10, *, batch_size: int = 64, **options: Any) -> Any:
+    def search(self, queries: str | Sequence[str], k: int = 10, *, batch_size: int = DEFAULT_BATCH_SIZE, **options: Any) -> Any:
         """The ``k`` best documents of each query (embedded with the model's query prompt): a list
         of :class:`Hit` for one string, a list of lists for a list. ``options``: see :meth:`search_vectors`."""
         single = isinstance(queries, str)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from anglekit.errors import ConfigError
+from anglekit.model import DEFAULT_BATCH_SIZE
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class Protocol:
     epochs: float
     max_steps: int = -1
     device: str | None = None
-    eval_batch_size: int = 64
+    eval_batch_size: int = DEFAULT_BATCH_SIZE
     model: str | None = None
     """An explicit --model overrides the start's model (the start's meaning is then not printed)."""
 

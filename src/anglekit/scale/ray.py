@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from anglekit.errors import ConfigError, DataError
+from anglekit.model import DEFAULT_BATCH_SIZE
 
 __all__ = ["RayEmbedder", "embed_dataset"]
 
@@ -35,7 +36,7 @@ class RayEmbedder:
         *,
         text_column: str = "text",
         output_column: str = "embedding",
-        batch_size: int = 64,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         normalize: bool | None = None,
         role: str | None = None,
         device: str | None = None,

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from anglekit.errors import ConfigError, DataError
+from anglekit.model import DEFAULT_BATCH_SIZE
 
 __all__ = ["PredictFnFactory", "predict_fn_factory"]
 
@@ -29,7 +30,7 @@ class PredictFnFactory:
     the worker has one, and returns the batch function."""
 
     model: str
-    batch_size: int = 64
+    batch_size: int = DEFAULT_BATCH_SIZE
     normalize: bool | None = None
     role: str | None = None
     device: str | None = None
@@ -54,7 +55,7 @@ class PredictFnFactory:
 
 
 def predict_fn_factory(
-    model: str, *, batch_size: int = 64, normalize: bool | None = None, role: str | None = None, device: str | None = None, **load: Any
+    model: str, *, batch_size: int = DEFAULT_BATCH_SIZE, normalize: bool | None = None, role: str | None = None, device: str | None = None, **load: Any
 ) -> PredictFnFactory:
     """The ``make_predict_fn`` argument of ``predict_batch_udf`` for ``model``; ``load``: further
     ``Embedder.from_pretrained`` keyword arguments (dtype, revision, ...)."""

@@ -21,12 +21,13 @@ from typing import Any
 
 from anglekit.config import OldName, check_fields, negate, read_sections, setting, settings_of
 from anglekit.errors import ConfigError
+from anglekit.model import DEFAULT_BATCH_SIZE
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 MODEL_DTYPES = ("fp32", "bf16", "fp16")
 NLI_PAIRINGS = ("zip", "cycle", "all")
-DEFAULT_EVAL_BATCH_SIZE = 64
-"""The same as :data:`anglekit.model.DEFAULT_BATCH_SIZE` (a test pins it), without importing torch here."""
+DEFAULT_EVAL_BATCH_SIZE = DEFAULT_BATCH_SIZE
+"""Texts per forward pass of the evaluations during training: :data:`anglekit.model.DEFAULT_BATCH_SIZE`."""
 _HELP_HINT = "run 'anglekit train --help' for the list"
 
 

@@ -41,6 +41,7 @@ from transformers.trainer_utils import seed_worker
 from anglekit.errors import ConfigError
 from anglekit.evaluation.similarity import evaluate_pairs
 from anglekit.losses import AnglEObjective, ContrastiveObjective
+from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.training.gather import gather_rows
 from anglekit.training.gradcache import check_gradcache, gradcache_step
 from anglekit.training.probes import ProbeAccumulator, batch_probes
@@ -63,7 +64,7 @@ class AnglETrainer(Trainer):
         objective: AnglEObjective | ContrastiveObjective,
         task: TrainingTask | None = None,
         group_by_length: bool = True,
-        eval_batch_size: int = 64,
+        eval_batch_size: int = DEFAULT_BATCH_SIZE,
         probes: ProbeAccumulator | None = None,
         gather_candidates: bool = True,
         gradcache_chunk_size: int | None = None,
