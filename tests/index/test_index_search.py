@@ -249,7 +249,7 @@ def test_backend_choice(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_save_that_dies_before_index_json_leaves_the_old_index(tmp_path: Path, model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import anglekit.io.atomic as atomic
+    import anglekit.index.store as store
 
     docs, queries = _clustered(300, 5, seed=6)
     index = _index(model, docs, quantize="int8")
@@ -260,7 +260,7 @@ def test_a_save_that_dies_before_index_json_leaves_the_old_index(tmp_path: Path,
     def die(*args: Any, **kwargs: Any) -> None:
         raise OSError("killed")
 
-    monkeypatch.setattr(atomic, "atomic_write_json", die)  # every data file of generation 2 is written, index.json is not
+    monkeypatch.setattr(store, "atomic_write_json", die)  # every data file of generation 2 is written, index.json is not
     with pytest.raises(OSError, match="killed"):
         index.save(tmp_path / "ix")
     old = VectorIndex.load(tmp_path / "ix", verify=True)
