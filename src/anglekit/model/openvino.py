@@ -116,18 +116,7 @@ def export_openvino(
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = staging_dir(target)
     try:
-        onnx_folder = export_onnx(embedder, staging / "onnx")
-        model = ov.convert_model(str(onnx_folder / ONNX_FILE))
-        if quantize == "int8":
-            with _quiet_nncf():
-                import nncf
-
-                model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
-        elif quantize == "int8-static":
-            model = _quantize_static(embedder, model, calibration)
-        ov.save_model(model, str(staging / OPENVINO_FILE), compress_to_fp16=False)
-        onnx_info = json.loads((onnx_folder / ONNX_CONFIG).read_text(encoding="utf-8"))
-        shutil.rmtree(onnx_folder)
+        exporter = _write_ir(ov, embedder, staging, quantize, calibration)
         embedder.tokenizer.save_pretrained(staging)
         embedder.config.save(staging)
         try:
@@ -140,19 +129,10 @@ def export_openvino(
                 "calibrate on more, and more varied, texts like the ones the model will embed"
             ) from exc
         info = {
-            "format": 1,
-            "openvino_file": OPENVINO_FILE,
-            "outputs": list(OUTPUTS),
-            "quantize": quantize,
-            "weights": WEIGHTS[quantize],
-            "precision": precision,
-            "calibration_texts": len(calibration),
-            "exporter": f"{onnx_info['exporter']} -> openvino.convert_model",
-            "openvino": ov.__version__,
-            "hidden_size": int(embedder.dim),
-            "source": embedder.source,
-            "check": agreement,
-        }
+            "format": 1, "openvino_file": OPENVINO_FILE, "outputs": list(OUTPUTS), "quantize": quantize, "weights": WEIGHTS[quantize],
+            "precision": precision, "calibration_texts": len(calibration), "exporter": exporter, "openvino": ov.__version__,
+            "hidden_size": int(embedder.dim), "source": embedder.source, "check": agreement,
+        }  # fmt: skip
         (staging / OPENVINO_CONFIG).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         settle_modes(staging)
         target.mkdir(exist_ok=True)
@@ -161,6 +141,24 @@ def export_openvino(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _write_ir(ov: Any, embedder: Any, staging: Path, quantize: str | None, calibration: Sequence[str]) -> str:
+    """The model as OpenVINO IR in ``staging`` (through a checked ONNX export, then int8 when asked);
+    returns the exporter's description."""
+    onnx_folder = export_onnx(embedder, staging / "onnx")
+    model = ov.convert_model(str(onnx_folder / ONNX_FILE))
+    if quantize == "int8":
+        with _quiet_nncf():
+            import nncf
+
+            model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
+    elif quantize == "int8-static":
+        model = _quantize_static(embedder, model, calibration)
+    ov.save_model(model, str(staging / OPENVINO_FILE), compress_to_fp16=False)
+    onnx_info = json.loads((onnx_folder / ONNX_CONFIG).read_text(encoding="utf-8"))
+    shutil.rmtree(onnx_folder)
+    return f"{onnx_info['exporter']} -> openvino.convert_model"
 
 
 WEIGHTS = {

@@ -113,49 +113,7 @@ def plot_dynamics(
     for index, (name, records) in enumerate(runs):
         colour = colours[index % len(colours)]
         for ax, panel in zip(axes[0], panels):
-            if panel == "loss":
-                keys = ["loss"] + sorted({k for r in records for k in r if k.startswith("loss_")})
-                for k, style in zip(keys, ["-", "--", ":", "-.", (0, (1, 3)), (0, (5, 1))]):
-                    steps, values = series(records, k)
-                    if steps:
-                        ax.plot(steps, values, color=colour, linestyle=style, label=f"{name} {k}")
-                ax.set_title("loss and components")
-                ax.set_xlabel("step")
-            elif panel == "angles":
-                for k, style, what in (
-                    ("probe_angle_pos", "-", "positive"),
-                    ("probe_angle_neg", "-", "negatives"),
-                    ("probe_angle_hard_neg", ":", "hard negative"),
-                    ("probe_dev_angle_pos", "--", "dev positive"),
-                    ("probe_dev_angle_neg", "--", "dev negatives"),
-                ):
-                    steps, values = series(records, k)
-                    if steps:
-                        marker = "o" if "pos" in k else "^"
-                        ax.plot(steps, values, color=colour, linestyle=style, marker=marker, markersize=3, label=f"{name}: {what}")
-                ax.set_title("mean angle (degrees)")
-                ax.set_xlabel("step")
-            elif panel == "align_uniform":
-                for k, style in (("probe_alignment", "-"), ("probe_uniformity", "-."), ("probe_dev_alignment", "--"), ("probe_dev_uniformity", ":")):
-                    steps, values = series(records, k)
-                    if steps:
-                        ax.plot(steps, values, color=colour, linestyle=style, label=f"{name} {k.removeprefix('probe_')}")
-                ax.set_title("alignment and uniformity")
-                ax.set_xlabel("step")
-            else:  # plane: alignment vs uniformity, dev probes preferred (as in the papers)
-                prefix = "probe_dev_" if any("probe_dev_alignment" in r for r in records) else "probe_"
-                points = [
-                    (r[f"{prefix}uniformity"], r[f"{prefix}alignment"], r["step"])
-                    for r in records
-                    if isinstance(r.get(f"{prefix}uniformity"), (int, float)) and isinstance(r.get(f"{prefix}alignment"), (int, float))
-                ]
-                if points:
-                    xs, ys, steps = zip(*points)
-                    ax.plot(xs, ys, color=colour, linewidth=0.8, alpha=0.6)
-                    ax.scatter(xs, ys, c=steps, cmap="viridis", s=18, edgecolors=colour, label=f"{name} ({prefix.rstrip('_')})")
-                ax.set_title("alignment vs uniformity (lower left is better)")
-                ax.set_xlabel("uniformity")
-                ax.set_ylabel("alignment")
+            _PANELS[panel](ax, name, records, colour)
     for ax in list(grid.flat)[len(panels) :]:
         ax.set_visible(False)
     for ax in axes[0]:
@@ -170,3 +128,59 @@ def plot_dynamics(
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
     return output
+
+
+def _loss_panel(ax: Any, name: str, records: list[dict[str, Any]], colour: str) -> None:
+    keys = ["loss"] + sorted({k for r in records for k in r if k.startswith("loss_")})
+    for k, style in zip(keys, ["-", "--", ":", "-.", (0, (1, 3)), (0, (5, 1))]):
+        steps, values = series(records, k)
+        if steps:
+            ax.plot(steps, values, color=colour, linestyle=style, label=f"{name} {k}")
+    ax.set_title("loss and components")
+    ax.set_xlabel("step")
+
+
+def _angles_panel(ax: Any, name: str, records: list[dict[str, Any]], colour: str) -> None:
+    for k, style, what in (
+        ("probe_angle_pos", "-", "positive"),
+        ("probe_angle_neg", "-", "negatives"),
+        ("probe_angle_hard_neg", ":", "hard negative"),
+        ("probe_dev_angle_pos", "--", "dev positive"),
+        ("probe_dev_angle_neg", "--", "dev negatives"),
+    ):
+        steps, values = series(records, k)
+        if steps:
+            marker = "o" if "pos" in k else "^"
+            ax.plot(steps, values, color=colour, linestyle=style, marker=marker, markersize=3, label=f"{name}: {what}")
+    ax.set_title("mean angle (degrees)")
+    ax.set_xlabel("step")
+
+
+def _align_uniform_panel(ax: Any, name: str, records: list[dict[str, Any]], colour: str) -> None:
+    for k, style in (("probe_alignment", "-"), ("probe_uniformity", "-."), ("probe_dev_alignment", "--"), ("probe_dev_uniformity", ":")):
+        steps, values = series(records, k)
+        if steps:
+            ax.plot(steps, values, color=colour, linestyle=style, label=f"{name} {k.removeprefix('probe_')}")
+    ax.set_title("alignment and uniformity")
+    ax.set_xlabel("step")
+
+
+def _plane_panel(ax: Any, name: str, records: list[dict[str, Any]], colour: str) -> None:
+    """Alignment vs uniformity, the dev probes preferred (as in the papers)."""
+    prefix = "probe_dev_" if any("probe_dev_alignment" in r for r in records) else "probe_"
+    points = [
+        (r[f"{prefix}uniformity"], r[f"{prefix}alignment"], r["step"])
+        for r in records
+        if isinstance(r.get(f"{prefix}uniformity"), (int, float)) and isinstance(r.get(f"{prefix}alignment"), (int, float))
+    ]
+    if points:
+        xs, ys, steps = zip(*points)
+        ax.plot(xs, ys, color=colour, linewidth=0.8, alpha=0.6)
+        ax.scatter(xs, ys, c=steps, cmap="viridis", s=18, edgecolors=colour, label=f"{name} ({prefix.rstrip('_')})")
+    ax.set_title("alignment vs uniformity (lower left is better)")
+    ax.set_xlabel("uniformity")
+    ax.set_ylabel("alignment")
+
+
+_PANELS = {"loss": _loss_panel, "angles": _angles_panel, "align_uniform": _align_uniform_panel, "plane": _plane_panel}
+"""The panels plot_dynamics draws, by name: ``draw(ax, run name, its records, colour)``."""
