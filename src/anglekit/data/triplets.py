@@ -199,36 +199,47 @@ def read_triplets(
     fmt = check_format(format)
     check_columns(columns, TRIPLET_FIELDS)
     if isinstance(source, (str, os.PathLike)):
-        text = os.fspath(source)
-        path = Path(text).expanduser()
-        if fmt == "hub" or (fmt is None and not path.exists() and is_hub_id(text) and not looks_like_path(text)):
-            label = f"hf:{text}" + (f"/{config}" if config else "")
-            if not split:
-                raise ConfigError(f"reading {label} from the Hugging Face hub needs split= (e.g. 'train')")
-            sink = _TripletSink(label, lenient, columns)
-            ds = load_hub_dataset(text, config=config, split=split)
-            scan_hf_dataset(ds, sink)
-            return sink.build(name or f"{text}:{split}", "dataset has no rows", pairing=nli_pairing)
-        if config is not None:
-            raise ConfigError("config= applies to hub datasets only")
-        if path.is_dir():
-            if fmt not in (None, "hf"):
-                raise ConfigError(f"{text} is a directory; format {fmt!r} applies to a file")
-            ds = pick_split(load_from_disk(path, text), split, text)
-            sink = _TripletSink(text, lenient, columns)
-            scan_hf_dataset(ds, sink)
-            return sink.build(name or path.name + (f":{split}" if split else ""), "dataset has no rows", pairing=nli_pairing)
-        if not path.is_file():
-            raise DataError("no such file or directory", source=text)
-        if split is not None:
-            raise ConfigError(f"split={split!r} does not apply to a single file ({text}); a file holds one split")
-        sink = _TripletSink(text, lenient, columns)
-        file_format = fmt or infer_format(path)
-        scan_file(path, file_format, sink)
-        header_only = " (header only)" if file_format in ("csv", "tsv") else ""
-        return sink.build(name or path.stem, f"file has no data rows{header_only}", pairing=nli_pairing)
+        return _triplets_from_path(os.fspath(source), fmt, columns, split, config, lenient, name, nli_pairing)
     if fmt is not None or config is not None:
         raise ConfigError("format= and config= apply to paths and hub ids")
+    return _triplets_from_data(source, columns, split, lenient, name, nli_pairing)
+
+
+def _triplets_from_path(text: str, fmt: str | None, columns: dict[str, str] | None, split: str | None, config: str | None, lenient: bool,
+                        name: str | None, nli_pairing: str) -> TripletDataset:  # fmt: skip
+    """:func:`read_triplets` of a file, a saved dataset folder or a hub id."""
+    path = Path(text).expanduser()
+    if fmt == "hub" or (fmt is None and not path.exists() and is_hub_id(text) and not looks_like_path(text)):
+        label = f"hf:{text}" + (f"/{config}" if config else "")
+        if not split:
+            raise ConfigError(f"reading {label} from the Hugging Face hub needs split= (e.g. 'train')")
+        sink = _TripletSink(label, lenient, columns)
+        ds = load_hub_dataset(text, config=config, split=split)
+        scan_hf_dataset(ds, sink)
+        return sink.build(name or f"{text}:{split}", "dataset has no rows", pairing=nli_pairing)
+    if config is not None:
+        raise ConfigError("config= applies to hub datasets only")
+    if path.is_dir():
+        if fmt not in (None, "hf"):
+            raise ConfigError(f"{text} is a directory; format {fmt!r} applies to a file")
+        ds = pick_split(load_from_disk(path, text), split, text)
+        sink = _TripletSink(text, lenient, columns)
+        scan_hf_dataset(ds, sink)
+        return sink.build(name or path.name + (f":{split}" if split else ""), "dataset has no rows", pairing=nli_pairing)
+    if not path.is_file():
+        raise DataError("no such file or directory", source=text)
+    if split is not None:
+        raise ConfigError(f"split={split!r} does not apply to a single file ({text}); a file holds one split")
+    sink = _TripletSink(text, lenient, columns)
+    file_format = fmt or infer_format(path)
+    scan_file(path, file_format, sink)
+    header_only = " (header only)" if file_format in ("csv", "tsv") else ""
+    return sink.build(name or path.stem, f"file has no data rows{header_only}", pairing=nli_pairing)
+
+
+def _triplets_from_data(source: Any, columns: dict[str, str] | None, split: str | None, lenient: bool, name: str | None,
+                        nli_pairing: str) -> TripletDataset:  # fmt: skip
+    """:func:`read_triplets` of Python data: a datasets.Dataset, a dict of lists, a DataFrame, a list."""
     if is_hf_dataset(source) or is_hf_dataset_dict(source):
         ds = pick_split(source, split, "<datasets.Dataset>")
         sink = _TripletSink("<datasets.Dataset>", lenient, columns)
