@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +141,15 @@ def nli_to_triplets(
         entail, contra = groups.setdefault(premise, ([], []))
         (entail if label == "entailment" else contra).append(hypothesis)
 
+    anchor, positive, negative = _pair_hypotheses(groups, pairing, count)
+    if not anchor:
+        raise DataError("no triplets: no premise has both an entailment and a contradiction hypothesis", source=source or None)
+    return TripletDataset(anchor, positive, negative, name=name, source=source, skipped=counts)
+
+
+def _pair_hypotheses(groups: dict[str, tuple[list[str], list[str]]], pairing: str, count: Callable[[str, int], None]) -> tuple[list[str], list[str], list[str]]:
+    """(anchors, positives, negatives): each premise's entailments paired with its contradictions
+    by ``pairing`` (the module's rule); what is left unpaired is counted."""
     anchor: list[str] = []
     positive: list[str] = []
     negative: list[str] = []
@@ -163,9 +172,7 @@ def nli_to_triplets(
             anchor.append(premise)
             positive.append(e)
             negative.append(c)
-    if not anchor:
-        raise DataError("no triplets: no premise has both an entailment and a contradiction hypothesis", source=source or None)
-    return TripletDataset(anchor, positive, negative, name=name, source=source, skipped=counts)
+    return anchor, positive, negative
 
 
 def snli_files(directory: str | os.PathLike[str], split: str) -> tuple[Path, Path, Path]:
