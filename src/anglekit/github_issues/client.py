@@ -73,6 +73,17 @@ def _http_client(base_url: str, timeout_s: float, headers: dict[str, str]) -> ht
     return httpx.Client(timeout=timeout_s, headers=headers, follow_redirects=True, trust_env=host not in _LOOPBACK)
 
 
+@dataclass
+class _Attempts:
+    """What one :meth:`GitHubClient.get` has spent: failed attempts, secondary-limit waits, waits a
+    response demanded (Retry-After, the primary limit) and their seconds."""
+
+    failures: int = 0
+    secondary: int = 0
+    demanded: int = 0
+    demanded_s: float = 0.0
+
+
 class GitHubError(AnglekitError):
     """A GitHub request failed for good (after retries). ``status`` is the HTTP status or None."""
 
@@ -230,10 +241,7 @@ class GitHubClient:
             raise GitHubError("only http(s) URLs are fetched", url=url)
         import httpx
 
-        failures = 0
-        secondary = 0
-        demanded = 0  # waits a response demanded (Retry-After, primary limit) and their total
-        demanded_s = 0.0
+        tries = _Attempts()
         while True:
             if self._resume_at is not None:
                 remaining = self._resume_at - self.clock()
@@ -245,68 +253,72 @@ class GitHubClient:
             except httpx.InvalidURL as error:
                 raise GitHubError(f"invalid URL: {error}", url=url) from None
             except httpx.TransportError as error:  # connection refused or reset, timeouts, protocol errors
-                failures += 1
-                if failures > self.max_retries:
-                    raise GitHubError(f"request failed: {error or type(error).__name__}", url=url) from None
-                self.stats.retries += 1
-                self._wait(self.backoff_s * 2 ** (failures - 1), "connection error")
+                self._retry(tries, url, None, f"request failed: {error or type(error).__name__}", "connection error")
                 continue
             if self.rate_limit and headers.get("x-ratelimit-remaining") == "0" and status < 400:
                 until = self._until_reset(headers)
                 if until is not None:
                     self._resume_at = self.clock() + until
             if status in (403, 429):
-                retry_after = headers.get("retry-after")
-                message = body[:300].decode("utf-8", "replace").lower()
-                if retry_after is not None or headers.get("x-ratelimit-remaining") == "0":
-                    demanded += 1
-                    if demanded > self.max_rate_limit_waits or demanded_s >= self.max_total_wait_s:
-                        raise RateLimited(
-                            f"HTTP {status}: still rate limited after {demanded - 1} waits ({demanded_s:.0f} s); rerun later to resume", url=url, status=status
-                        )
-                if retry_after is not None:
-                    try:
-                        seconds = float(retry_after)
-                    except ValueError:
-                        seconds = self.secondary_wait_s
-                    self.stats.retries += 1
-                    demanded_s += self._wait(min(seconds, max(self.max_total_wait_s - demanded_s, 0.0)), "retry-after")
-                    continue
-                if headers.get("x-ratelimit-remaining") == "0":
-                    until = self._until_reset(headers)
-                    self.stats.retries += 1
-                    wanted = until if until is not None else self.secondary_wait_s
-                    demanded_s += self._wait(min(wanted, max(self.max_total_wait_s - demanded_s, 0.0)), "primary rate limit")
-                    continue
-                if status == 429 or "rate limit" in message:
-                    secondary += 1
-                    if secondary > self.max_retries:
-                        raise GitHubError("still rate limited after waiting", url=url, status=status)
-                    self.stats.retries += 1
-                    self._wait(self.secondary_wait_s * 2 ** (secondary - 1), "secondary rate limit")
-                    continue
-                raise GitHubError(f"HTTP {status}: {message[:200]}", url=url, status=status)
+                self._rate_limited(tries, url, status, headers, body)  # waited, or raised
+                continue
             if status in (404, 410):
                 raise NotFound(f"HTTP {status} (not found or not visible)", url=url, status=status)
             if status >= 500:
-                failures += 1
-                if failures > self.max_retries:
-                    raise GitHubError(f"HTTP {status} after {self.max_retries} retries", url=url, status=status)
-                self.stats.retries += 1
-                self._wait(self.backoff_s * 2 ** (failures - 1), f"HTTP {status}")
+                self._retry(tries, url, status, f"HTTP {status} after {self.max_retries} retries", f"HTTP {status}")
                 continue
             if status >= 400:
                 raise GitHubError(f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}", url=url, status=status)
             try:
                 data = json.loads(body.decode("utf-8")) if body.strip() else None
             except (UnicodeDecodeError, json.JSONDecodeError) as error:
-                failures += 1
-                if failures > self.max_retries:
-                    raise GitHubError(f"malformed JSON after {self.max_retries} retries: {error}", url=url, status=status) from None
-                self.stats.retries += 1
-                self._wait(self.backoff_s * 2 ** (failures - 1), "malformed JSON")
+                self._retry(tries, url, status, f"malformed JSON after {self.max_retries} retries: {error}", "malformed JSON")
                 continue
             return Response(status, url, headers, data)
+
+    def _retry(self, tries: _Attempts, url: str, status: int | None, give_up: str, why: str) -> None:
+        """Back off before the next attempt (exponentially), or raise ``give_up`` past ``max_retries``."""
+        tries.failures += 1
+        if tries.failures > self.max_retries:
+            raise GitHubError(give_up, url=url, status=status) from None
+        self.stats.retries += 1
+        self._wait(self.backoff_s * 2 ** (tries.failures - 1), why)
+
+    def _rate_limited(self, tries: _Attempts, url: str, status: int, headers: Any, body: bytes) -> None:
+        """A 403 or 429: wait as the response demands (Retry-After, the primary limit's reset) or back
+        off on a secondary limit, within the budgets; raise when they are spent or it is not a limit."""
+        retry_after = headers.get("retry-after")
+        message = body[:300].decode("utf-8", "replace").lower()
+        exhausted = headers.get("x-ratelimit-remaining") == "0"
+        if retry_after is not None or exhausted:
+            tries.demanded += 1
+            if tries.demanded > self.max_rate_limit_waits or tries.demanded_s >= self.max_total_wait_s:
+                raise RateLimited(
+                    f"HTTP {status}: still rate limited after {tries.demanded - 1} waits ({tries.demanded_s:.0f} s); rerun later to resume",
+                    url=url, status=status,
+                )  # fmt: skip
+        budget = max(self.max_total_wait_s - tries.demanded_s, 0.0)
+        if retry_after is not None:
+            try:
+                seconds = float(retry_after)
+            except ValueError:
+                seconds = self.secondary_wait_s
+            self.stats.retries += 1
+            tries.demanded_s += self._wait(min(seconds, budget), "retry-after")
+            return
+        if exhausted:
+            until = self._until_reset(headers)
+            self.stats.retries += 1
+            tries.demanded_s += self._wait(min(until if until is not None else self.secondary_wait_s, budget), "primary rate limit")
+            return
+        if status == 429 or "rate limit" in message:
+            tries.secondary += 1
+            if tries.secondary > self.max_retries:
+                raise GitHubError("still rate limited after waiting", url=url, status=status)
+            self.stats.retries += 1
+            self._wait(self.secondary_wait_s * 2 ** (tries.secondary - 1), "secondary rate limit")
+            return
+        raise GitHubError(f"HTTP {status}: {message[:200]}", url=url, status=status)
 
     def pages(self, path: str, params: dict[str, Any] | None = None, *, start_url: str | None = None) -> Iterator[Response]:
         """Every page of a list endpoint, following ``rel="next"`` links (``per_page`` added).
