@@ -41,11 +41,6 @@ def _authors(text: str) -> tuple[str, ...]:
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Add ``github-issues`` with its ``collect`` and ``build`` subcommands to ``commands``."""
-    from anglekit.github_issues.build import DEFAULT_MAX_CHARS, PAPER_NEGATIVE_RATIO, PAPER_SPLIT_SHARES
-    from anglekit.github_issues.client import DEFAULT_BASE_URL, DEFAULT_TOKEN_ENV
-    from anglekit.github_issues.duplicates import PROJECT_ASSOCIATIONS
-    from anglekit.github_issues.repos import PAPER_REPOSITORY_COUNT
-
     parser = commands.add_parser(
         NAME,
         allow_abbrev=False,
@@ -53,6 +48,20 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         description="Build AnglE's GitHub Issues Similarity dataset: collect issues over the GitHub REST API, then build pairs.",
     )
     sub = parser.add_subparsers(dest="github_command", metavar="{collect,build}", required=True)
+    _add_collect(sub)
+    _add_build(sub)
+    return parser
+
+
+def _authors_help() -> str:
+    from anglekit.github_issues.duplicates import PROJECT_ASSOCIATIONS
+
+    return f"author associations whose duplicate comments count, comma-separated, or 'any' (default: {','.join(PROJECT_ASSOCIATIONS)})"
+
+
+def _add_collect(sub: Any) -> None:
+    from anglekit.github_issues.client import DEFAULT_BASE_URL, DEFAULT_TOKEN_ENV
+    from anglekit.github_issues.repos import PAPER_REPOSITORY_COUNT
 
     collect = sub.add_parser(
         "collect",
@@ -79,8 +88,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help="which issues get their comments and timeline fetched (default %(default)s)",
     )
     collect.add_argument("--no-originals", action="store_true", help="do not fetch originals outside the collected issues")
-    authors_help = f"author associations whose duplicate comments count, comma-separated, or 'any' (default: {','.join(PROJECT_ASSOCIATIONS)})"
-    collect.add_argument("--duplicate-authors", type=_authors, default=None, help=authors_help)
+    collect.add_argument("--duplicate-authors", type=_authors, default=None, help=_authors_help())
     collect.add_argument(
         "--no-rate-limit", action="store_true", help="do not wait pre-emptively when X-RateLimit-Remaining reaches 0 (403/429 are still honoured)"
     )
@@ -92,6 +100,10 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help="waits a rate-limited request may make (Retry-After, reset) before it fails (default %(default)s)",
     )
     add_quiet(collect, help="no progress lines")
+
+
+def _add_build(sub: Any) -> None:
+    from anglekit.github_issues.build import DEFAULT_MAX_CHARS, PAPER_NEGATIVE_RATIO, PAPER_SPLIT_SHARES
 
     build = sub.add_parser(
         "build",
@@ -118,10 +130,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     build.add_argument("--max-chars", type=positive_int, default=DEFAULT_MAX_CHARS, help="cap of a text in characters (default %(default)s)")
     build.add_argument("--tokenizer", default=None, help="tokenizer (path or cached name) for the token statistics (default: an approximate count)")
     build.add_argument("--long-threshold", type=positive_int, default=512, help="token count of a 'long' text (default %(default)s)")
-    build.add_argument("--duplicate-authors", type=_authors, default=None, help=authors_help.replace("(default: ", "(default: the collection's, else "))
+    build.add_argument("--duplicate-authors", type=_authors, default=None, help=_authors_help().replace("(default: ", "(default: the collection's, else "))
     build.add_argument("--no-plot", action="store_true", help="skip the length-distribution PNG")
     add_quiet(build, help="print only the dataset folder, not the statistics (they are in github_issues.json)")
-    return parser
 
 
 def _read_repos(args: argparse.Namespace) -> list[str]:
