@@ -222,64 +222,20 @@ def export_onnx(
         example = embedder.pad(embedder.tokenize_unpadded(["a b", "a longer example sentence to export"]), device=torch.device("cpu"))
         raw = staging / "raw.onnx"
         exporter = _export_graph(graph, example, raw, opset)
-        current = raw
-        fused: dict[str, int] = {}
-        if optimize in ("O2", "O3"):
-            fused = _fuse_transformer(embedder, current, staging / "fused.onnx")
-            current = staging / "fused.onnx" if fused else current
-        if optimize is not None:
-            levels = {
-                "O1": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-                "O2": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-                "O3": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-            }
-            options = ort.SessionOptions()
-            options.graph_optimization_level = levels[optimize]
-            options.optimized_model_filepath = str(staging / "optimized.onnx")
-            ort.InferenceSession(str(current), options, providers=["CPUExecutionProvider"])
-            current = staging / "optimized.onnx"
-        if quantize == "int8":
-            from onnxruntime.quantization import QuantType, quantize_dynamic
-
-            # Per-channel weight scales (as optimum's avx512_vnni / arm64 dynamic configs): per-tensor
-            # scales lose too much (cosine to the fp32 vectors ~0.93 on MiniLM, ~0.99 per channel).
-            with _quiet():
-                quantize_dynamic(
-                    str(current), str(staging / "quantized.onnx"), weight_type=QuantType.QInt8, per_channel=True,
-                    extra_options={"DefaultTensorType": 1},  # FLOAT, for tensors shape inference leaves untyped
-                )  # fmt: skip
-            current = staging / "quantized.onnx"
+        current, fused = _optimize_and_quantize(ort, embedder, raw, staging, optimize, quantize)
         final = staging / ONNX_FILE
         _copy_onnx(current, final)
-        for leftover in (
-            "raw.onnx",
-            "raw.onnx.data",
-            "fused.onnx",
-            "fused.onnx.data",
-            "optimized.onnx",
-            "optimized.onnx.data",
-            "quantized.onnx",
-            "quantized.onnx.data",
-        ):
-            (staging / leftover).unlink(missing_ok=True)
+        for stage in ("raw", "fused", "optimized", "quantized"):
+            (staging / f"{stage}.onnx").unlink(missing_ok=True)
+            (staging / f"{stage}.onnx.data").unlink(missing_ok=True)
         embedder.tokenizer.save_pretrained(staging)
         embedder.config.save(staging)
         agreement = _check_against_torch(embedder, final, quantize)
         info = {
-            "format": 1,
-            "onnx_file": ONNX_FILE,
-            "outputs": list(OUTPUTS),
-            "opset": opset,
-            "quantize": quantize,
-            "optimize": optimize,
-            "fused_operators": fused,
-            "exporter": exporter,
-            "torch": torch.__version__,
-            "onnxruntime": ort.__version__,
-            "hidden_size": int(embedder.dim),
-            "source": embedder.source,
-            "check": agreement,
-        }
+            "format": 1, "onnx_file": ONNX_FILE, "outputs": list(OUTPUTS), "opset": opset, "quantize": quantize, "optimize": optimize,
+            "fused_operators": fused, "exporter": exporter, "torch": torch.__version__, "onnxruntime": ort.__version__,
+            "hidden_size": int(embedder.dim), "source": embedder.source, "check": agreement,
+        }  # fmt: skip
         (staging / ONNX_CONFIG).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         settle_modes(staging)
         target.mkdir(exist_ok=True)
@@ -288,6 +244,40 @@ def export_onnx(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _optimize_and_quantize(ort: Any, embedder: Any, raw: Path, staging: Path, optimize: str | None, quantize: str | None) -> tuple[Path, dict[str, int]]:
+    """The exported graph ``raw`` through the transformer fusions (O2, O3), onnxruntime's graph
+    optimisation (``optimize``) and dynamic int8 (``quantize``), each stage a file in ``staging``:
+    (the last stage's file, the fused operators)."""
+    current = raw
+    fused: dict[str, int] = {}
+    if optimize in ("O2", "O3"):
+        fused = _fuse_transformer(embedder, current, staging / "fused.onnx")
+        current = staging / "fused.onnx" if fused else current
+    if optimize is not None:
+        levels = {
+            "O1": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "O2": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "O3": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        }
+        options = ort.SessionOptions()
+        options.graph_optimization_level = levels[optimize]
+        options.optimized_model_filepath = str(staging / "optimized.onnx")
+        ort.InferenceSession(str(current), options, providers=["CPUExecutionProvider"])
+        current = staging / "optimized.onnx"
+    if quantize == "int8":
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        # Per-channel weight scales (as optimum's avx512_vnni / arm64 dynamic configs): per-tensor
+        # scales lose too much (cosine to the fp32 vectors ~0.93 on MiniLM, ~0.99 per channel).
+        with _quiet():
+            quantize_dynamic(
+                str(current), str(staging / "quantized.onnx"), weight_type=QuantType.QInt8, per_channel=True,
+                extra_options={"DefaultTensorType": 1},  # FLOAT, for tensors shape inference leaves untyped
+            )  # fmt: skip
+        current = staging / "quantized.onnx"
+    return current, fused
 
 
 def _fuse_transformer(embedder: Any, source: Path, destination: Path) -> dict[str, int]:
