@@ -415,27 +415,8 @@ def encode_corpus(
     else:
         name = os.fspath(model)
         embedder = Embedder.from_pretrained(name, **kwargs)
-    embedder_config = embedder.config.to_dict()
     normalize = embedder.config.normalize if normalize is None else bool(normalize)
-    manifest = {
-        "format": FORMAT,
-        "version": FORMAT_VERSION,
-        "created_by": f"anglekit {__version__}",
-        "input": corpus_signature(source),
-        "columns": {"text": text_column, "id": id_column},
-        "model": name,
-        "model_fingerprint": embedder.fingerprint(),
-        "embedder_config": embedder_config,
-        "role": role,
-        "template": embedder.config.template(role),  # type: ignore[arg-type]
-        "normalize": normalize,
-        "dim": int(getattr(embedder, "output_dim", embedder.dim)),
-        "dtype": "float32",
-        "shard_size": shard_size,
-        "shard_format": shard_format,
-        "rows": None,
-        "shards": None,
-    }
+    manifest = _manifest(embedder, name, source, text_column, id_column, role, normalize, shard_size, shard_format)
     resumed = _resume_note(folder, shard_id, num_shards, shard_size) if _prepare_folder(folder, manifest) else None
     if resumed is not None:
         (say or logger.info)(f"{folder}: {resumed}")
@@ -446,18 +427,35 @@ def encode_corpus(
         del embedder  # each worker loads its own
         rows, shards, encoded, reused = _run_workers(job)
     else:
-        bar = None
-        if show_progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(desc="encode", unit="text")
-        try:
-            rows, shards, encoded, reused = _run(job, embedder, 0, bar.update if bar is not None else None)
-        finally:
-            if bar is not None:
-                bar.close()
+        rows, shards, encoded, reused = _run_here(job, embedder, show_progress)
     _finish_manifest(folder, rows, shards, request)
     return EncodeReport(folder, rows, shards, encoded, reused, int(manifest["dim"]), time.perf_counter() - started, resumed)
+
+
+def _manifest(embedder: Any, name: str, source: Path, text_column: str | None, id_column: str | None, role: str | None, normalize: bool,
+              shard_size: int, shard_format: str) -> dict[str, Any]:  # fmt: skip
+    """The folder's manifest before any shard: input, columns, model (name, fingerprint, settings), prompt, layout."""
+    return {
+        "format": FORMAT, "version": FORMAT_VERSION, "created_by": f"anglekit {__version__}", "input": corpus_signature(source),
+        "columns": {"text": text_column, "id": id_column}, "model": name, "model_fingerprint": embedder.fingerprint(),
+        "embedder_config": embedder.config.to_dict(), "role": role, "template": embedder.config.template(role),
+        "normalize": normalize, "dim": int(getattr(embedder, "output_dim", embedder.dim)), "dtype": "float32",
+        "shard_size": shard_size, "shard_format": shard_format, "rows": None, "shards": None,
+    }  # fmt: skip
+
+
+def _run_here(job: Any, embedder: Any, show_progress: bool) -> tuple[int, int, int, int]:
+    """:func:`_run` in this process, with a progress bar when asked."""
+    bar = None
+    if show_progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(desc="encode", unit="text")
+    try:
+        return _run(job, embedder, 0, bar.update if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _finish_manifest(folder: Path, rows: int, shards: int, request: dict[str, Any] | None) -> None:
