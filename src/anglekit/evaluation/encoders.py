@@ -147,61 +147,60 @@ def prepare_encoder(
             raise ConfigError(f"encoder was prepared with max_length={model.max_length}, asked for {max_length}")
         return model
 
-    chunk = batch_size * PROGRESS_CHUNK_BATCHES
-    details: dict[str, Any] = {}
     if role is not None and not _is_embedder(model):
         raise ConfigError(f"role={role!r} needs an anglekit Embedder (its query/document prompts)")
     if _is_embedder(model):
-        config = model.config
-        if max_length is not None and max_length != config.max_length:
-            raise ConfigError(
-                f"the model was loaded with max_length={config.max_length} but max_length={max_length} was "
-                "asked for; load it with Embedder.from_pretrained(..., max_length=...)"
-            )
-        details = {
-            "kind": "anglekit.Embedder",
-            "pooling": getattr(config, "pooling", None),
-            "prompt": getattr(config, "prompt", None),
-            "normalize": getattr(config, "normalize", None),
-        }
-        extra: dict[str, Any] = {}
-        if role is not None:
-            if not _accepts_keyword(model.encode, "role"):
-                raise ConfigError(f"role={role!r} was asked for but this model's encode() takes no role")
-            extra["role"] = role
-            details["role"] = role
-
-        def encode_chunk(texts: list[str]) -> np.ndarray:
-            return np.asarray(model.encode(texts, batch_size=batch_size, convert_to="numpy", **extra))
-
-        return PreparedEncoder(
-            encode_chunk,
-            chunk,
-            name=name or str(getattr(model, "source", "") or "embedder"),
-            fingerprint=fingerprint or model.fingerprint(),
-            batch_size=batch_size,
-            max_length=config.max_length,
-            progress=progress,
-            details=details,
-        )
+        return _embedder_encoder(model, batch_size, max_length, name, fingerprint, progress, role)
     if _is_sentence_transformer(model):
         if max_length is not None:
             model.max_seq_length = max_length
-        details = {"kind": "sentence_transformers.SentenceTransformer"}
 
-        def encode_chunk(texts: list[str]) -> np.ndarray:
+        def encode_st(texts: list[str]) -> np.ndarray:
             return np.asarray(model.encode(texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False))
 
         return PreparedEncoder(
-            encode_chunk,
-            chunk,
-            name=name or "sentence-transformers",
-            fingerprint=fingerprint,
-            batch_size=batch_size,
-            max_length=int(model.max_seq_length),
-            progress=progress,
-            details=details,
+            encode_st, batch_size * PROGRESS_CHUNK_BATCHES, name=name or "sentence-transformers", fingerprint=fingerprint,
+            batch_size=batch_size, max_length=int(model.max_seq_length), progress=progress,
+            details={"kind": "sentence_transformers.SentenceTransformer"},
+        )  # fmt: skip
+    return _callable_encoder(model, batch_size, max_length, name, fingerprint, progress)
+
+
+def _embedder_encoder(model: Any, batch_size: int, max_length: int | None, name: str | None, fingerprint: str | None, progress: bool,
+                      role: str | None) -> PreparedEncoder:  # fmt: skip
+    """:func:`prepare_encoder` of an anglekit Embedder (its own max length; ``role`` picks its prompt)."""
+    config = model.config
+    if max_length is not None and max_length != config.max_length:
+        raise ConfigError(
+            f"the model was loaded with max_length={config.max_length} but max_length={max_length} was "
+            "asked for; load it with Embedder.from_pretrained(..., max_length=...)"
         )
+    details = {
+        "kind": "anglekit.Embedder",
+        "pooling": getattr(config, "pooling", None),
+        "prompt": getattr(config, "prompt", None),
+        "normalize": getattr(config, "normalize", None),
+    }
+    extra: dict[str, Any] = {}
+    if role is not None:
+        if not _accepts_keyword(model.encode, "role"):
+            raise ConfigError(f"role={role!r} was asked for but this model's encode() takes no role")
+        extra["role"] = role
+        details["role"] = role
+
+    def encode_chunk(texts: list[str]) -> np.ndarray:
+        return np.asarray(model.encode(texts, batch_size=batch_size, convert_to="numpy", **extra))
+
+    return PreparedEncoder(
+        encode_chunk, batch_size * PROGRESS_CHUNK_BATCHES, name=name or str(getattr(model, "source", "") or "embedder"),
+        fingerprint=fingerprint or model.fingerprint(), batch_size=batch_size, max_length=config.max_length, progress=progress,
+        details=details,
+    )  # fmt: skip
+
+
+def _callable_encoder(model: Any, batch_size: int, max_length: int | None, name: str | None, fingerprint: str | None,
+                      progress: bool) -> PreparedEncoder:  # fmt: skip
+    """:func:`prepare_encoder` of a plain callable ``texts -> array`` (given ``max_length`` as a keyword)."""
     if not callable(model):
         raise ConfigError(f"cannot encode with a {type(model).__name__}: pass an Embedder, a SentenceTransformer or a callable texts -> array")
     fn: EncodeFn = model
@@ -220,15 +219,9 @@ def prepare_encoder(
             return np.asarray(fn(texts))
 
     return PreparedEncoder(
-        encode_chunk,
-        batch_size,
-        name=name or getattr(fn, "__name__", "encoder"),
-        fingerprint=fingerprint,
-        batch_size=batch_size,
-        max_length=max_length,
-        progress=progress,
-        details={"kind": "callable"},
-    )
+        encode_chunk, batch_size, name=name or getattr(fn, "__name__", "encoder"), fingerprint=fingerprint, batch_size=batch_size,
+        max_length=max_length, progress=progress, details={"kind": "callable"},
+    )  # fmt: skip
 
 
 def load_sentence_transformer(
