@@ -334,15 +334,10 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         if config.data.train_data:
             raise ConfigError("give train_data or train_dataset, not both")
         config = replace(config, data=replace(config.data, train_data="<datasets.Dataset>"))
-    import torch
-    from transformers import TrainingArguments, set_seed
+    from transformers import set_seed
     from transformers.trainer_callback import PrinterCallback
 
-    from anglekit.data.catalog import resolve_dataset
-    from anglekit.evaluation.similarity import check_scorable, evaluate_pairs
-    from anglekit.training.callbacks import ComponentProgressCallback, JsonlMetricsCallback, ProbeCallback, SettleModesCallback
-    from anglekit.training.card import record_scores, training_card
-    from anglekit.training.probes import ProbeAccumulator, dataset_probes
+    from anglekit.training.callbacks import ProbeCallback
     from anglekit.training.trainer import AnglETrainer
 
     task, overrides = check(config)
@@ -358,15 +353,9 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     out.mkdir(parents=True, exist_ok=True)
     set_seed(run.seed)
 
-    train_set = task.load_data(data, train_dataset)
+    train_set, dev_set, test_set, probe_set = load_datasets(task, data, train_dataset)
     objective, objective_config = task.build_objective(config.objective.name, overrides, train_set, config.objective.positive_threshold)
     objective = nest_objective(objective, config)
-    dev_set = resolve_dataset(data.dev_data, default_split="dev") if data.dev_data else None
-    test_set = resolve_dataset(data.test_data, default_split="test") if data.test_data else None
-    probe_set = resolve_dataset(data.probe_data, default_split="dev") if data.probe_data else None
-    for flag, spec, pairs in (("--dev-data", data.dev_data, dev_set), ("--test-data", data.test_data, test_set)):
-        if pairs is not None:  # an undefined Spearman is found now, not at the first evaluation
-            check_scorable(pairs.labels, _data_name(flag, spec, pairs))
 
     device = "cpu" if run.device == "cpu" else None
     embedder = load_embedder(config, device)
@@ -381,19 +370,60 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         {"train": config.flat(), "objective": dict(objective_config.__dict__), "batch_kind": task.kind, "train_data": train_set.summary()},
     )
 
-    before: dict[str, float] = {}
-    if test_set is not None:
-        before = evaluate_pairs(
-            lambda t: embedder.encode(t, run.eval_batch_size),
-            test_set.text1,
-            test_set.text2,
-            test_set.labels,
-            source=_data_name("--test-data", data.test_data, test_set),
-        ).as_dict()
+    before = _test_scores(embedder, run.eval_batch_size, data.test_data, test_set)
 
     tokenize_started = time.perf_counter()
     tokenized, collator = task.tokenize(train_set, embedder)
     tokenize_seconds = time.perf_counter() - tokenize_started
+    evaluating = dev_set is not None
+    args = training_arguments(run, out, total_steps(run, tokenized), evaluating, precision)
+    every_callback = _callbacks(config, out, precision, embedder, probe_set, task.probes_batches, callbacks)
+    trainer = AnglETrainer(
+        model=model,
+        args=args,
+        train_dataset=tokenized,
+        eval_dataset=dev_set,
+        data_collator=collator,
+        callbacks=every_callback,
+        objective=objective,
+        task=task,
+        group_by_length=run.group_by_length,
+        eval_batch_size=run.eval_batch_size,
+        probes=next((c.accumulator for c in every_callback if isinstance(c, ProbeCallback)), None),
+        gather_candidates=config.objective.gather_candidates,
+        gradcache_chunk_size=run.gradcache_chunk_size,
+        max_batch_tokens=run.max_batch_tokens,
+    )
+    # Our bar shows the components (none under --quiet); the default printer would print each log,
+    # and the final {'train_runtime': ...}, as a dict.
+    trainer.remove_callback(PrinterCallback)
+    logger.info("training %s on %s, objective %s", config.model.name, train_set.summary(), objective_config)
+    started = time.perf_counter()
+    trainer.train(resume_from_checkpoint=resume_from)
+    seconds = time.perf_counter() - started
+    return _finish(config, trainer, embedder, objective_config, train_set.summary(), test_set, before, seconds, tokenize_seconds, task.unit,
+                   precision.name)  # fmt: skip
+
+
+def load_datasets(task: Any, data: Any, train_dataset: Any = None) -> tuple[Any, Any, Any, Any]:
+    """(train, dev, test, probe) sets of the data section (None where not given); the dev and test
+    pairs are checked to be scorable now, not at the first evaluation."""
+    from anglekit.data.catalog import resolve_dataset
+    from anglekit.evaluation.similarity import check_scorable
+
+    train_set = task.load_data(data, train_dataset)
+    dev_set = resolve_dataset(data.dev_data, default_split="dev") if data.dev_data else None
+    test_set = resolve_dataset(data.test_data, default_split="test") if data.test_data else None
+    probe_set = resolve_dataset(data.probe_data, default_split="dev") if data.probe_data else None
+    for flag, spec, pairs in (("--dev-data", data.dev_data, dev_set), ("--test-data", data.test_data, test_set)):
+        if pairs is not None:
+            check_scorable(pairs.labels, _data_name(flag, spec, pairs))
+    return train_set, dev_set, test_set, probe_set
+
+
+def total_steps(run: Any, tokenized: Any) -> int:
+    """The optimisation steps of a run: ``max_steps``, else the epochs' worth of batches (token-budget
+    batches counted as the sampler makes them)."""
     if run.max_batch_tokens is not None:  # token-budget batches: their count, not batch_size, makes the steps
         from anglekit.training.sampler import TokenBudgetBatchSampler
 
@@ -401,13 +431,18 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         steps_per_epoch = max(1, batches // run.gradient_accumulation)
     else:
         steps_per_epoch = max(1, len(tokenized) // (run.batch_size * run.gradient_accumulation))
-    total_steps = run.max_steps if run.max_steps > 0 else int(np.ceil(steps_per_epoch * run.epochs))
-    warmup = run.warmup_steps or int(round(run.warmup_ratio * total_steps))
-    evaluating = dev_set is not None
+    return run.max_steps if run.max_steps > 0 else int(np.ceil(steps_per_epoch * run.epochs))
+
+
+def training_arguments(run: Any, out: Path, steps: int, evaluating: bool, precision: Any) -> Any:
+    """transformers' ``TrainingArguments`` derived from the trainer section of the typed config."""
+    from transformers import TrainingArguments
+
+    warmup = run.warmup_steps or int(round(run.warmup_ratio * steps))
     optional = {"optim": run.optim} if run.optim is not None else {}
     if run.run_name is not None:
         optional["run_name"] = run.run_name
-    args = TrainingArguments(
+    return TrainingArguments(
         output_dir=str(out),
         per_device_train_batch_size=run.batch_size,
         per_device_eval_batch_size=run.eval_batch_size,
@@ -436,10 +471,19 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         **optional,
         **precision.training_arguments(),
     )
+
+
+def _callbacks(config: TrainConfig, out: Path, precision: Any, embedder: Any, probe_set: Any, probes_batches: bool,
+               extra: Sequence[TrainerCallback]) -> list[Any]:  # fmt: skip
+    """anglekit's callbacks (metrics log, file modes, progress bar, probes), then the caller's."""
+    from anglekit.training.callbacks import ComponentProgressCallback, JsonlMetricsCallback, ProbeCallback, SettleModesCallback
+    from anglekit.training.probes import ProbeAccumulator, dataset_probes
+
+    run = config.trainer
     every_callback: list[Any] = [JsonlMetricsCallback(out / "metrics.jsonl", describe(precision)), SettleModesCallback()]
     if not run.quiet:
         every_callback.append(ComponentProgressCallback())
-    accumulator = ProbeAccumulator() if task.probes_batches else None
+    accumulator = ProbeAccumulator() if probes_batches else None
     dataset_probe = None
     if probe_set is not None:
         probe_threshold = config.objective.positive_threshold
@@ -456,46 +500,34 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     if accumulator is not None or dataset_probe is not None:
         probe_steps = config.objective.probe_steps or run.logging_steps
         every_callback.append(ProbeCallback(out / "metrics.jsonl", probe_steps, accumulator, dataset_probe))
-    every_callback += list(callbacks)
-    trainer = AnglETrainer(
-        model=model,
-        args=args,
-        train_dataset=tokenized,
-        eval_dataset=dev_set,
-        data_collator=collator,
-        callbacks=every_callback,
-        objective=objective,
-        task=task,
-        group_by_length=run.group_by_length,
-        eval_batch_size=run.eval_batch_size,
-        probes=accumulator,
-        gather_candidates=config.objective.gather_candidates,
-        gradcache_chunk_size=run.gradcache_chunk_size,
-        max_batch_tokens=run.max_batch_tokens,
-    )
-    # Our bar shows the components (none under --quiet); the default printer would print each log,
-    # and the final {'train_runtime': ...}, as a dict.
-    trainer.remove_callback(PrinterCallback)
-    logger.info("training %s on %s, objective %s", config.model.name, train_set.summary(), objective_config)
-    started = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resume_from)
-    seconds = time.perf_counter() - started
-    pairs = trainer.pairs_trained
+    return every_callback + list(extra)
 
+
+def _test_scores(embedder: Any, batch_size: int, spec: str | None, test_set: Any) -> dict[str, float]:
+    """Spearman and Pearson x 100 of the test pairs (empty without a test set)."""
+    if test_set is None:
+        return {}
+    from anglekit.evaluation.similarity import evaluate_pairs
+
+    source = _data_name("--test-data", spec, test_set)
+    return evaluate_pairs(lambda t: embedder.encode(t, batch_size), test_set.text1, test_set.text2, test_set.labels, source=source).as_dict()
+
+
+def _finish(config: TrainConfig, trainer: Any, embedder: Any, objective_config: Any, train_summary: str, test_set: Any,
+            before: dict[str, float], seconds: float, tokenize_seconds: float, unit: str, precision: str) -> TrainResult:  # fmt: skip
+    """Save the model with its card, score the test set, write results.json (the first process only)."""
+    import torch
+
+    from anglekit.training.card import record_scores, training_card
+
+    run, out = config.trainer, Path(config.trainer.output_dir)
     # With several processes only the first writes the model and results.json; the others wait
     # until it has, so that no process returns before the run is on disk.
     writer = trainer.is_world_process_zero()
-    card = training_card(config, objective_config, train_summary=train_set.summary(), steps=trainer.state.global_step, seconds=seconds, before=before)
+    card = training_card(config, objective_config, train_summary=train_summary, steps=trainer.state.global_step, seconds=seconds, before=before)
     model_dir = embedder.save_pretrained(out / "model", card=card) if writer else out / "model"
-    after: dict[str, float] = {}
-    if test_set is not None:
-        after = evaluate_pairs(
-            lambda t: embedder.encode(t, run.eval_batch_size),
-            test_set.text1,
-            test_set.text2,
-            test_set.labels,
-            source=_data_name("--test-data", data.test_data, test_set),
-        ).as_dict()
+    after = _test_scores(embedder, run.eval_batch_size, config.data.test_data, test_set)
+    pairs = trainer.pairs_trained
     result = TrainResult(
         output_dir=out,
         model_dir=model_dir,
@@ -503,13 +535,13 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         train_seconds=seconds,
         tokenize_seconds=tokenize_seconds,
         pairs_per_second=pairs / seconds if seconds > 0 else float("nan"),
-        unit=task.unit,
+        unit=unit,
         threads=torch.get_num_threads(),
         peak_memory_mb=peak_memory_mb(),
         before=before,
         after=after,
         best_checkpoint=trainer.state.best_model_checkpoint,
-        precision=precision.name,
+        precision=precision,
     )
     if writer:
         if after:
