@@ -48,6 +48,26 @@ BACKENDS = (None, "torch", "onnx", "openvino")
 """Inference backends of :meth:`Embedder.from_pretrained` (None: chosen from the folder)."""
 
 
+def _load_exported(name_or_path: Any, backend: str | None, settings: dict[str, Any], truncate_dim: int | None,
+                   long_text_settings: dict[str, Any]) -> Any:  # fmt: skip
+    """An exported folder loaded by its runtime (OpenVINO for ``backend="openvino"``, else
+    onnxruntime) with the inference settings that may still change: prompts, normalisation, max
+    length, device, precision, ``truncate_dim`` and the long-text settings."""
+    from anglekit.model.onnx import OnnxEmbedder
+    from anglekit.model.openvino import OpenVinoEmbedder
+
+    runtime = OpenVinoEmbedder if backend == "openvino" else OnnxEmbedder
+    exported = runtime.from_pretrained(name_or_path, **settings)
+    if truncate_dim is not None:
+        from anglekit.model.encoding import check_truncate_dim
+
+        check_truncate_dim(truncate_dim, exported.dim)
+        exported.config = replace(exported.config, truncate_dim=truncate_dim)
+    if long_text_settings:
+        exported.config = EmbedderConfig.from_dict({**exported.config.to_dict(), **long_text_settings}, source=str(name_or_path))
+    return exported
+
+
 class Embedder(EncodeAPI, nn.Module):
     """Backbone -> pooling -> (optional) normalisation.
 
@@ -199,22 +219,9 @@ class Embedder(EncodeAPI, nn.Module):
             baked = sorted(key for key, value in given.items() if value is not None) + (["trust_remote_code"] if trust_remote_code else [])
             if baked:
                 raise ConfigError(f"{', '.join(baked)}: fixed when the model was exported; export again to change them")
-            from anglekit.model.onnx import OnnxEmbedder
-            from anglekit.model.openvino import OpenVinoEmbedder
-
-            runtime = OpenVinoEmbedder if backend == "openvino" else OnnxEmbedder
-            onnx = runtime.from_pretrained(
-                name_or_path, prompt=prompt, query_prompt=query_prompt, document_prompt=document_prompt,
-                normalize=normalize, max_length=max_length, device=None if device is None else str(device), precision=precision,
-            )  # fmt: skip
-            if truncate_dim is not None:
-                from anglekit.model.encoding import check_truncate_dim
-
-                check_truncate_dim(truncate_dim, onnx.dim)
-                onnx.config = replace(onnx.config, truncate_dim=truncate_dim)
-            if long_text_settings:
-                onnx.config = EmbedderConfig.from_dict({**onnx.config.to_dict(), **long_text_settings}, source=str(name_or_path))
-            return onnx  # type: ignore[return-value]
+            settings = {"prompt": prompt, "query_prompt": query_prompt, "document_prompt": document_prompt, "normalize": normalize,
+                        "max_length": max_length, "device": None if device is None else str(device), "precision": precision}  # fmt: skip
+            return _load_exported(name_or_path, backend, settings, truncate_dim, long_text_settings)  # type: ignore[return-value]
         overrides = EmbedderSettings(
             pooling=pooling,
             prompt=prompt,
