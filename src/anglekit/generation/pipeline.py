@@ -327,24 +327,12 @@ def generate_pairs(
     return result
 
 
-def _finish(
-    out: Path,
-    config: GenerationConfig,
-    unique: list[str],
-    n_given: int,
-    backends: Sequence[Backend],
-    prompts: dict[str, PromptTemplate],
-    tasks: list[_Task],
-    answers: dict[_Task, dict[str, Any]],
-    counters: Counter[str],
-    usage: Counter[str],
-    stats: _Stats,
-    errors: list[str],
-    interrupted: bool,
-    started: float,
-    load_s: float,
-    cache: AnswerCache,
-) -> GenerationResult:
+def _records(
+    config: GenerationConfig, backends: Sequence[Backend], prompts: dict[str, PromptTemplate], tasks: list[_Task], answers: dict[_Task, dict[str, Any]]
+) -> tuple[list[dict[str, Any]], Counter[str], dict[str, Counter[str]], Counter[str], int]:
+    """The pairs of the answers, in task order, cleaned, at most ``size`` per task, each sentence once per
+    input and kind, and none offered as a synonym and an antonym at once: (records, drops, drops by
+    kind, answer formats, candidates)."""
     cleaning = config.cleaning()
     drops: Counter[str] = Counter()
     drops_by_kind: dict[str, Counter[str]] = {kind: Counter() for kind in config.kinds}
@@ -353,7 +341,6 @@ def _finish(
     candidates_total = 0
     records: list[dict[str, Any]] = []
     owner: dict[tuple[int, str, str], int] = {}  # (input, kind, normalised text2) -> first record
-    per_llm: dict[str, Counter[str]] = {b.llm_id: Counter() for b in backends}
     for task in tasks:  # deterministic order: input, LLM, kind
         entry = answers.get(task)
         if entry is None:
@@ -397,6 +384,29 @@ def _finish(
         for i in conflicts:
             drops_by_kind[records[i]["kind"]]["synonym and antonym at once"] += 1
         records = [r for i, r in enumerate(records) if i not in conflicts]
+    return records, drops, drops_by_kind, formats, candidates_total
+
+
+def _finish(
+    out: Path,
+    config: GenerationConfig,
+    unique: list[str],
+    n_given: int,
+    backends: Sequence[Backend],
+    prompts: dict[str, PromptTemplate],
+    tasks: list[_Task],
+    answers: dict[_Task, dict[str, Any]],
+    counters: Counter[str],
+    usage: Counter[str],
+    stats: _Stats,
+    errors: list[str],
+    interrupted: bool,
+    started: float,
+    load_s: float,
+    cache: AnswerCache,
+) -> GenerationResult:
+    records, drops, drops_by_kind, formats, candidates_total = _records(config, backends, prompts, tasks, answers)
+    per_llm: dict[str, Counter[str]] = {b.llm_id: Counter() for b in backends}
     for record in records:
         per_llm[record["llm"]][record["kind"]] += 1
 
