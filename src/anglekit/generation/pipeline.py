@@ -22,9 +22,10 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -224,66 +225,61 @@ def generate_pairs(
     started = time.monotonic()
     load_s = started - loading
 
-    unique: list[str] = []
-    seen_inputs: set[str] = set()
-    for text in texts:
-        if text not in seen_inputs:
-            seen_inputs.add(text)
-            unique.append(text)
+    unique = list(dict.fromkeys(texts))  # each input once, in first-seen order
     tasks = [_Task(i, t, b, k) for i, t in enumerate(unique) for b in range(len(backends)) for k in config.kinds]
 
-    answers: dict[_Task, dict[str, Any]] = {}
-    counters: Counter[str] = Counter()
-    usage: Counter[str] = Counter()
-    errors: list[str] = []
+    progress = _Progress()
     interrupted = False
-    fatal: BackendError | None = None
     stopping = threading.Event()
-
-    def run(task: _Task) -> tuple[dict[str, Any], bool]:
-        backend = backends[task.llm]
-        template = prompts[task.kind]
-        prompt = template.render(task.text, config.size)
-        key = cache_key(backend.llm_id, prompt, task.text, params.as_dict())
-        entry = cache.get(key)
-        if entry is not None:
-            return entry, True
-        if stopping.is_set():
-            raise _Skipped
-        try:
-            completion = backend.complete(prompt, params)
-        except BackendError as exc:
-            if exc.fatal:  # set here, in the worker, so that no request starts after it
-                stopping.set()
-            raise
-        entry = {
-            "llm": backend.llm_id,
-            "prompt_id": template.prompt_id,
-            "kind": task.kind,
-            "input": task.text,
-            "answer": completion.text,
-            "usage": completion.usage,
-            "params": params.as_dict(),
-        }
-        cache.put(key, entry)
-        return entry, False
-
+    run = partial(_answer, backends=backends, prompts=prompts, size=config.size, params=params, cache=cache, stopping=stopping)
     from tqdm.auto import tqdm
 
     bar = tqdm(total=len(tasks), disable=not config.progress, unit="req", desc="generate", dynamic_ncols=True)
     workers = max(config.concurrency, *(getattr(b, "batch_size", 1) for b in backends))
     executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="anglekit-generate")
+    try:
+        _drive(executor, workers, tasks, run, progress, stopping, bar, stats)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        executor.shutdown(wait=not interrupted, cancel_futures=True)
+        bar.close()
+        result = _finish(
+            out, config, unique, len(texts), backends, prompts, tasks, progress.answers, progress.counters, progress.usage, stats,
+            progress.errors, interrupted, started, load_s, cache,
+        )  # fmt: skip
+    if progress.fatal is not None:
+        raise progress.fatal
+    return result
+
+
+@dataclass
+class _Progress:
+    """What the requests of one generation have given so far."""
+
+    answers: dict[_Task, dict[str, Any]] = field(default_factory=dict)
+    counters: Counter[str] = field(default_factory=Counter)
+    usage: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+    fatal: BackendError | None = None
+
+
+def _drive(executor: ThreadPoolExecutor, workers: int, tasks: list[_Task], run: Callable[[_Task], tuple[dict[str, Any], bool]],
+           progress: _Progress, stopping: threading.Event, bar: Any, stats: _Stats) -> None:  # fmt: skip
+    """Run the tasks on ``executor``, at most 2 x ``workers`` submitted at a time (a Ctrl-C leaves
+    little to cancel); a fatal backend error stops sending (the rest count as not run)."""
     pending: dict[Future[tuple[dict[str, Any], bool]], _Task] = {}
     queue = iter(tasks)
-    try:
-        # Keep at most 2 x workers tasks submitted: a Ctrl-C leaves little to cancel.
-        def refill() -> None:
-            while len(pending) < 2 * workers and fatal is None:
-                task = next(queue, None)
-                if task is None:
-                    return
-                pending[executor.submit(run, task)] = task
 
+    def refill() -> None:
+        while len(pending) < 2 * workers and progress.fatal is None:
+            task = next(queue, None)
+            if task is None:
+                return
+            pending[executor.submit(run, task)] = task
+
+    try:
         refill()
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -294,37 +290,66 @@ def generate_pairs(
                 except _Skipped:
                     pass
                 except BackendError as exc:
-                    counters["failed"] += 1
-                    if len(errors) < 10:
-                        errors.append(str(exc))
-                    logger.warning("request failed: %s", exc)
-                    if getattr(exc, "fatal", False) and fatal is None:
-                        fatal = exc
+                    _count_failure(exc, progress.counters, progress.errors)
+                    if getattr(exc, "fatal", False) and progress.fatal is None:
+                        progress.fatal = exc
                         stopping.set()  # every other request would fail alike: send no more (they count as not run)
                         for queued in [f for f in pending if f.cancel()]:
                             del pending[queued]
                 else:
-                    answers[task] = entry
-                    counters["cache_hits" if hit else "sent"] += 1
+                    progress.answers[task] = entry
+                    progress.counters["cache_hits" if hit else "sent"] += 1
                     if not hit:
-                        usage.update({k: v for k, v in entry.get("usage", {}).items() if isinstance(v, int)})
+                        progress.usage.update({k: v for k, v in entry.get("usage", {}).items() if isinstance(v, int)})
                 bar.update(1)
+                counters = progress.counters
                 bar.set_postfix(cached=counters["cache_hits"], retries=sum(stats.retries.values()), failed=counters["failed"], refresh=False)
             refill()
     except KeyboardInterrupt:
-        interrupted = True
         for future in pending:
             future.cancel()
         raise
-    finally:
-        executor.shutdown(wait=not interrupted, cancel_futures=True)
-        bar.close()
-        result = _finish(
-            out, config, unique, len(texts), backends, prompts, tasks, answers, counters, usage, stats, errors, interrupted, started, load_s, cache
-        )
-    if fatal is not None:
-        raise fatal
-    return result
+
+
+def _answer(
+    task: _Task,
+    *,
+    backends: Sequence[Backend],
+    prompts: dict[str, PromptTemplate],
+    size: int,
+    params: Any,
+    cache: AnswerCache,
+    stopping: threading.Event,
+) -> tuple[dict[str, Any], bool]:
+    """One request's cache entry and whether it came from the cache; ``_Skipped`` once ``stopping`` is set."""
+    backend = backends[task.llm]
+    template = prompts[task.kind]
+    prompt = template.render(task.text, size)
+    key = cache_key(backend.llm_id, prompt, task.text, params.as_dict())
+    entry = cache.get(key)
+    if entry is not None:
+        return entry, True
+    if stopping.is_set():
+        raise _Skipped
+    try:
+        completion = backend.complete(prompt, params)
+    except BackendError as exc:
+        if exc.fatal:  # set here, in the worker, so that no request starts after it
+            stopping.set()
+        raise
+    entry = {
+        "llm": backend.llm_id, "prompt_id": template.prompt_id, "kind": task.kind, "input": task.text, "answer": completion.text,
+        "usage": completion.usage, "params": params.as_dict(),
+    }  # fmt: skip
+    cache.put(key, entry)
+    return entry, False
+
+
+def _count_failure(exc: BackendError, counters: Counter[str], errors: list[str]) -> None:
+    counters["failed"] += 1
+    if len(errors) < 10:
+        errors.append(str(exc))
+    logger.warning("request failed: %s", exc)
 
 
 def _records(
