@@ -183,6 +183,48 @@ def build_dataset(
         raise ConfigError(f"max_chars must be positive, got {max_chars}")
     shares = _check_shares(split_shares)
     rng = random.Random(seed)
+    g = _gather(collection, duplicate_authors, max_chars)
+    sp = _assign_splits(g, shares, rng)
+    neg_by_split, shortfall = _negatives(g, sp, negative_ratio, rng)
+    root = Path(out)
+    splits, metas = _write_splits(root, g.issues, sp.pos_by_split, neg_by_split, rng)
+    count, how = token_counter(tokenizer)
+    used_keys = sorted({k for split in SPLITS for m in metas[split] for k in (m["issue1"], m["issue2"])})
+    lengths = dict(zip(used_keys, count([g.issues[k].text for k in used_keys])))
+    options = {"seed": seed, "negative_ratio": negative_ratio, "split_shares": list(shares), "max_chars": max_chars,
+               "collection": os.fspath(collection), "duplicate_authors": list(g.authors)}  # fmt: skip
+    stats, leaked, text_leaked = _statistics(g, sp, splits, metas, neg_by_split, shortfall, lengths, used_keys, how, long_threshold, options)
+    if leaked:  # cannot happen by construction; refuse to write a leaking dataset's manifest
+        raise DataError(f"{len(leaked)} issues appear in two splits (e.g. {leaked[0]})", source=os.fspath(out))
+    if text_leaked:  # likewise: equal texts are one component
+        raise DataError(f"{len(text_leaked)} texts appear in two splits (e.g. {text_leaked[0][:80]!r})", source=os.fspath(out))
+    plot_path = None
+    if plot and used_keys:
+        plot_path = plot_length_distribution(
+            {s: [lengths[k] for k in _split_texts(metas[s])] for s in SPLITS}, root / "length_distribution.png", threshold=long_threshold, counted_with=how
+        )
+        stats["plot"] = plot_path.name if plot_path else None
+    atomic_write_json(root / MANIFEST, stats)
+    return BuildResult(root, splits, stats, plot_path, metas)
+
+
+@dataclass
+class _Gathered:
+    """The issues of a collection and the duplicate pairs found among them."""
+
+    repos: list[Any]
+    authors: tuple[str, ...]
+    issues: dict[str, _Issue]
+    by_repo: dict[str, list[str]]
+    positives: dict[frozenset[str], dict[str, Any]]
+    skipped: Counter[str]
+    signal_counts: Counter[str]
+    found_counts: Counter[str]
+    rejected: Counter[str]
+
+
+def _gather(collection: str | os.PathLike[str], duplicate_authors: str | Sequence[str] | None, max_chars: int) -> _Gathered:
+    """Read the collection: every issue's text (capped at ``max_chars``) and the positive pairs."""
     skipped: Counter[str] = Counter()
     issues: dict[str, _Issue] = {}
     by_repo: dict[str, list[str]] = defaultdict(list)
@@ -255,6 +297,22 @@ def build_dataset(
                 for signal in pair.signals:
                     signal_counts[signal] += 1
 
+    return _Gathered(repos, tuple(authors), issues, by_repo, positives, skipped, signal_counts, found_counts, rejected)
+
+
+@dataclass
+class _Splits:
+    """Components of the duplicate graph (plus equal texts) assigned whole to splits."""
+
+    uf: Any
+    shared: list[list[str]]
+    merged: int
+    issue_split: dict[str, str]
+    pos_by_split: dict[str, list[dict[str, Any]]]
+
+
+def _assign_splits(g: _Gathered, shares: Sequence[float], rng: random.Random) -> _Splits:
+    issues, positives = g.issues, g.positives
     # --- components of the duplicate graph plus equal texts, assigned whole to splits
     uf = _UnionFind()
     for key in issues:
@@ -294,9 +352,15 @@ def build_dataset(
     for comp in components:
         pos_by_split[split_of[comp]].extend(comp_pairs[comp])
 
+    return _Splits(uf, shared, merged, issue_split, pos_by_split)
+
+
+def _negatives(g: _Gathered, sp: _Splits, negative_ratio: float, rng: random.Random) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+    """Negative pairs per split (same repository and split, another component) and the shortfall."""
+    issues, positives, uf, issue_split, pos_by_split, repos = g.issues, g.positives, sp.uf, sp.issue_split, sp.pos_by_split, g.repos
     # --- negatives: same repository, same split, different component
     pool: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for repo, keys in by_repo.items():
+    for repo, keys in g.by_repo.items():
         for key in keys:
             pool[(repo, issue_split[key])].append(key)
     for data in repos:  # fetched originals belong to the pool of their repository, too
@@ -330,8 +394,12 @@ def build_dataset(
         if made < wanted:
             shortfall[split] = wanted - made
 
-    # --- write
-    root = Path(out)
+    return neg_by_split, shortfall
+
+
+def _write_splits(root: Path, issues: dict[str, _Issue], pos_by_split: dict[str, list[dict[str, Any]]], neg_by_split: dict[str, list[dict[str, Any]]],
+                  rng: random.Random) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:  # fmt: skip
+    """Each split's pairs (shuffled) as ``SPLIT.jsonl`` and their provenance as ``SPLIT.meta.jsonl``."""
     root.mkdir(parents=True, exist_ok=True)
     splits: dict[str, list[dict[str, Any]]] = {}
     metas: dict[str, list[dict[str, Any]]] = {}
@@ -343,10 +411,16 @@ def build_dataset(
         _write_jsonl(root / f"{split}.jsonl", splits[split])
         _write_jsonl(root / f"{split}.meta.jsonl", metas[split])
 
+    return splits, metas
+
+
+def _statistics(g: _Gathered, sp: _Splits, splits: dict[str, list[dict[str, Any]]], metas: dict[str, list[dict[str, Any]]],
+                neg_by_split: dict[str, list[dict[str, Any]]], shortfall: dict[str, int], lengths: dict[str, int], used_keys: list[str],
+                how: str, long_threshold: int, options: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[Any]]:  # fmt: skip
+    """The dataset's statistics (``github_issues.json``), and the issues and texts found in two splits."""
+    issues, positives, pos_by_split, repos, shared, merged = g.issues, g.positives, sp.pos_by_split, g.repos, sp.shared, sp.merged
+    skipped, signal_counts, found_counts, rejected, authors = g.skipped, g.signal_counts, g.found_counts, g.rejected, g.authors
     # --- statistics
-    count, how = token_counter(tokenizer)
-    used_keys = sorted({k for split in SPLITS for m in metas[split] for k in (m["issue1"], m["issue2"])})
-    lengths = dict(zip(used_keys, count([issues[k].text for k in used_keys])))
     per_split_long: dict[str, dict[str, Any]] = {}
     for split in SPLITS:
         keys = _split_texts(metas[split])
@@ -381,28 +455,10 @@ def build_dataset(
         "issues_in_two_splits": len(leaked),
         "shared_texts": {"groups": len(shared), "issues": sum(len(k) for k in shared), "components_merged": merged},
         "texts_in_two_splits": len(text_leaked),
-        "options": {
-            "seed": seed,
-            "negative_ratio": negative_ratio,
-            "split_shares": list(shares),
-            "max_chars": max_chars,
-            "collection": os.fspath(collection),
-            "duplicate_authors": list(authors),
-        },
+        "options": options,
         "paper": {"pairs": PAPER_SPLIT_SIZES, "positive": PAPER_POSITIVES},
     }
-    if leaked:  # cannot happen by construction; refuse to write a leaking dataset's manifest
-        raise DataError(f"{len(leaked)} issues appear in two splits (e.g. {leaked[0]})", source=os.fspath(out))
-    if text_leaked:  # likewise: equal texts are one component
-        raise DataError(f"{len(text_leaked)} texts appear in two splits (e.g. {text_leaked[0][:80]!r})", source=os.fspath(out))
-    plot_path = None
-    if plot and used_keys:
-        plot_path = plot_length_distribution(
-            {s: [lengths[k] for k in _split_texts(metas[s])] for s in SPLITS}, root / "length_distribution.png", threshold=long_threshold, counted_with=how
-        )
-        stats["plot"] = plot_path.name if plot_path else None
-    atomic_write_json(root / MANIFEST, stats)
-    return BuildResult(root, splits, stats, plot_path, metas)
+    return stats, leaked, text_leaked
 
 
 def _split_texts(metas: Sequence[Mapping[str, Any]]) -> list[str]:
