@@ -132,37 +132,31 @@ def plot_dynamics(
 
 def _loss_panel(ax: Any, name: str, records: list[dict[str, Any]], colour: str) -> None:
     keys = ["loss"] + sorted({k for r in records for k in r if k.startswith("loss_")})
-    for k, style in zip(keys, ["-", "--", ":", "-.", (0, (1, 3)), (0, (5, 1))]):
-        steps, values = series(records, k)
+    lines = [(k, style, f"{name} {k}") for k, style in zip(keys, ["-", "--", ":", "-.", (0, (1, 3)), (0, (5, 1))])]
+    _plot_series(ax, records, lines, colour, "loss and components")
+
+
+def _plot_series(ax: Any, records: list[dict[str, Any]], lines: list[tuple[str, Any, str]], colour: str, title: str, **style: Any) -> None:
+    """One line per (metric key, line style, label) that the records hold, against the step."""
+    for key, linestyle, label in lines:
+        steps, values = series(records, key)
         if steps:
-            ax.plot(steps, values, color=colour, linestyle=style, label=f"{name} {k}")
-    ax.set_title("loss and components")
+            ax.plot(steps, values, color=colour, linestyle=linestyle, label=label, **style)
+    ax.set_title(title)
     ax.set_xlabel("step")
 
 
 def _angles_panel(ax: Any, name: str, records: list[dict[str, Any]], colour: str) -> None:
-    for k, style, what in (
-        ("probe_angle_pos", "-", "positive"),
-        ("probe_angle_neg", "-", "negatives"),
-        ("probe_angle_hard_neg", ":", "hard negative"),
-        ("probe_dev_angle_pos", "--", "dev positive"),
-        ("probe_dev_angle_neg", "--", "dev negatives"),
-    ):
-        steps, values = series(records, k)
-        if steps:
-            marker = "o" if "pos" in k else "^"
-            ax.plot(steps, values, color=colour, linestyle=style, marker=marker, markersize=3, label=f"{name}: {what}")
-    ax.set_title("mean angle (degrees)")
-    ax.set_xlabel("step")
+    positives = [("probe_angle_pos", "-", f"{name}: positive"), ("probe_dev_angle_pos", "--", f"{name}: dev positive")]
+    negatives = [("probe_angle_neg", "-", f"{name}: negatives"), ("probe_angle_hard_neg", ":", f"{name}: hard negative"),
+                 ("probe_dev_angle_neg", "--", f"{name}: dev negatives")]  # fmt: skip
+    _plot_series(ax, records, positives, colour, "mean angle (degrees)", marker="o", markersize=3)
+    _plot_series(ax, records, negatives, colour, "mean angle (degrees)", marker="^", markersize=3)
 
 
 def _align_uniform_panel(ax: Any, name: str, records: list[dict[str, Any]], colour: str) -> None:
-    for k, style in (("probe_alignment", "-"), ("probe_uniformity", "-."), ("probe_dev_alignment", "--"), ("probe_dev_uniformity", ":")):
-        steps, values = series(records, k)
-        if steps:
-            ax.plot(steps, values, color=colour, linestyle=style, label=f"{name} {k.removeprefix('probe_')}")
-    ax.set_title("alignment and uniformity")
-    ax.set_xlabel("step")
+    keys = (("probe_alignment", "-"), ("probe_uniformity", "-."), ("probe_dev_alignment", "--"), ("probe_dev_uniformity", ":"))
+    _plot_series(ax, records, [(k, style, f"{name} {k.removeprefix('probe_')}") for k, style in keys], colour, "alignment and uniformity")
 
 
 def _plane_panel(ax: Any, name: str, records: list[dict[str, Any]], colour: str) -> None:
