@@ -98,6 +98,27 @@ def test_mlp_head_is_used_in_training_mode_only(load_bert: Any) -> None:
 # ====================================================================== probes
 
 
+def test_saturation_and_anisotropy_against_direct_formulas() -> None:
+    from anglekit.training.probes import anisotropy, saturated_share
+
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(6, 8, generator=g, dtype=torch.float64)
+    near = a + 1e-3 * torch.randn(6, 8, generator=g, dtype=torch.float64)  # |cos| ~ 1: saturated
+    far = torch.randn(6, 8, generator=g, dtype=torch.float64)
+    mixed = torch.cat([near[:4], far[4:]])
+    unit = lambda t: t / t.norm(dim=1, keepdim=True)  # noqa: E731
+    cos = (unit(a) * unit(mixed)).sum(1)
+    assert saturated_share(a, mixed) == pytest.approx(float((cos.abs() > 0.99).double().mean()))
+    assert saturated_share(a, near) == 1.0 and saturated_share(a, -near) == 1.0 and saturated_share(a, far) < 0.5
+    gram = unit(a) @ unit(a).T
+    off = [float(gram[i, j]) for i in range(6) for j in range(6) if i != j]
+    assert anisotropy(a) == pytest.approx(sum(off) / len(off))
+    shifted = a + 50.0  # every vector points along (1, ..., 1): highly anisotropic, as raw LLM embeddings
+    assert anisotropy(shifted) > 0.99 and abs(anisotropy(a)) < 0.5 and math.isnan(anisotropy(a[:1]))
+    values = batch_probes(a, mixed)
+    assert values["saturated"] == pytest.approx(4 / 6) and values["anisotropy"] == pytest.approx(anisotropy(torch.cat([a, mixed])))
+
+
 def test_batch_probes_against_direct_formulas() -> None:
     g = torch.Generator().manual_seed(0)
     a = torch.randn(5, 6, generator=g, dtype=torch.float64)

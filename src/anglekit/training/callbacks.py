@@ -77,7 +77,8 @@ class ProbeCallback(TrainerCallback):
     The record holds the means of the batch probes gathered since the last record (``probe_*``,
     from :class:`~anglekit.training.probes.ProbeAccumulator`) and, when ``dataset_probe`` is
     given, the probes of a fixed labelled set measured now in eval mode (``probe_dev_*``). The
-    dataset probes are also measured once before the first step, so curves start at step 0.
+    dataset probes are also measured once before the first step, so curves start at step 0; the
+    batch probes of a run that ends between two records are written at its end.
     Records go to ``metrics.jsonl`` (same file and format as the log records) and to the
     trainer state's log history.
     """
@@ -120,6 +121,11 @@ class ProbeCallback(TrainerCallback):
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         if state.global_step % self.steps == 0:
             self._write(state, self._measure(state))
+
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        # The batches since the last record (a run that stops between two records) get one too.
+        if state.global_step % self.steps != 0 and self.accumulator is not None:
+            self._write(state, {f"probe_{k}": v for k, v in self.accumulator.flush().items()})
 
 
 class SettleModesCallback(TrainerCallback):

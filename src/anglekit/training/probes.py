@@ -13,7 +13,9 @@ Two sources:
 * :func:`batch_probes`: on the training batch itself (training mode, so dropout is on), from the
   embeddings the loss used, at no extra forward cost. :class:`ProbeAccumulator` averages them
   over the steps between two probe records. Logged as ``probe_angle_pos``, ``probe_angle_neg``
-  (and ``probe_angle_hard_neg`` with hard negatives), ``probe_alignment``, ``probe_uniformity``.
+  (and ``probe_angle_hard_neg`` with hard negatives), ``probe_alignment``, ``probe_uniformity``,
+  ``probe_saturated`` (the share of the batch's pairs with |cos| > 0.99, where AnglE says the
+  cosine saturates) and ``probe_anisotropy`` (the mean cosine between the batch's texts).
 * :func:`dataset_probes`: on a fixed set of labelled pairs (``probe_data``, e.g. ``stsb:dev``),
   encoded in eval mode, as the papers' figures are measured: positives are the pairs with
   label >= a threshold (STS-B: 4.0), negatives each first text against the other pairs' second
@@ -30,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["ProbeAccumulator", "alignment", "batch_probes", "dataset_probes", "uniformity"]
+__all__ = ["SATURATION", "ProbeAccumulator", "alignment", "anisotropy", "batch_probes", "dataset_probes", "saturated_share", "uniformity"]
 
 
 def _unit(x: Tensor) -> Tensor:
@@ -57,6 +59,25 @@ def uniformity(x: Tensor, t: float = 2.0) -> float:
     return float(torch.logsumexp(values, dim=0) - math.log(values.numel()))
 
 
+SATURATION = 0.99
+"""|cos| above which a pair counts as saturated (AnglE section 3: the cosine's gradient vanishes there)."""
+
+
+def saturated_share(x: Tensor, y: Tensor, threshold: float = SATURATION) -> float:
+    """The share of aligned rows whose |cos(x_i, y_i)| exceeds ``threshold`` (AnglE's saturation zone)."""
+    cos = (_unit(x) * _unit(y)).sum(dim=-1)
+    return float((cos.abs() > threshold).double().mean()) if cos.numel() else float("nan")
+
+
+def anisotropy(x: Tensor) -> float:
+    """The mean cosine between distinct rows (0 for isotropic embeddings, near 1 when every vector
+    points the same way, as raw decoder LLM embeddings do); NaN for fewer than two rows."""
+    if x.shape[0] < 2:
+        return float("nan")
+    u = _unit(x)
+    return _mean_offdiagonal(u @ u.T)
+
+
 def _mean_offdiagonal(m: Tensor) -> float:
     n = m.shape[0]
     if n < 2:
@@ -75,6 +96,8 @@ def batch_probes(anchors: Tensor, positives: Tensor, hard_negatives: Tensor | No
             "angle_neg": _mean_offdiagonal(angles),
             "alignment": alignment(anchors, positives),
             "uniformity": uniformity(anchors),
+            "saturated": saturated_share(anchors, positives),
+            "anisotropy": anisotropy(torch.cat([anchors, positives])),
         }
         if hard_negatives is not None:
             out["angle_hard_neg"] = float(_degrees((a * _unit(hard_negatives)).sum(-1)).mean())

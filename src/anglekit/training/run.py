@@ -483,7 +483,8 @@ def _callbacks(config: TrainConfig, out: Path, precision: Any, embedder: Any, pr
     every_callback: list[Any] = [JsonlMetricsCallback(out / "metrics.jsonl", describe(precision)), SettleModesCallback()]
     if not run.quiet:
         every_callback.append(ComponentProgressCallback())
-    accumulator = ProbeAccumulator() if probes_batches else None
+    # Contrastive tasks probe every batch; pair tasks when probe_steps asks for it.
+    accumulator = ProbeAccumulator() if probes_batches or config.objective.probe_steps is not None else None
     dataset_probe = None
     if probe_set is not None:
         probe_threshold = config.objective.positive_threshold

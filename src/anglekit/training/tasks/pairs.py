@@ -182,4 +182,6 @@ class PairTask(TrainingTask):
         # vectors: [2B, D], or [layers, 2B, D] for ESE (first texts, then second texts, in each layer).
         vectors = vectors.float()
         out = objective(vectors[..., :size, :], vectors[..., size:, :], labels.float(), text_ids[:size], text_ids[size:])
-        return (vectors if vectors.dim() == 2 else vectors[-1]), out, size
+        final = vectors if vectors.dim() == 2 else vectors[-1]
+        services.probe(final[:size], final[size:], None)  # recorded only when probes are on (probe_steps)
+        return final, out, size
