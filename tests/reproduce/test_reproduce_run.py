@@ -150,3 +150,35 @@ def test_max_steps_bounds_in_the_api():
             make_protocol("cpu", max_steps=bad)
     assert make_protocol("cpu", max_steps=3).max_steps == 3 and make_protocol("cpu", max_steps=-1).max_steps == -1
     assert ReproduceConfig(max_steps=1).max_steps == 1
+
+
+def test_the_smollm2_start_trains_lora_adapters_with_the_paper_prompt(tmp_path, tiny_llama_dir, data_root):
+    """The smollm2 start (here on a tiny random decoder, --model) trains LoRA adapters with the
+    paper's prompt and last-token pooling on its own protocol (batch 16, lr 1e-4, max length 96),
+    scores each cell with the prompt, and records the saturation probes."""
+    from anglekit.model.embedder import Embedder
+    from anglekit.reproduce.protocol import STARTS
+
+    start = STARTS["smollm2"]
+    protocol = make_protocol("cpu", start="smollm2", model=str(tiny_llama_dir), max_steps=2, device="cpu")
+    assert (protocol.batch_size, protocol.learning_rate, protocol.max_length) == (16, 1e-4, 96)
+    data = {"stsb": str(data_root / "stsb"), "mrpc": "", "nli": "", "nli-pairs": "", "github": None, "unsup": "", "qnli-train": "", "qnli-test": ""}
+    table = build_tables(data, {})["objectives"]
+    row = next(r for r in table.rows if r.name == "all: cosine + ibn + angle")
+    cell = make_cell(row, table.tasks[0], 0, protocol, str(tiny_llama_dir))
+    assert cell.train["lora"] is True and cell.train["prompt"] == "paper" and cell.train["pooling"] == "last_token"
+    assert cell.evaluation["prompt"] == "paper"
+    record = run_cell(cell, tmp_path, metric=table.metrics[0], data_root=str(data_root), keep_model=True)
+    assert record["status"] == "done" and record["training"]["steps"] == 2
+    dynamics = [json.loads(line) for line in (tmp_path / record["dynamics"] / "metrics.jsonl").read_text().splitlines()]
+    probes = [r for r in dynamics if "probe_saturated" in r]
+    assert probes and all(0.0 <= r["probe_saturated"] <= 1.0 and -1.0 <= r["probe_anisotropy"] <= 1.0 for r in probes)
+    trained = Embedder.from_pretrained(record["model_dir"], device="cpu")
+    assert trained.has_lora and trained.config.pooling == "last_token" and start.prompt in ("paper",)
+    assert "Summarize sentence" in trained.config.prompt
+    zero = next(r for r in table.rows if r.kind == "zero-shot")
+    zero_cell = make_cell(zero, table.tasks[0], None, protocol, str(tiny_llama_dir))
+    assert zero_cell.evaluation["prompt"] == "paper" and run_cell(zero_cell, tmp_path, metric=table.metrics[0], data_root=str(data_root))["status"] == "done"
+    # other starts' cells are unchanged by the new fields (their finished cells stay valid)
+    minilm = make_cell(row, table.tasks[0], 0, make_protocol("cpu"), "m")
+    assert "prompt" not in minilm.evaluation and "lora" not in minilm.train

@@ -75,6 +75,7 @@ def make_cell(row: Row, task: Task, seed: int | None, protocol: Protocol, model:
         "pooling": pooling,
         "batch_size": protocol.eval_batch_size,
         "device": protocol.device,
+        **({"prompt": protocol.start.prompt} if protocol.start.prompt is not None else {}),
     }
     return Cell(row, task, seed if row.kind == "train" else None, train, evaluation)
 
@@ -117,7 +118,10 @@ def _score(encode: Any, cell: Cell, data_root: str | None, metric: str) -> dict[
 def _embedder(model: str, cell: Cell) -> Any:
     from anglekit.model.embedder import Embedder
 
-    return Embedder.from_pretrained(model, pooling=cell.evaluation["pooling"], max_length=cell.evaluation["max_length"], device=cell.evaluation["device"])
+    return Embedder.from_pretrained(
+        model, pooling=cell.evaluation["pooling"], max_length=cell.evaluation["max_length"], device=cell.evaluation["device"],
+        prompt=cell.evaluation.get("prompt"),
+    )  # fmt: skip
 
 
 def run_cell(cell: Cell, folder: Path, *, metric: str, data_root: str | None, keep_model: bool = False, quiet: bool = True) -> dict[str, Any]:
@@ -157,6 +161,11 @@ def run_cell(cell: Cell, folder: Path, *, metric: str, data_root: str | None, ke
         }
         embedder = _embedder(str(result.model_dir), cell)
         metrics = _score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell, data_root, metric)
+        log = run_dir / "metrics.jsonl"
+        if log.is_file():  # the training dynamics stay (plot-dynamics FOLDER/<cell>.dynamics)
+            (folder / f"{cell.key()}.dynamics").mkdir(exist_ok=True)
+            shutil.copyfile(log, folder / f"{cell.key()}.dynamics" / "metrics.jsonl")
+            record["dynamics"] = f"{cell.key()}.dynamics"
         if keep_model:
             record["model_dir"] = str(result.model_dir)
         else:

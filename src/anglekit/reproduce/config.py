@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from anglekit.config import check_fields, setting
 from anglekit.errors import ConfigError
+from anglekit.reproduce.protocol import STARTS
 
 TABLE_NAMES = ("objectives", "pooling", "ibn-duplicates", "transfer-sts", "non-transfer", "llm-supervised", "simace")
 """Every table ``reproduce`` knows, in the order ``all`` runs them."""
@@ -25,9 +26,10 @@ class ReproduceConfig:
     )
     start: str | None = setting(
         None,
-        choices=("minilm", "minilm-reinit", "bert-base"),
+        choices=tuple(STARTS),
         help="Starting point (default: the preset's): minilm (STS-tuned, mutes ablations), minilm-reinit (top 2 layers "
-        "re-initialised: not STS-tuned), bert-base (the paper's).",
+        "re-initialised: not STS-tuned), bert-base (the paper's), smollm2 (SmolLM2-135M with LoRA, the paper's prompt and "
+        "last-token pooling: the AnglE-LLaMA recipe scaled down; batch 16, lr 1e-4, max length 96 unless given).",
     )
     model: str | None = setting(None, help="Train from this model instead of the start's (hub name, folder, pypi:NAME).")
     max_steps: int = setting(-1, minimum=-1, help="Stop every training cell after this many steps, >= 1 (-1: the epochs; 0 is refused).")

@@ -21,6 +21,7 @@ from anglekit.model import DEFAULT_BATCH_SIZE
 logger = logging.getLogger(__name__)
 
 MINILM = "pypi:all-minilm-l6-v2"
+SMOLLM2 = "pypi:smollm2-135m-instruct"
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,12 @@ class Start:
     pooling: str
     meaning: str
     reinit_top_layers: int = 0
+    protocol: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Protocol fields this start sets instead of the preset's (a flag still wins)."""
+    train: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """TrainConfig keys every trained cell of this start adds (LoRA, prompt, precision, ...)."""
+    prompt: str | None = None
+    """The prompt every cell embeds with (the zero-shot row's too)."""
 
 
 STARTS: dict[str, Start] = {
@@ -56,6 +63,26 @@ STARTS: dict[str, Start] = {
         "bert-base-uncased",
         "cls",
         "bert-base-uncased (110M, not sentence-tuned): the paper's starting point (needs the hub or a local copy).",
+    ),
+    "smollm2": Start(
+        "smollm2",
+        SMOLLM2,
+        "last_token",
+        "SmolLM2-135M-Instruct (a raw decoder LLM, never trained for similarity; its embeddings are far from isotropic): the "
+        "paper's AnglE-LLaMA recipe scaled down: LoRA (rank 32, alpha 32, dropout 0.1) on every linear layer, the paper's prompt, "
+        "last-token pooling, batch 16, learning rate 1e-4, max length 96, bf16 where the CPU has it, gradient checkpointing.",
+        protocol={"max_length": 96, "batch_size": 16, "learning_rate": 1e-4},
+        train={
+            "lora": True,
+            "lora_rank": 32,
+            "lora_alpha": 32.0,
+            "lora_dropout": 0.1,
+            "prompt": "paper",
+            "precision": "auto",
+            "gradient_checkpointing": True,
+            "probe_steps": 10,
+        },  # fmt: skip
+        prompt="paper",
     ),
 }
 
@@ -91,6 +118,7 @@ class Protocol:
             "max_steps": self.max_steps,
             "eval_batch_size": self.eval_batch_size,
             "device": self.device,
+            **self.start.train,
         }
 
     def describe(self) -> dict[str, Any]:
@@ -118,6 +146,7 @@ def make_protocol(preset: str = "cpu", *, start: str | None = None, model: str |
     values.pop("start", None)
     if start_name not in STARTS:
         raise ConfigError(f"unknown start {start_name!r}; choose from {', '.join(STARTS)}")
+    values.update(STARTS[start_name].protocol)
     fields = {f.name for f in dataclasses.fields(Protocol)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
