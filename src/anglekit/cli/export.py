@@ -7,7 +7,7 @@ from typing import Any
 
 from anglekit.cli.common import add_loading_options, add_model_argument, add_output_dir, add_quiet, model_kwargs
 from anglekit.errors import ConfigError
-from anglekit.export import FORMATS
+from anglekit.export import FORMATS, format_module
 
 NAME = "export"
 
@@ -24,13 +24,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         ),
     )
     add_model_argument(parser, help="model: folder written by anglekit, hub name, .gguf file, pypi:NAME or a folder of LoRA adapters")
-    parser.add_argument(
-        "--format",
-        required=True,
-        choices=sorted(FORMATS),
-        help="sentence-transformers: the folder sentence-transformers 5.x/6.x, TEI and infinity read; "
-        "onnx: the graph onnxruntime runs (anglekit's --backend onnx); openvino: OpenVINO IR for the CPU (--backend openvino)",
-    )
+    parser.add_argument("--format", required=True, choices=sorted(FORMATS), help=_format_help())
     parser.add_argument(
         "--quantize",
         choices=("int8", "int8-static"),
@@ -74,6 +68,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     add_loading_options(parser, device_default="cpu", what="the model while exporting")
     add_quiet(parser, help="print only errors")
     return parser
+
+
+def _format_help() -> str:
+    """``--format``'s help from each format module's own DESCRIPTION (none of them imports torch)."""
+    return "; ".join(f"{name}: {format_module(name).DESCRIPTION}" for name in sorted(FORMATS))
 
 
 def run(args: argparse.Namespace) -> int:
