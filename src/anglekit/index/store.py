@@ -230,10 +230,6 @@ class VectorIndex:
     def __contains__(self, ident: Any) -> bool:
         return str(ident) in self._row
 
-    def row_of(self, ident: str) -> int:
-        """The row of the document ``ident`` (a KeyError when it is not in the index)."""
-        return self._row[ident]
-
     @property
     def codes(self) -> np.ndarray | None:
         """The int8 codes or packed bits of a quantized index, one row per id (None for ``quantize="none"``)."""
@@ -380,9 +376,13 @@ class VectorIndex:
         if not isinstance(items, Sequence) or not all(isinstance(q, str) and q.strip() for q in items):
             raise DataError("queries must be a non-empty string or a list of non-empty strings")
         vectors = self._model().encode(list(items), batch_size, normalize=True, role="query")
-        ids, scores = self.search_vectors(vectors, k, **options)
-        rows = [[Hit(i, float(s), self.texts[self._row[i]]) for i, s in zip(row_ids, row_scores)] for row_ids, row_scores in zip(ids, scores)]
+        rows = self.search_hits(vectors, k, **options)
         return rows[0] if single else rows
+
+    def search_hits(self, queries: Any, k: int = 10, **options: Any) -> list[list[Hit]]:
+        """:meth:`search_vectors` as :class:`Hit` lists (id, cosine, stored text), one per query vector."""
+        ids, scores = self.search_vectors(queries, k, **options)
+        return [[Hit(i, float(s), self.texts[self._row[i]]) for i, s in zip(row_ids, row_scores)] for row_ids, row_scores in zip(ids, scores)]
 
     def search_vectors(
         self, queries: Any, k: int = 10, *, rescore_multiplier: int | None = None, expansion_search: int | None = None

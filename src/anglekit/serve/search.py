@@ -44,9 +44,7 @@ class ServedIndex:
     def search(self, queries: np.ndarray, k: int) -> list[list[Hit]]:
         """The ``k`` best documents of each query vector, as ``anglekit search`` gives them."""
         with self.lock:
-            ids, scores = self.index.search_vectors(queries, k)
-        texts, rows = self.index.texts, self.index.row_of
-        return [[Hit(i, float(s), texts[rows(i)]) for i, s in zip(row_ids, row_scores)] for row_ids, row_scores in zip(ids, scores)]
+            return self.index.search_hits(queries, k)
 
 
 def parse_spec(spec: str) -> tuple[str, Path]:
@@ -68,25 +66,18 @@ def load_indexes(specs: tuple[str, ...] | None, backend: Any) -> dict[str, Serve
     if not specs:
         return served
     model = getattr(backend, "embedder", None)
-    fingerprint = getattr(model, "fingerprint", None)
-    if fingerprint is None:
+    if not callable(getattr(model, "fingerprint", None)):
         raise ConfigError("--index: the served model has no fingerprint to check the index against")
-    found = fingerprint()
     for spec in specs:
         name, folder = parse_spec(spec)
         if name in served:
             raise ConfigError(f"--index: two indexes are named {name!r}; name them with NAME=DIR")
-        index = VectorIndex.load(folder)
-        recorded = index.model_info["fingerprint"]
-        if recorded != found:
-            raise ModelMismatchError(
-                f"--index {spec}: built with {index.model_info['name']} (fingerprint {recorded}); the served model has "
-                f"fingerprint {found}: other weights or settings (prompt, pooling, max length, normalisation). Serve the "
-                "index's own model with its settings, or build the index with this one"
-            )
+        try:
+            index = VectorIndex.load(folder, model=model)  # checks the model's fingerprint (weights and settings)
+        except ModelMismatchError as exc:
+            raise ModelMismatchError(f"--index {spec}: {exc}") from None
         if len(index) == 0:
             raise ConfigError(f"--index {spec}: the index holds no documents")
-        index.model = model  # checked above; never loaded again
         served[name] = ServedIndex(name, folder, index)
         log.info("index %r: %d documents from %s (%s, quantize %s)", name, len(index), folder, index.settings.kind, index.settings.quantize)
     return served
