@@ -350,12 +350,12 @@ class Batcher:
                 self._finish(job, error=error)
             return
         lengths = [len(seq) for seq in ids]
-        self.metrics.observe_tokens(sum(lengths), time.perf_counter())
-        self.metrics.batch_seconds.observe(time.perf_counter() - now)
+        ended = time.perf_counter()
+        self.metrics.batch_seconds.observe(ended - now)
         self.metrics.batch_size.observe(len(batch))
         self.metrics.batch_tokens.observe(len(batch) * max(lengths))
         self.metrics.texts.inc(len(batch))
-        self.metrics.tokens.inc(sum(lengths))
+        self.metrics.observe_tokens(sum(lengths), ended)
         for row, (job, i) in zip(vectors, batch):
             job.vectors[i] = row  # type: ignore[index]
             job.remaining -= 1

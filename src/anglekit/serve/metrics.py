@@ -56,7 +56,8 @@ class Metrics:
         self._recent_lock = threading.Lock()
 
     def observe_tokens(self, tokens: int, now: float) -> None:
-        """Record a batch's tokens (for ``anglekit_tokens_per_second``)."""
+        """Count a batch's tokens (``anglekit_tokens_total``, and ``anglekit_tokens_per_second``'s window)."""
+        self.tokens.inc(tokens)
         with self._recent_lock:
             self._recent.append((now, tokens))
             while self._recent and self._recent[0][0] < now - TOKEN_RATE_WINDOW:
