@@ -76,3 +76,23 @@ class ExportError(AnglekitError, ValueError):
 class ModelMismatchError(ConfigError):
     """Vectors made by one model met another: an index or shards searched or extended with a model
     whose fingerprint (weights and embedding settings) differs from the one recorded with them."""
+
+
+class UnknownBackendError(ConfigError):
+    """An inference backend name that no backend registered (:mod:`anglekit.model.backends`); the
+    message lists the registered ones, ``known`` holds them."""
+
+    def __init__(self, name: object, known: tuple[str, ...]) -> None:
+        self.name = name
+        self.known = known
+        super().__init__(f"unknown backend {name!r}; registered backends: {', '.join(known)}")
+
+
+class AmbiguousBackendError(ConfigError):
+    """A model folder that several inference backends claim as theirs (their files are all there):
+    the caller names the backend to use. ``backends`` holds their names."""
+
+    def __init__(self, source: str, backends: tuple[str, ...]) -> None:
+        self.source = source
+        self.backends = backends
+        super().__init__(f"{source}: holds the files of several backends ({', '.join(backends)}); choose one with backend= (--backend)")

@@ -296,13 +296,14 @@ def test_encode_device_cpu(tmp_path: Path, tiny_bert_dir: Path, texts_file: Path
     np.testing.assert_allclose(np.load(output), expected, rtol=0, atol=1e-5)
 
 
-def test_model_options_become_from_pretrained_kwargs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, texts_file: Path) -> None:
+def test_model_options_become_from_pretrained_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, texts_file: Path) -> None:
     from anglekit.model.embedder import Embedder
+    from anglekit.model.load_settings import LoadSettings
 
     seen: dict[str, Any] = {}
 
-    def fake(cls: Any, name: str, **kwargs: Any) -> Any:
-        seen.update(kwargs, name=name)
+    def fake(cls: Any, name: str, settings: LoadSettings | None = None, **kwargs: Any) -> Any:
+        seen.update(LoadSettings.of(settings, **kwargs).given(), name=name)  # the settings that differ from the defaults
         raise ConfigError("stop here")
 
     monkeypatch.setattr(Embedder, "from_pretrained", classmethod(fake))
@@ -311,8 +312,7 @@ def test_model_options_become_from_pretrained_kwargs(monkeypatch: pytest.MonkeyP
     assert main(argv) == 2
     assert seen == {
         "name": "org/model", "device": "cuda:1", "dtype": "bf16", "revision": "v2", "trust_remote_code": True,
-        "gguf_file": "m.gguf", "max_length": 8, "pooling": None, "prompt": None,
-        "long_text": None, "long_text_window": None, "long_text_stride": None, "long_text_max_chunks": None,
+        "gguf_file": "m.gguf", "max_length": 8,
     }  # fmt: skip
     seen.clear()
     long_text = ["--long-text", "chunk-max", "--long-text-window", "64", "--long-text-stride", "16", "--long-text-max-chunks", "4"]
@@ -320,8 +320,11 @@ def test_model_options_become_from_pretrained_kwargs(monkeypatch: pytest.MonkeyP
     assert (seen["long_text"], seen["long_text_window"], seen["long_text_stride"], seen["long_text_max_chunks"]) == ("chunk-max", 64, 16, 4)
     seen.clear()
     assert main(["merge-lora", "org/adapters", "--output-dir", str(tmp_path / "m"), "--revision", "v3"]) == 2
-    assert seen["device"] == "cpu" and seen["revision"] == "v3" and seen["trust_remote_code"] is False
-    assert seen["base_model"] is None
+    assert seen["device"] == "cpu" and seen["revision"] == "v3" and "trust_remote_code" not in seen  # False, the default
+    assert "base_model" not in seen  # None: the one the adapters record
+    seen.clear()
+    assert main(["merge-lora", "org/adapters", "--output-dir", str(tmp_path / "m"), "--base-model", "org/base", "--device", "cuda"]) == 2
+    assert seen["base_model"] == "org/base" and seen["device"] == "cuda"
 
 
 # ------------------------------------------------------------------ eval's sentence-transformers fallback

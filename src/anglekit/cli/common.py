@@ -1,9 +1,14 @@
-"""Pieces every command shares: argument types, the model options, renamed flags.
+"""Pieces every command shares: argument types, the model's flags, renamed flags.
 
 The conventions of the command line live here, so that each command follows them the same way:
 
 - the model is the first positional argument (``MODEL``);
-- ``--device``, ``--dtype``, ``--revision``, ``--trust-remote-code`` wherever a model is loaded;
+- how a model loads (``--device``, ``--dtype``, ``--revision``, ``--trust-remote-code``,
+  ``--backend``, ``--precision``, ``--max-length``, ``--pooling``, ``--prompt``, ...) is one
+  :class:`~anglekit.model.load_settings.LoadSettings`: each command generates the flags of the
+  fields it takes from their metadata (:func:`add_load_settings`: one help text each, choices
+  such as the registered backends asked when the parser is built) and reads them back with
+  :func:`load_settings`;
 - ``--quiet`` on every command;
 - ``--output`` is always a file, ``--output-dir`` always a folder;
 - one default batch size for inference (:data:`anglekit.model.DEFAULT_BATCH_SIZE`).
@@ -15,45 +20,25 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
+from anglekit.cli.argtypes import note, ranged
+from anglekit.cli.fields import add_setting
+from anglekit.config.fields import Setting, positive_int, settings_of
 from anglekit.model import DEFAULT_BATCH_SIZE
+from anglekit.model.load_settings import DTYPE_CHOICES, LoadSettings, device_name
 
-DTYPE_CHOICES = ("fp32", "bf16", "fp16")
-"""``--dtype`` values (the same as :data:`anglekit.model.devices.DTYPE_CHOICES`, without importing torch)."""
-
-_DEVICE = re.compile(r"(cpu|mps|cuda(:\d+)?)")
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def ranged(kind: type, bounds: Any = None) -> Any:
-    """argparse type: an int or float within ``bounds`` (an :class:`anglekit.config.Bounds` or
-    None), checked when the flag is parsed, so a bad value fails at once with exit 2 and the range
-    in the message."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
-        problem = bounds.problem(value) if bounds is not None else None
-        if problem is not None:
-            raise argparse.ArgumentTypeError(problem)
-        return value
-
-    parse.__name__ = kind.__name__  # argparse names the type in its messages
-    return parse
+LOADING = ("device", "dtype", "revision", "trust_remote_code", "gguf_file")
+"""The :class:`LoadSettings` of how the weights load, on every command that loads a model."""
+LONG_TEXT = ("long_text", "long_text_window", "long_text_stride", "long_text_max_chunks")
+"""How texts longer than the window are embedded."""
+EMBEDDING = ("max_length", "pooling", "prompt", *LONG_TEXT)
+"""The :class:`LoadSettings` of how the model embeds, over its own settings."""
+_GIVEN_KEYS = "_load_settings"
+"""The namespace attribute listing the LoadSettings fields a parser has flags for."""
+_DEFAULT_CLAUSE = re.compile(r"\s*\(default: [^)]*\)")
 
 
 def number(kind: type, minimum: float | None = None, maximum: float | None = None, *, exclusive_minimum: bool = False) -> Any:
@@ -63,42 +48,54 @@ def number(kind: type, minimum: float | None = None, maximum: float | None = Non
     return ranged(kind, Bounds(minimum, maximum, exclusive_minimum))
 
 
-def device_name(text: str) -> str:
-    """argparse type: cpu, cuda, cuda:N or mps."""
-    if not _DEVICE.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"expected cpu, cuda, cuda:N or mps, got {text!r}")
-    return text
-
-
 def add_model_argument(parser: argparse.ArgumentParser, help: str = "model: hub name, local folder, .gguf file or pypi:NAME") -> None:
     """The model, first positional argument of every command that loads one."""
     parser.add_argument("model", metavar="MODEL", help=help)
 
 
-def add_loading_options(parser: argparse.ArgumentParser | Any, *, device_default: str | None = None, what: str = "the model", gguf: bool = True) -> None:
-    """``--device``, ``--dtype``, ``--revision``, ``--trust-remote-code`` (and ``--gguf-file``)."""
-    where = device_default or "the best available: cuda, else mps, else cpu"
-    parser.add_argument(
-        "--device",
-        type=device_name,
-        default=device_default,
-        metavar="DEVICE",
-        help=f"run {what} on cpu, cuda, cuda:N or mps (default: {where})",
-    )
-    parser.add_argument("--dtype", default=None, choices=DTYPE_CHOICES, help=f"load the weights of {what} in this dtype (default: as stored)")
-    parser.add_argument("--revision", default=None, help="hub revision of the model: branch, tag or commit (default: the main branch)")
-    parser.add_argument(
-        "--trust-remote-code",
-        action="store_true",
-        default=False,
-        help="run the model repository's own code (models such as nomic, jina or gte-v1.5 need it)",
-    )
-    if gguf:
-        parser.add_argument("--gguf-file", default=None, help="load this GGUF file from the model's folder or hub repository")
+def load_setting(key: str) -> Setting:
+    """The :class:`LoadSettings` field ``key`` as a setting (flag, help, choices, parser)."""
+    return next(s for s in settings_of(LoadSettings) if s.key == key)
+
+
+def add_load_settings(container: argparse.ArgumentParser | Any, keys: Sequence[str], *, defaults: Mapping[str, Any] | None = None) -> None:
+    """The flags of the :class:`LoadSettings` fields ``keys``, generated from their metadata, on a
+    parser or argument group; :func:`load_settings` reads them back. ``defaults``: this command's
+    own defaults (e.g. ``device="cpu"``), shown in the help instead of the field's."""
+    for key in keys:
+        s = load_setting(key)
+        if defaults and key in defaults:
+            s = replace(s, default=defaults[key], help=_DEFAULT_CLAUSE.sub("", s.help))
+            add_setting(container, s)
+            container.set_defaults(**{key: defaults[key]})
+        else:
+            add_setting(container, s)
+    container.set_defaults(**{_GIVEN_KEYS: (*(container.get_default(_GIVEN_KEYS) or ()), *keys)})
+
+
+def load_settings(args: argparse.Namespace, **overrides: Any) -> LoadSettings:
+    """The :class:`LoadSettings` of the flags :func:`add_load_settings` generated (those given, and
+    the command's defaults), with ``overrides`` over them."""
+    values = {key: getattr(args, key) for key in getattr(args, _GIVEN_KEYS, ()) if getattr(args, key, None) is not None}
+    return LoadSettings(**{**values, **overrides})
+
+
+def model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`load_settings` as keyword arguments (the settings given) of
+    :meth:`~anglekit.model.embedder.Embedder.from_pretrained` or :func:`anglekit.export.export`."""
+    return load_settings(args).given()
+
+
+def add_loading_options(parser: argparse.ArgumentParser | Any, *, device_default: str | None = None, what: str | None = None, gguf: bool = True) -> None:
+    """The :data:`LOADING` flags (without ``--gguf-file`` unless ``gguf``); ``device_default``: this
+    command's device (default: the best available). ``what`` is no longer used: each flag has
+    one help text, the same on every command."""
+    keys = LOADING if gguf else tuple(key for key in LOADING if key != "gguf_file")
+    add_load_settings(parser, keys, defaults={"device": device_default} if device_default is not None else None)
 
 
 def add_embedding_options(parser: argparse.ArgumentParser | Any) -> None:
-    """How the model embeds: ``--batch-size``, ``--max-length``, ``--pooling``, ``--prompt``."""
+    """How the model embeds: ``--batch-size`` and the :data:`EMBEDDING` flags."""
     parser.add_argument(
         "--batch-size",
         type=positive_int,
@@ -106,97 +103,19 @@ def add_embedding_options(parser: argparse.ArgumentParser | Any) -> None:
         metavar="N",
         help=f"texts per forward pass (default: {DEFAULT_BATCH_SIZE})",
     )
-    parser.add_argument("--max-length", type=positive_int, default=None, metavar="N", help="truncate to this many tokens (default: the model's)")
-    parser.add_argument("--pooling", default=None, help="override the model's pooling")
-    parser.add_argument(
-        "--prompt",
-        default=None,
-        help="prompt template with {text}, or a preset: paper, paper-b, retrieval-query, none (default: the model's)",
-    )
-    add_long_text_options(parser)
+    add_load_settings(parser, EMBEDDING)
 
 
-def add_long_text_options(parser: argparse.ArgumentParser | Any) -> None:
-    """``--long-text truncate|chunk-mean|chunk-max`` and its window, stride and chunk cap."""
-    from anglekit.model.encoding import LONG_TEXT_MODES
-
-    parser.add_argument(
-        "--long-text",
-        choices=LONG_TEXT_MODES,
-        default=None,
-        help="texts longer than the window: truncate, or embed overlapping windows and pool their vectors "
-        "(chunk-mean, chunk-max; anglekit's substitute for AnglE-RAN) (default: the model's, else truncate)",
-    )
-    parser.add_argument("--long-text-window", type=positive_int, default=None, metavar="N", help="tokens per chunk (default: --max-length)")
-    parser.add_argument("--long-text-stride", type=positive_int, default=None, metavar="N", help="content tokens between chunk starts (default: half a window)")
-    parser.add_argument("--long-text-max-chunks", type=positive_int, default=None, metavar="N", help="at most this many chunks per text")
-
-
-PRECISION_CHOICES = ("auto", "fp32", "bf16")
-"""``--precision`` values (:data:`anglekit.model.devices.INFERENCE_PRECISIONS` plus auto)."""
-
-
-def add_precision_option(parser: argparse.ArgumentParser | Any, *, what: str = "the model") -> None:
-    """``--precision auto|fp32|bf16``: what the inference backend computes in."""
-    parser.add_argument(
-        "--precision",
-        choices=PRECISION_CHOICES,
-        default="auto",
-        help=f"what {what} computes in: fp32, or bf16 (faster on CPUs with AVX512-BF16 or AMX and on GPUs; "
-        "torch: bf16 weights; openvino: its inference precision; onnx: fp32 only). auto: torch, the weights' "
-        "stored dtype or --dtype; openvino, the precision the export recorded, else fp32",
-    )
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """MODEL and every option of a command that loads a model to embed texts (eval, encode, index build)."""
+    add_model_argument(parser)
+    add_embedding_options(parser)
+    add_load_settings(parser, (*LOADING, "precision"))
+    add_quiet(parser)
 
 
 def add_quiet(parser: argparse.ArgumentParser | Any, help: str = "no progress bar") -> None:
     parser.add_argument("--quiet", action="store_true", default=False, help=help)
-
-
-def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """MODEL and every option of a command that loads a model to embed texts (eval, encode)."""
-    add_model_argument(parser)
-    add_embedding_options(parser)
-    add_loading_options(parser)
-    add_precision_option(parser)
-    add_quiet(parser)
-
-
-_LOAD_KEYS = (
-    "pooling", "max_length", "prompt", "device", "dtype", "revision", "trust_remote_code", "gguf_file",
-    "long_text", "long_text_window", "long_text_stride", "long_text_max_chunks",
-)  # fmt: skip
-
-
-_BACKENDS = {"auto": None, "anglekit": "torch", "torch": "torch", "onnx": "onnx", "openvino": "openvino"}
-"""``--backend`` values -> Embedder.from_pretrained's ``backend`` (auto: chosen from the folder)."""
-
-
-def add_backend_option(parser: argparse.ArgumentParser | Any) -> None:
-    """``--backend auto|torch|onnx|openvino``: the inference backend of the model."""
-    parser.add_argument(
-        "--backend",
-        choices=("auto", "torch", "onnx", "openvino"),
-        default="auto",
-        help="run the model with PyTorch, onnxruntime or OpenVINO (onnx: a folder from 'anglekit export --format onnx'; "
-        "openvino: one from '--format openvino' or an ONNX folder; auto: the only weights the folder holds, else torch)",
-    )
-
-
-def model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """:meth:`anglekit.model.embedder.Embedder.from_pretrained` keyword arguments from the model options
-    that ``args`` has."""
-    kwargs = {key: getattr(args, key) for key in _LOAD_KEYS if hasattr(args, key)}
-    backend = _BACKENDS.get(getattr(args, "backend", "auto"))
-    if backend is not None:
-        kwargs["backend"] = backend
-    if getattr(args, "precision", "auto") != "auto":
-        kwargs["precision"] = args.precision
-    return kwargs
-
-
-def note(prog: str, message: str) -> None:
-    """``PROG: note: MESSAGE`` on stderr."""
-    print(f"{prog}: note: {message}", file=sys.stderr)
 
 
 class RenamedFlag(argparse.Action):
@@ -249,11 +168,12 @@ def _add_renamable(parser: Any, flag: str, dest: str, metavar: str, *, help: str
 
 __all__ = [
     "DTYPE_CHOICES",
+    "EMBEDDING",
+    "LOADING",
+    "LONG_TEXT",
     "RenamedFlag",
-    "add_backend_option",
-    "add_precision_option",
     "add_embedding_options",
-    "add_long_text_options",
+    "add_load_settings",
     "add_loading_options",
     "add_model_argument",
     "add_model_options",
@@ -262,6 +182,8 @@ __all__ = [
     "add_quiet",
     "add_renamed",
     "device_name",
+    "load_setting",
+    "load_settings",
     "model_kwargs",
     "note",
     "number",

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from anglekit.cli.common import add_backend_option, add_model_options, model_kwargs, number, positive_int
+from anglekit.cli.common import add_load_settings, add_model_options, load_settings, number, positive_int
 from anglekit.errors import AnglekitError, ConfigError
 from anglekit.io.atomic import atomic_path
 
@@ -30,7 +30,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "that a rerun of the same command resumes (--output-dir).",
     )
     add_model_options(parser)
-    add_backend_option(parser)
+    add_load_settings(parser, ("backend",))
     parser.add_argument("--input", required=True, help="texts: .txt (one per line) or a csv/tsv/jsonl/parquet column (--output-dir: no .json)")
     parser.add_argument("--column", default=None, help="column holding the texts in a tabular input")
     outputs = parser.add_mutually_exclusive_group(required=True)
@@ -40,14 +40,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--role", choices=("query", "document"), default=None, help="embed with the model's query or document prompt (default: its general prompt)"
     )
-    parser.add_argument(
-        "--truncate-dim",
-        type=positive_int,
-        default=None,
-        metavar="K",
-        help="keep the first K coordinates of each vector, normalised after the cut when normalising "
-        "(models trained with nested dimensions: Matryoshka, ESE) (default: the model's setting, else all)",
-    )
+    add_load_settings(parser, ("truncate_dim",))
     shards = parser.add_argument_group("shards (--output-dir)")
     shards.add_argument("--id-column", default=None, help="column holding the ids (default: 'id' if present, else the row number)")
     shards.add_argument("--shard-size", type=positive_int, default=None, metavar="N", help="texts per shard (default: 10000)")
@@ -77,21 +70,13 @@ def run(args: argparse.Namespace) -> int:
     if output.resolve() == Path(args.input).resolve():
         raise AnglekitError("--output would overwrite --input")
     texts = read_texts(args.input, column=args.column)
-    model = Embedder.from_pretrained(args.model, **_model_kwargs(args))
+    model = Embedder.from_pretrained(args.model, settings=load_settings(args))
     vectors = model.encode(texts, batch_size=args.batch_size, normalize=args.normalize, show_progress=not args.quiet, role=args.role)
     with atomic_path(output) as tmp:
         with open(tmp, "wb") as handle:
             np.save(handle, vectors)
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} vectors to {output}")
     return 0
-
-
-def _model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """The loader's keyword arguments, with ``truncate_dim`` when --truncate-dim is given."""
-    kwargs = dict(model_kwargs(args))
-    if args.truncate_dim is not None:
-        kwargs["truncate_dim"] = args.truncate_dim
-    return kwargs
 
 
 def _run_shards(args: argparse.Namespace) -> int:
@@ -105,7 +90,7 @@ def _run_shards(args: argparse.Namespace) -> int:
         args.model, args.input, args.output_dir, text_column=args.column, id_column=args.id_column,
         shard_size=args.shard_size or 10_000, shard_format=args.shard_format or "npy", batch_size=args.batch_size,
         normalize=args.normalize, role=args.role, shard_id=shard_id, num_shards=num_shards, workers=args.workers or 1,
-        model_kwargs=_model_kwargs(args), show_progress=not args.quiet, say=lambda line: print(line, file=sys.stderr, flush=True),
+        model_kwargs=load_settings(args).given(), show_progress=not args.quiet, say=lambda line: print(line, file=sys.stderr, flush=True),
     )  # fmt: skip
     print(report.summary())
     if num_shards > 1:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from anglekit.cli.common import add_model_options, add_output, add_output_dir, model_kwargs
+from anglekit.cli.common import add_model_options, add_output, add_output_dir, load_setting, load_settings
+from anglekit.cli.fields import add_setting
 from anglekit.errors import AnglekitError, ConfigError, UnsupportedModelError
 from anglekit.io.atomic import atomic_write_json
 
 NAME = "eval"
-BACKENDS = ("auto", "anglekit", "torch", "onnx", "openvino", "sentence-transformers")
+OTHER_BACKENDS = ("anglekit", "sentence-transformers")
+"""``--backend`` values of eval beyond the registered inference backends."""
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -62,15 +65,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SUITE.KEY=VALUE",
         help="a suite option, e.g. sts.variant=original or non-transfer.extra=[qqp.tsv] (YAML value)",
     )
-    parser.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        default="auto",
-        help="load MODEL with anglekit's torch backend (anglekit, torch), its ONNX backend (onnx: a folder from "
-        "'anglekit export --format onnx'), its OpenVINO backend (openvino: a folder from '--format openvino' or an "
-        "ONNX folder), or sentence-transformers (auto: anglekit, with the backend of the only weights a folder "
-        "holds, else sentence-transformers for models with modules anglekit does not apply)",
+    backend = load_setting("backend")  # the inference backends, and two of eval's own
+    text = (
+        f"{backend.help} Also anglekit (the same as torch) and sentence-transformers (auto falls back to it for models with modules anglekit does not apply)."
     )
+    add_setting(parser, replace(backend, choices=(*(backend.choices or ()), *OTHER_BACKENDS), help=text))
+    parser.set_defaults(backend="auto")
 
 
 def parse_options(items: list[str], suites: list[str]) -> dict[str, dict[str, Any]]:
@@ -110,8 +110,9 @@ def load_model(args: argparse.Namespace) -> Any:
 
     if args.backend == "sentence-transformers":
         return _sentence_transformer(args)
+    backend = "torch" if args.backend == "anglekit" else args.backend
     try:
-        return Embedder.from_pretrained(args.model, **model_kwargs(args))
+        return Embedder.from_pretrained(args.model, settings=load_settings(args, backend=backend))
     except UnsupportedModelError:
         if args.backend == "auto":
             return _sentence_transformer(args)
@@ -123,7 +124,7 @@ def _sentence_transformer(args: argparse.Namespace) -> Any:
     from anglekit.model.devices import default_device
 
     device = args.device or str(default_device())
-    if getattr(args, "precision", "auto") != "auto":
+    if args.precision not in (None, "auto"):
         raise ConfigError(f"--precision {args.precision}: applies to anglekit's backends (torch, onnx, openvino), not to sentence-transformers")
     try:
         return load_sentence_transformer(args.model, device=device, max_length=args.max_length, batch_size=args.batch_size, progress=not args.quiet)

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from anglekit.cli.common import note, ranged
+from anglekit.cli.argtypes import note, ranged
 from anglekit.config import OldName, Setting, settings_of
 
 SECTION_TITLES = {
@@ -27,7 +27,8 @@ SECTION_TITLES = {
 
 def _help(s: Setting) -> str:
     text = " ".join(s.help.split())
-    if s.default not in (None, "") and "default" not in text:
+    empty = s.default is None or (isinstance(s.default, (str, tuple, list, dict)) and not s.default)
+    if not empty and "default" not in text:
         text = f"{text} (default: {s.default})"
     aliases = s.flags[1:]
     if aliases:
@@ -35,8 +36,9 @@ def _help(s: Setting) -> str:
     return text.replace("%", "%%")
 
 
-def add_setting(container: Any, s: Setting) -> None:
-    """Add the flag of one setting (and its hidden aliases) to a parser or argument group."""
+def add_setting(container: Any, s: Setting, *, required: bool = False) -> None:
+    """Add the flag of one setting (and its hidden aliases) to a parser or argument group;
+    ``required``: the command line must give it."""
     flag, *aliases = s.flags
     if s.base is bool:
         kwargs: dict[str, Any] = {"action": argparse.BooleanOptionalAction}
@@ -45,14 +47,16 @@ def add_setting(container: Any, s: Setting) -> None:
         kwargs = {"type": kind}
         if s.bounds is not None:  # the range is checked as the flag is parsed
             kwargs["type"] = ranged(kind, s.bounds)
+        if s.parse is not None:  # the setting's own parser (its messages)
+            kwargs["type"] = s.parse
         if s.choices is not None:
             kwargs["choices"] = s.choices
         else:
-            kwargs["metavar"] = kind.__name__.upper()
+            kwargs["metavar"] = s.metavar or kind.__name__.upper()
         if s.item is not None:  # a list setting: --flag 1 2 3, and repeatable (--flag 1 --flag 2)
             kwargs["nargs"] = "+"
             kwargs["action"] = "extend"
-    container.add_argument(flag, dest=s.key, help=_help(s), **kwargs)
+    container.add_argument(flag, dest=s.key, help=_help(s), required=required, **kwargs)
     for alias in aliases:
         container.add_argument(alias, dest=s.key, help=argparse.SUPPRESS, **kwargs)
     for old in s.old_names:  # hidden; --old (and --no-old for a switch) set the new setting, with a warning

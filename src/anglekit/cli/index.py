@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from anglekit.cli.common import add_model_options, add_output_dir, model_kwargs, positive_int
+from anglekit.cli.common import add_model_options, add_output_dir, load_settings, positive_int
 from anglekit.errors import ConfigError
 
 NAME = "index"
@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
         graph_flags = [f for f, v, d in (("--connectivity", args.connectivity, 16), ("--expansion-add", args.expansion_add, 128)) if v != d]
         if graph_flags:
             raise ConfigError(f"{', '.join(graph_flags)} apply to --kind hnsw")
-    kwargs = model_kwargs(args)
-    model = Embedder.from_pretrained(args.model, **kwargs)
+    settings = load_settings(args)
+    model = Embedder.from_pretrained(args.model, settings=settings)
     bar = None
     if not args.quiet:
         from tqdm.auto import tqdm
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         bar = tqdm(desc="index", unit="doc")
     try:
         index = build_index(
-            model, args.input, name=args.model, load=kwargs, text_column=args.column, id_column=args.id_column,
+            model, args.input, name=args.model, load=settings.given(), text_column=args.column, id_column=args.id_column,
             batch_size=args.batch_size, progress=bar.update if bar is not None else None, kind=args.kind, quantize=args.quantize,
             backend=args.backend if args.kind == "hnsw" else None, rescore_multiplier=args.rescore_multiplier,
             connectivity=args.connectivity, expansion_add=args.expansion_add, expansion_search=args.expansion_search,

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from anglekit.cli.common import add_loading_options, add_model_argument, add_output_dir, add_quiet, model_kwargs
+from anglekit.cli.common import LOADING, add_load_settings, add_model_argument, add_output_dir, add_quiet, load_settings
 from anglekit.errors import AnglekitError
 
 NAME = "merge-lora"
@@ -21,8 +21,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     add_model_argument(parser, help="folder (or hub repository) of adapters written by 'anglekit train --lora' (output_dir/model)")
     add_output_dir(parser, required=True, old="--output", help="folder for the merged model")
-    parser.add_argument("--base-model", default=None, help="base model to merge into (default: the one the adapters record)")
-    add_loading_options(parser, device_default="cpu", what="the base and adapters")
+    add_load_settings(parser, ("base_model", *LOADING), defaults={"device": "cpu"})
     add_quiet(parser, help="no summary line")
     return parser
 
@@ -33,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     adapters, output = Path(args.model), Path(args.output_dir)
     if output.resolve() == adapters.resolve():
         raise AnglekitError("--output-dir must differ from the adapter folder")
-    model = Embedder.from_pretrained(args.model, base_model=args.base_model, **model_kwargs(args))
+    model = Embedder.from_pretrained(args.model, settings=load_settings(args))
     if not model.has_lora:
         raise AnglekitError(f"{args.model}: no LoRA adapters there (no adapter_config.json)")
     base = model.config.base_model

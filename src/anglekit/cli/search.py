@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from anglekit.cli.common import add_loading_options, add_quiet, positive_int
+from anglekit.cli.common import add_loading_options, add_quiet, load_settings, positive_int
 
 NAME = "search"
 
@@ -27,7 +27,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--rescore-multiplier", type=positive_int, default=None, metavar="N", help="int8/binary: candidates rescored per result (default: the index's)"
     )
     parser.add_argument("--expansion-search", type=positive_int, default=None, metavar="N", help="HNSW efSearch (default: the index's)")
-    add_loading_options(parser, what="the index's model", gguf=False)
+    add_loading_options(parser, gguf=False)
     add_quiet(parser, help="print results only")
     return parser
 
@@ -36,9 +36,9 @@ def run(args: argparse.Namespace) -> int:
     from anglekit.index.store import VectorIndex
 
     index = VectorIndex.load(args.index)
-    if args.model is not None or any(getattr(args, k) for k in ("device", "dtype", "revision", "trust_remote_code")):
-        index.load_model(args.model, device=args.device, dtype=args.dtype, revision=args.revision,
-                         trust_remote_code=args.trust_remote_code or None)  # fmt: skip
+    load = load_settings(args).given()  # over the settings the index recorded
+    if args.model is not None or load:
+        index.load_model(args.model, **load)
     results = index.search(list(args.queries), k=args.k, rescore_multiplier=args.rescore_multiplier, expansion_search=args.expansion_search)
     if args.json:
         payload = [{"query": q, "results": [{"rank": r + 1, "id": h.id, "score": h.score, "text": h.text} for r, h in enumerate(hits)]}

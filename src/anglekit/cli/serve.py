@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from anglekit.cli.common import add_loading_options, add_long_text_options, add_model_argument, add_precision_option, model_kwargs, positive_int
+from anglekit.cli.common import EMBEDDING, LOADING, add_load_settings, add_model_argument, load_settings
 from anglekit.cli.fields import add_settings, overrides
 from anglekit.errors import ConfigError
 from anglekit.serve.settings import API_KEY_ENV, ServeSettings
@@ -28,13 +28,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "the requests in flight and exits 0. Needs the 'serve' extra: pip install 'anglekit[serve]'.",
     )
     add_model_argument(parser)
-    model = parser.add_argument_group("model")
-    add_loading_options(model)
-    add_precision_option(model)
-    model.add_argument("--max-length", type=positive_int, metavar="N", help="truncate to this many tokens (default: the model's)")
-    model.add_argument("--pooling", help="override the model's pooling")
-    model.add_argument("--prompt", help="prompt template with {text}, or a preset: paper, paper-b, retrieval-query, none (default: the model's)")
-    add_long_text_options(model)
+    add_load_settings(parser.add_argument_group("model"), ("backend", *LOADING, "precision", *EMBEDDING))
     settings = add_settings(parser.add_argument_group("server"), ServeSettings)
     parser.set_defaults(_settings=settings)
     return parser
@@ -63,14 +57,13 @@ def run(args: argparse.Namespace) -> int:
         from anglekit.serve.server import serve
     except ImportError as exc:
         raise ConfigError(f"anglekit serve needs the 'serve' extra ({exc.name} is missing): pip install 'anglekit[serve]'") from None
-    # The backend is serve's own setting (--backend torch|onnx|openvino), not a loading option.
-    options = {k: v for k, v in model_kwargs(args).items() if v is not None and k != "backend"}
+    load_options = load_settings(args)
     name = settings.served_model_name or args.model
 
     passive_openmp()
 
     def load() -> Any:
-        return load_backend(settings.backend, args.model, threads=settings.threads, **options)
+        return load_backend(load_options.backend, args.model, threads=settings.threads, settings=load_options)
 
     serve(settings, load, model_name=name, announce=lambda line: print(f"anglekit serve: {line}", file=sys.stderr, flush=True))
     return 0

@@ -6,6 +6,6 @@ them, and values are checked against the field's type. Configs built of sections
 :class:`~anglekit.training.config.TrainConfig`) are read from flat keys or nested mappings.
 """
 
-from anglekit.config.fields import Bounds, OldName, Setting, check_fields, negate, read_sections, setting, settings_of
+from anglekit.config.fields import Bounds, OldName, Setting, check_fields, negate, read_sections, same_setting, setting, setting_group, settings_of
 
-__all__ = ["Bounds", "OldName", "Setting", "check_fields", "negate", "read_sections", "setting", "settings_of"]
+__all__ = ["Bounds", "OldName", "Setting", "check_fields", "negate", "read_sections", "same_setting", "setting", "setting_group", "settings_of"]

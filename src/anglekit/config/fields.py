@@ -3,7 +3,9 @@
 Declare a field with :func:`setting`; :func:`settings_of` lists a (sectioned) config class's
 settings with their flat keys, flags and help; :func:`check_fields` checks an instance's values
 against the annotations; :func:`read_sections` turns flat keys and/or nested section mappings into
-the keyword arguments of each section.
+the keyword arguments of each section. A :func:`setting_group` field holds settings declared
+elsewhere and listed when asked (e.g. the knobs of the registered objective families): each is a
+flat key and a flag like a field's own, and the field's dict holds the ones given.
 
 A renamed setting declares its former names (:class:`OldName`, ``setting(..., old_names=...)``):
 for a minor version they keep working, as YAML keys and as flags, with a DeprecationWarning (and a
@@ -13,12 +15,13 @@ logged warning) that names the new spelling; a converter maps an old value whose
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import logging
 import types
 import typing
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass
 from typing import Any
 
@@ -81,25 +84,70 @@ def setting(
     help: str,
     key: str | None = None,
     aliases: tuple[str, ...] = (),
-    choices: tuple[Any, ...] | None = None,
+    choices: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None,
     minimum: float | None = None,
     maximum: float | None = None,
     exclusive_minimum: bool = False,
     exclusive_maximum: bool = False,
     default_factory: Any = MISSING,
     old_names: tuple[OldName | str, ...] = (),
+    parse: Callable[[str], Any] | None = None,
+    metavar: str | None = None,
 ) -> Any:
     """A dataclass field with its help text (``--help`` and docs), its flat key (default: the
     field's name), alias keys (other spellings accepted in YAML and as flags, e.g. transformers'
     ``per_device_train_batch_size``), allowed values and, for numbers, their range (inclusive
-    unless ``exclusive_*``), checked in configs and when a flag is parsed. ``old_names``: former
-    keys (a string, or an :class:`OldName` with a converter), accepted with a deprecation warning."""
+    unless ``exclusive_*``), checked in configs and when a flag is parsed. ``choices`` may be a
+    function returning them, asked each time the settings are listed or checked (the names of a
+    registry that grows, e.g. the inference backends). ``old_names``: former keys (a string, or an
+    :class:`OldName` with a converter), accepted with a deprecation warning. ``parse``: how the
+    flag's text becomes the value (an argparse type such as :func:`positive_int`; default: the
+    field's type, within its range); ``metavar``: the flag's placeholder in ``--help``."""
     bounds = Bounds(minimum, maximum, exclusive_minimum, exclusive_maximum) if (minimum, maximum) != (None, None) else None
     olds = tuple(OldName(o) if isinstance(o, str) else o for o in old_names)
-    metadata = {"help": help, "key": key, "aliases": tuple(aliases), "choices": choices, "bounds": bounds, "old_names": olds}
+    metadata = {"help": help, "key": key, "aliases": tuple(aliases), "choices": choices, "bounds": bounds, "old_names": olds,
+                "parse": parse, "metavar": metavar}  # fmt: skip
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def same_setting(cls: type, name: str, *, default: Any = MISSING) -> Any:
+    """The setting ``name`` of the dataclass ``cls`` declared again, on a config that holds it flat
+    (its help, range, choices and default live once, on ``cls``); ``default``: this config's own
+    default, where it differs on purpose."""
+    found = {f.name: f for f in dataclasses.fields(cls)}.get(name)
+    if found is None or "help" not in found.metadata:
+        raise TypeError(f"{cls.__name__}.{name} is not a setting declared with anglekit.config.setting(help=...)")
+    if default is not MISSING:
+        return dataclasses.field(default=default, metadata=found.metadata)
+    if found.default_factory is not MISSING:
+        return dataclasses.field(default_factory=found.default_factory, metadata=found.metadata)
+    return dataclasses.field(default=found.default, metadata=found.metadata)
+
+
+def setting_group(provider: Callable[[], Sequence[Setting]], *, help: str) -> Any:
+    """A ``dict[str, Any]`` field of settings declared elsewhere: ``provider()`` lists them when asked
+    (so settings registered later, e.g. by a plugin, count). Each is a flat key, YAML key and flag
+    like a field's own; the dict maps the key of each one given to its value."""
+    return dataclasses.field(default_factory=dict, metadata={"help": help, "group": provider})
+
+
+def positive_int(text: str) -> int:
+    """A flag's parser (argparse type): an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def choices_of(metadata: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """A field's allowed values (its ``choices``, called when it is a function); None: any value."""
+    choices = metadata.get("choices")
+    return tuple(choices()) if callable(choices) else choices
 
 
 @dataclass(frozen=True)
@@ -152,6 +200,20 @@ class Setting:
     """For a list setting (``tuple[int, ...]``): the type of its items (choices and bounds apply to each)."""
     old_names: tuple[OldName, ...] = ()
     """Former keys, accepted with a deprecation warning (flags ``--old-key``, hidden from --help)."""
+    parse: Callable[[str], Any] | None = None
+    """How the flag's text becomes the value (an argparse type); None: the type, within the bounds."""
+    metavar: str | None = None
+    """The flag's placeholder in ``--help`` (None: the type's name)."""
+    annotation: Any = None
+    """The declared type (what :func:`check_value` checks a value against)."""
+    group: str | None = None
+    """The :func:`setting_group` field holding it (its value is ``group[key]``); None for a field of its own."""
+
+    def value_in(self, obj: Any) -> Any:
+        """Its value in ``obj`` (an instance of the class declaring it; None for an unset group setting)."""
+        if self.group is None:
+            return getattr(obj, self.name)
+        return getattr(obj, self.group).get(self.name)
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -171,16 +233,18 @@ def base_type(annotation: Any) -> tuple[type, bool]:
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         base = [a for a in args if a is not type(None)]
         return base_type(base[0])[0], type(None) in args
-    if typing.get_origin(annotation) is tuple:
-        return tuple, False
+    if typing.get_origin(annotation) in (tuple, list, dict):  # tuple[int, ...], list[str], dict[str, str]
+        return typing.get_origin(annotation), False
     return annotation, False
 
 
 def item_type(annotation: Any) -> type | None:
-    """The item type of a ``tuple[X, ...]`` setting (optional or not), None for a scalar one."""
+    """The item type of a ``tuple[X, ...]`` (or ``list[X]``) setting (optional or not), None for a scalar one."""
     args = typing.get_args(annotation)
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         annotation = [a for a in args if a is not type(None)][0]
+    if typing.get_origin(annotation) is list:
+        return typing.get_args(annotation)[0]
     if typing.get_origin(annotation) is tuple:
         inner = typing.get_args(annotation)
         if len(inner) != 2 or inner[1] is not Ellipsis:
@@ -193,12 +257,17 @@ def _is_section(annotation: Any) -> bool:
     return isinstance(annotation, type) and dataclasses.is_dataclass(annotation)
 
 
-def _settings_of_flat(cls: type, section: str | None) -> list[Setting]:
+def _settings_of_flat(cls: type, section: str | None, declared_only: bool = False) -> list[Setting]:
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
         if "help" not in f.metadata:
+            if declared_only:
+                continue
             raise TypeError(f"{cls.__name__}.{f.name}: declare it with anglekit.config.setting(help=...)")
+        if "group" in f.metadata:
+            out += [dataclasses.replace(s, section=section, name=s.key, group=f.name) for s in f.metadata["group"]()]
+            continue
         base, optional = base_type(hints[f.name])
         default = f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else None)
         out.append(
@@ -211,25 +280,30 @@ def _settings_of_flat(cls: type, section: str | None) -> list[Setting]:
                 default=default,
                 help=f.metadata["help"],
                 aliases=f.metadata["aliases"],
-                choices=f.metadata["choices"],
+                choices=choices_of(f.metadata),
                 bounds=f.metadata.get("bounds"),
                 item=item_type(hints[f.name]),
                 old_names=f.metadata.get("old_names", ()),
+                annotation=hints[f.name],
+                parse=f.metadata.get("parse"),
+                metavar=f.metadata.get("metavar"),
             )
         )
     return out
 
 
-def settings_of(cls: type) -> list[Setting]:
+def settings_of(cls: type, *, declared_only: bool = False) -> list[Setting]:
     """Every setting of ``cls``: its own fields, or, for a config made of sections (fields whose
-    type is a dataclass), the fields of each section in order. Flat keys must be unique."""
+    type is a dataclass), the fields of each section in order; a :func:`setting_group` field gives
+    the settings its provider lists now. Flat keys must be unique. ``declared_only``: skip the
+    fields not declared with :func:`setting` (a class whose settings are some of its fields)."""
     hints = typing.get_type_hints(cls)
     out: list[Setting] = []
     for f in dataclasses.fields(cls):
         if _is_section(hints[f.name]):
-            out += _settings_of_flat(hints[f.name], f.name)
+            out += _settings_of_flat(hints[f.name], f.name, declared_only)
         else:
-            out += _settings_of_flat(cls, None)
+            out += _settings_of_flat(cls, None, declared_only)
             break
     seen: dict[str, Setting] = {}
     for s in out:
@@ -269,15 +343,34 @@ def check_value(name: str, value: Any, annotation: Any, choices: tuple[Any, ...]
         raise ConfigError(f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}")
 
 
-def check_fields(obj: Any) -> None:
-    """Check every field of a dataclass instance declared with :func:`setting`; an error names the
-    setting by its flat key and aliases (``dtype/model_dtype``), as a user may have written either."""
+def check_fields(obj: Any, *, exclude: tuple[str, ...] = ()) -> None:
+    """Check every field of a dataclass instance declared with :func:`setting` (but those named in
+    ``exclude``, which the class checks itself); an error names the setting by its flat key and
+    aliases (``dtype/model_dtype``), as a user may have written either."""
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
-        if "help" in f.metadata:
+        if f.name in exclude:
+            continue
+        if "group" in f.metadata:
+            _check_group(f.name, getattr(obj, f.name), f.metadata["group"]())
+        elif "help" in f.metadata:
             spellings = (f.metadata["key"] or f.name, *(a.replace("-", "_") for a in f.metadata["aliases"]))
             name = "/".join(dict.fromkeys(spellings))
-            check_value(name, getattr(obj, f.name), hints[f.name], f.metadata["choices"], f.metadata.get("bounds"))
+            check_value(name, getattr(obj, f.name), hints[f.name], choices_of(f.metadata), f.metadata.get("bounds"))
+
+
+def _check_group(name: str, values: Any, settings: Sequence[Setting]) -> None:
+    """A ConfigError unless ``values`` maps keys of ``settings`` to values that fit them (None: unset)."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{name} must be a mapping of settings, got {type(values).__name__} {values!r}")
+    by_key = {s.key: s for s in settings}
+    unknown = sorted(str(key) for key in values if key not in by_key)
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {unknown} in {name}; valid ones: {', '.join(by_key)}")
+    for key, value in values.items():
+        if value is not None:
+            s = by_key[key]
+            check_value(s.key, value, s.annotation, s.choices, s.bounds)
 
 
 def read_sections(cls: type, data: Mapping[str, Any], *, source: str, hint: str = "") -> dict[str, dict[str, Any]]:
@@ -299,7 +392,10 @@ def read_sections(cls: type, data: Mapping[str, Any], *, source: str, hint: str 
         if where in given and given[where] != spelled:
             raise ConfigError(f"{source}: {s.key!r} is given twice (as {given[where]!r} and {spelled!r})")
         given[where] = spelled
-        out[s.section][s.name] = value
+        if s.group is None:
+            out[s.section][s.name] = value
+        else:
+            out[s.section].setdefault(s.group, {})[s.name] = value
 
     def put_old(s: Setting, old: OldName, value: Any, spelled: str) -> None:
         new = spelled[: -len(old.key)] + (s.name if "." in spelled else s.key)
@@ -313,9 +409,17 @@ def read_sections(cls: type, data: Mapping[str, Any], *, source: str, hint: str 
         if key in sections and isinstance(value, Mapping):
             names = {s.name: s for s in every if s.section == key}
             olds = {o.key: (s, o) for s in every if s.section == key for o in s.old_names}
+            groups = {s.group for s in every if s.section == key and s.group is not None}
             for inner_raw, inner in value.items():
                 inner_key = str(inner_raw).replace("-", "_")
-                if inner_key in names:
+                if inner_key in groups and isinstance(inner, Mapping):  # a group as a mapping (what to_dict writes)
+                    for group_raw, group_value in inner.items():
+                        group_key = str(group_raw).replace("-", "_")
+                        if group_key in names and names[group_key].group == inner_key:
+                            put(names[group_key], group_value, f"{key}.{inner_key}.{group_key}")
+                        else:
+                            unknown.append(f"{key}.{inner_key}.{group_key}")
+                elif inner_key in names:
                     put(names[inner_key], inner, f"{key}.{inner_key}")
                 elif inner_key in olds:
                     put_old(*olds[inner_key], inner, f"{key}.{inner_key}")

@@ -14,12 +14,6 @@ DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
     "fp16": torch.float16,
 }
-DTYPE_CHOICES = ("fp32", "bf16", "fp16")
-"""The short names offered on the command line (``--dtype``)."""
-
-
-INFERENCE_PRECISIONS = ("fp32", "bf16")
-"""``precision`` values of the inference backends (``--precision`` of encode, eval, serve, export)."""
 
 
 def dtype_for_precision(precision: str | None, dtype: str | torch.dtype | None) -> str | torch.dtype | None:

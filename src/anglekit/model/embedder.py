@@ -5,7 +5,9 @@ head), optionally with LoRA adapters (PEFT), bidirectional attention, k-bit weig
 
 The embedder knows nothing about losses or training; it maps token ids to vectors and texts to
 arrays. Its :class:`~anglekit.model.config.EmbedderConfig` travels with the weights; resolving
-and loading names lives in :mod:`anglekit.model.loading`.
+and loading names lives in :mod:`anglekit.model.loading`. :meth:`Embedder.from_pretrained` takes a
+:class:`~anglekit.model.load_settings.LoadSettings` and hands the model to its inference backend
+(:mod:`anglekit.model.backends`): this class is the ``torch`` one (:func:`load_torch`).
 """
 
 from __future__ import annotations
@@ -30,42 +32,18 @@ from anglekit.errors import ConfigError
 from anglekit.io.atomic import settle_modes, staging_dir
 from anglekit.llm.bidirectional import enable_bidirectional, is_bidirectional
 from anglekit.llm.lora import ALL_LINEAR, DEFAULT_ALPHA, DEFAULT_DROPOUT, DEFAULT_RANK, is_peft_model, unwrap
+from anglekit.model.backends import load_encoder
 from anglekit.model.card import ModelCardData, portable_base, read_card, write_card
 from anglekit.model.config import VECTOR_NEUTRAL, EmbedderConfig, EmbedderSettings
-from anglekit.model.devices import INFERENCE_PRECISIONS, default_device, dtype_for_precision
+from anglekit.model.devices import default_device, dtype_for_precision
 from anglekit.model.early_exit import hidden_states_to
 from anglekit.model.encoding import EncodeAPI, prepare_tokenizer, tokenize_texts
+from anglekit.model.load_settings import LoadSettings
 from anglekit.model.loading import LoadOptions, load_model
-from anglekit.model.onnx import only_onnx_weights
-from anglekit.model.openvino import only_openvino_weights
 from anglekit.model.padding import pad_token_ids
 from anglekit.model.pooling import needs_all_hidden_states, pool
 
 logger = logging.getLogger(__name__)
-
-
-BACKENDS = (None, "torch", "onnx", "openvino")
-"""Inference backends of :meth:`Embedder.from_pretrained` (None: chosen from the folder)."""
-
-
-def _load_exported(name_or_path: Any, backend: str | None, settings: dict[str, Any], truncate_dim: int | None,
-                   long_text_settings: dict[str, Any]) -> Any:  # fmt: skip
-    """An exported folder loaded by its runtime (OpenVINO for ``backend="openvino"``, else
-    onnxruntime) with the inference settings that may still change: prompts, normalisation, max
-    length, device, precision, ``truncate_dim`` and the long-text settings."""
-    from anglekit.model.onnx import OnnxEmbedder
-    from anglekit.model.openvino import OpenVinoEmbedder
-
-    runtime = OpenVinoEmbedder if backend == "openvino" else OnnxEmbedder
-    exported = runtime.from_pretrained(name_or_path, **settings)
-    if truncate_dim is not None:
-        from anglekit.model.encoding import check_truncate_dim
-
-        check_truncate_dim(truncate_dim, exported.dim)
-        exported.config = replace(exported.config, truncate_dim=truncate_dim)
-    if long_text_settings:
-        exported.config = EmbedderConfig.from_dict({**exported.config.to_dict(), **long_text_settings}, source=str(name_or_path))
-    return exported
 
 
 class Embedder(EncodeAPI, nn.Module):
@@ -128,37 +106,13 @@ class Embedder(EncodeAPI, nn.Module):
 
     # ----------------------------------------------------------------- loading
     @classmethod
-    def from_pretrained(
-        cls,
-        name_or_path: str | os.PathLike[str],
-        *,
-        pooling: str | None = None,
-        prompt: str | None = None,
-        query_prompt: str | None = None,
-        document_prompt: str | None = None,
-        prompt_preprocess: bool | None = None,
-        normalize: bool | None = None,
-        max_length: int | None = None,
-        padding_side: str | None = None,
-        bidirectional: bool | None = None,
-        device: str | torch.device | None = None,
-        dtype: str | torch.dtype | None = None,
-        load_in_kbit: int | None = None,
-        gguf_file: str | None = None,
-        base_model: str | None = None,
-        revision: str | None = None,
-        trust_remote_code: bool = False,
-        backend: str | None = None,
-        truncate_dim: int | None = None,
-        layer: int | None = None,
-        long_text: str | None = None,
-        long_text_window: int | None = None,
-        long_text_stride: int | None = None,
-        long_text_max_chunks: int | None = None,
-        precision: str | None = None,
-    ) -> Embedder:
-        """Load a Hugging Face encoder or decoder LLM (hub name, local folder, GGUF file, or a folder of
-        LoRA adapters) as an embedder.
+    def from_pretrained(cls, name_or_path: str | os.PathLike[str], settings: LoadSettings | None = None, **options: Any) -> Embedder:
+        """Load a model for inference: a Hugging Face encoder or decoder LLM (hub name, local folder,
+        GGUF file, or a folder of LoRA adapters) as an embedder, or an exported folder with the
+        backend that runs it.
+
+        ``settings`` (a :class:`~anglekit.model.load_settings.LoadSettings`) says how; ``options``
+        are its fields by name, laid over it (``from_pretrained(path, device="cpu", pooling="cls")``).
 
         - ``pypi:all-minilm-l6-v2`` and ``pypi:smollm2-135m-instruct`` name models shipped inside
           PyPI packages (used offline).
@@ -176,13 +130,14 @@ class Embedder(EncodeAPI, nn.Module):
 
         Settings come, in increasing priority, from: defaults (``cls`` pooling for encoders,
         ``last_token`` for decoders), a sentence-transformers directory's modules, a saved
-        ``anglekit_config.json`` (an adapter folder's over its base's), and the keyword arguments.
+        ``anglekit_config.json`` (an adapter folder's over its base's), and ``settings``.
 
-        ``backend``: ``torch`` (this class), ``onnx`` (an :class:`~anglekit.model.onnx.OnnxEmbedder`
-        with the same encode API, for a folder written by ``anglekit export --format onnx``) or
-        ``openvino`` (an :class:`~anglekit.model.openvino.OpenVinoEmbedder`, for a folder from
-        ``--format openvino`` or an ONNX folder); by default the backend of the only weights a
-        folder holds (ONNX or OpenVINO ones and no PyTorch ones), else torch.
+        ``backend``: a name registered in :mod:`anglekit.model.backends`: ``torch`` (this class),
+        ``onnx`` (an :class:`~anglekit.model.onnx.OnnxEmbedder` with the same encode API, for a
+        folder written by ``anglekit export --format onnx``), ``openvino`` (an
+        :class:`~anglekit.model.openvino.OpenVinoEmbedder`, for a folder from ``--format openvino``
+        or an ONNX folder) or another registered one; by default (None, ``auto``) the backend whose
+        format the folder holds (the only weights there), else torch.
 
         ``truncate_dim`` (vectors cut to their first k coordinates) and ``layer`` (embed from an
         earlier transformer layer) suit models trained with nested dimensions (Matryoshka, ESE);
@@ -198,51 +153,20 @@ class Embedder(EncodeAPI, nn.Module):
         (the same as ``dtype``; both given and different is an error); openvino: its inference
         precision (default: the one the export recorded, else fp32); onnx: fp32 only.
         """
-        if precision is not None and precision not in INFERENCE_PRECISIONS:
-            raise ConfigError(f"precision must be one of {', '.join(INFERENCE_PRECISIONS)}, got {precision!r}")
-        long_text_settings = {
-            key: value
-            for key, value in (("long_text", long_text), ("long_text_window", long_text_window),
-                               ("long_text_stride", long_text_stride), ("long_text_max_chunks", long_text_max_chunks))
-            if value is not None
-        }  # fmt: skip
-        if backend not in BACKENDS:
-            raise ConfigError(f"backend must be one of {', '.join(b for b in BACKENDS if b)}, got {backend!r}")
-        if backend is None and only_openvino_weights(name_or_path):
-            backend = "openvino"
-        if backend in ("onnx", "openvino") or (backend is None and only_onnx_weights(name_or_path)):
-            given = {
-                "layer": layer,
-                "pooling": pooling, "prompt_preprocess": prompt_preprocess, "padding_side": padding_side, "bidirectional": bidirectional,
-                "dtype": dtype, "load_in_kbit": load_in_kbit, "gguf_file": gguf_file, "base_model": base_model, "revision": revision,
-            }  # fmt: skip
-            baked = sorted(key for key, value in given.items() if value is not None) + (["trust_remote_code"] if trust_remote_code else [])
-            if baked:
-                raise ConfigError(f"{', '.join(baked)}: fixed when the model was exported; export again to change them")
-            settings = {"prompt": prompt, "query_prompt": query_prompt, "document_prompt": document_prompt, "normalize": normalize,
-                        "max_length": max_length, "device": None if device is None else str(device), "precision": precision}  # fmt: skip
-            return _load_exported(name_or_path, backend, settings, truncate_dim, long_text_settings)  # type: ignore[return-value]
-        overrides = EmbedderSettings(
-            pooling=pooling,
-            prompt=prompt,
-            query_prompt=query_prompt,
-            document_prompt=document_prompt,
-            prompt_preprocess=prompt_preprocess,
-            normalize=normalize,
-            max_length=max_length,
-            padding_side=padding_side,
-            bidirectional=bidirectional,
-            truncate_dim=truncate_dim,
-            layer=layer,
-            **long_text_settings,
-        )
-        dtype = dtype_for_precision(precision, dtype)
-        options = LoadOptions(dtype=dtype, load_in_kbit=load_in_kbit, revision=revision, trust_remote_code=trust_remote_code, device=device)
-        parts = load_model(os.fspath(name_or_path), overrides, options, gguf_file=gguf_file, base_model=base_model)
-        card = read_card(parts.source, revision)
+        return load_encoder(name_or_path, LoadSettings.of(settings, **options))
+
+    @classmethod
+    def from_weights(cls, name_or_path: str | os.PathLike[str], settings: LoadSettings) -> Embedder:
+        """The torch backend of :meth:`from_pretrained`: the model's PyTorch weights through
+        transformers, with ``settings`` over its own, on ``settings.device`` (default: the best one)."""
+        parts = load_model(
+            os.fspath(name_or_path), EmbedderSettings(**settings.embedding()), _load_options(settings),
+            gguf_file=settings.gguf_file, base_model=settings.base_model,
+        )  # fmt: skip
+        card = read_card(parts.source, settings.revision)
         embedder = cls(parts.backbone, parts.tokenizer, parts.config, source=parts.source, origin=parts.origin, card=card)
-        if load_in_kbit is None:
-            embedder.to(torch.device(device) if device is not None else default_device())
+        if settings.load_in_kbit is None:  # k-bit weights were placed on their GPU as they loaded
+            embedder.to(torch.device(settings.device) if settings.device is not None else default_device())
         return embedder
 
     def save_pretrained(self, directory: str | os.PathLike[str], *, card: ModelCardData | None = None) -> Path:
@@ -471,3 +395,19 @@ class Embedder(EncodeAPI, nn.Module):
                 stats = (tuple(param.shape), float(values.sum()), float((values * values).sum()))
                 digest.update(f"{name}{stats}".encode())
         return digest.hexdigest()[:16]
+
+
+def _load_options(settings: LoadSettings) -> LoadOptions:
+    """How the torch backend loads the weights: dtype (from ``precision`` when given), k-bit, hub
+    revision, remote code, device."""
+    dtype = dtype_for_precision(settings.precision, settings.dtype)
+    return LoadOptions(dtype=dtype, load_in_kbit=settings.load_in_kbit, revision=settings.revision,
+                       trust_remote_code=settings.trust_remote_code, device=settings.device)  # fmt: skip
+
+
+def load_torch(source: str | os.PathLike[str], settings: LoadSettings, *, threads: int | None = None) -> Embedder:
+    """The ``torch`` backend's loader (:mod:`anglekit.model.backends`): :meth:`Embedder.from_weights`;
+    ``threads``: torch's CPU threads (None: as set)."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return Embedder.from_weights(source, settings)

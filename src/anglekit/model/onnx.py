@@ -27,8 +27,10 @@ import numpy as np
 
 from anglekit.errors import ConfigError
 from anglekit.io.atomic import settle_modes, staging_dir
+from anglekit.model.backends import has_torch_weights
 from anglekit.model.config import CONFIG_NAME, VECTOR_NEUTRAL, EmbedderConfig
-from anglekit.model.encoding import EncodeAPI, prepare_tokenizer, tokenize_texts
+from anglekit.model.encoding import EncodeAPI, check_truncate_dim, prepare_tokenizer, tokenize_texts
+from anglekit.model.load_settings import FIXED_BY_EXPORT, LoadSettings
 
 ONNX_FILE = "model.onnx"
 ONNX_CONFIG = "onnx_config.json"
@@ -68,8 +70,7 @@ def only_exported_weights(path: str | os.PathLike[str], model_file: str, *, othe
     """Whether ``path`` is an export folder of ``model_file`` holding no PyTorch weights, no LoRA
     adapters and none of the ``others`` files (then that export's backend is the only choice)."""
     folder = Path(path)
-    torch_weights = any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin")) or (folder / "adapter_config.json").is_file()
-    return is_export_folder(folder, model_file) and not torch_weights and not any((folder / name).is_file() for name in others)
+    return is_export_folder(folder, model_file) and not has_torch_weights(folder) and not any((folder / name).is_file() for name in others)
 
 
 def is_onnx_folder(path: str | os.PathLike[str]) -> bool:
@@ -522,4 +523,35 @@ class OnnxEmbedder(EncodeAPI):
         return digest.hexdigest()[:16]
 
 
-__all__ = ["ONNX_CONFIG", "ONNX_FILE", "OnnxEmbedder", "export_onnx", "is_onnx_folder", "only_onnx_weights"]
+def load_exported(runtime: Any, what: str, source: str | os.PathLike[str], settings: LoadSettings, threads: int | None) -> Any:
+    """An exported folder loaded by ``runtime`` (:class:`OnnxEmbedder` or a subclass) with the
+    ``settings`` that may still change: prompts, normalisation, max length, device, precision,
+    ``truncate_dim`` and the long-text settings. The others were fixed by the export (``what``
+    names the model in the error)."""
+    given = settings.given()
+    fixed = sorted(key for key in FIXED_BY_EXPORT if key in given)
+    if fixed:
+        raise ConfigError(f"{', '.join(fixed)}: fixed when the {what} was exported; export again to change them")
+    exported = runtime.from_pretrained(
+        source, prompt=settings.prompt, query_prompt=settings.query_prompt, document_prompt=settings.document_prompt,
+        normalize=settings.normalize, max_length=settings.max_length, threads=threads, device=settings.device, precision=settings.precision,
+    )  # fmt: skip
+    later = {key: value for key, value in settings.embedding().items() if key in _APPLIED_AFTER_LOADING}
+    if "truncate_dim" in later:
+        check_truncate_dim(later["truncate_dim"], exported.dim)
+    if later:
+        exported.config = EmbedderConfig.from_dict({**exported.config.to_dict(), **later}, source=os.fspath(source))
+    return exported
+
+
+_APPLIED_AFTER_LOADING = ("truncate_dim", "long_text", "long_text_window", "long_text_stride", "long_text_max_chunks")
+"""Inference settings an exported model takes over its config once loaded (applied by the encode loop)."""
+
+
+def load_onnx(source: str | os.PathLike[str], settings: LoadSettings, *, threads: int | None = None) -> OnnxEmbedder:
+    """The ``onnx`` backend's loader (:mod:`anglekit.model.backends`); ``threads``: onnxruntime's
+    intra-op threads (default: torch's setting)."""
+    return load_exported(OnnxEmbedder, "ONNX model", source, settings, threads)
+
+
+__all__ = ["ONNX_CONFIG", "ONNX_FILE", "OnnxEmbedder", "export_onnx", "is_onnx_folder", "load_exported", "load_onnx", "only_onnx_weights"]

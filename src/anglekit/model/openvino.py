@@ -32,6 +32,7 @@ from anglekit.errors import ConfigError
 from anglekit.io.atomic import settle_modes, staging_dir
 from anglekit.model.config import CONFIG_NAME, EmbedderConfig
 from anglekit.model.hardware import NATIVE_BF16_FLAGS
+from anglekit.model.load_settings import LoadSettings
 from anglekit.model.onnx import (
     ONNX_CONFIG,
     ONNX_FILE,
@@ -43,6 +44,7 @@ from anglekit.model.onnx import (
     graph_feeds,
     is_export_folder,
     is_onnx_folder,
+    load_exported,
     load_exported_parts,
     only_exported_weights,
     require_runtime,
@@ -343,6 +345,12 @@ class OpenVinoEmbedder(OnnxEmbedder):
         return [self.model_file] + ([self.model_file.with_suffix(".bin")] if self.model_file.suffix == ".xml" else [])
 
 
+def load_openvino(source: str | os.PathLike[str], settings: LoadSettings, *, threads: int | None = None) -> OpenVinoEmbedder:
+    """The ``openvino`` backend's loader (:mod:`anglekit.model.backends`): an OpenVINO or ONNX
+    folder compiled for the CPU; ``threads``: its inference threads (default: torch's setting)."""
+    return load_exported(OpenVinoEmbedder, "model", source, settings, threads)
+
+
 __all__ = [
     "BF16_MIN_COSINE",
     "OPENVINO_CONFIG",
@@ -352,6 +360,7 @@ __all__ = [
     "compiled_precision",
     "export_openvino",
     "is_openvino_folder",
+    "load_openvino",
     "only_openvino_weights",
     "require_openvino",
 ]

@@ -1,17 +1,21 @@
-"""Inference backends of the server: a small protocol and a registry of loaders by name.
+"""The server's view of a model: a small protocol over the inference backends.
 
 A backend turns texts into token ids and token ids into pooled, un-normalised float32 vectors;
-the batcher does the rest (batching, normalising, truncating dimensions). ``torch`` is the
-:class:`~anglekit.model.embedder.Embedder`; another backend (ONNX) is one more entry in
-:data:`BACKENDS`. Nothing here imports torch until a backend is loaded.
+the batcher does the rest (batching, normalising, truncating dimensions). The model is loaded by
+the inference backend registry (:mod:`anglekit.model.backends`: ``torch``, ``onnx``, ``openvino``
+and any other registered one); :class:`TorchBackend` serves the PyTorch
+:class:`~anglekit.model.embedder.Embedder`, :class:`EncoderBackend` any other encoder through its
+encode API. Nothing here imports torch until a backend is loaded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from anglekit.errors import ConfigError
+from anglekit.model.backends import AUTO, DEFAULT_BACKEND, load_encoder
+from anglekit.model.load_settings import LoadSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -57,6 +61,8 @@ class TorchBackend:
 
     early_exit_problem: str | None = None
     """Why a request may not choose its layer (None: it may, ``early_exit`` is true)."""
+    runs_every_layer = False
+    """The model cannot stop at an earlier layer (an exported graph)."""
 
     def _describe(self, embedder: Any) -> None:
         self.dim = embedder.dim
@@ -65,7 +71,7 @@ class TorchBackend:
         self.early_exit = False
         if not getattr(embedder.config, "early_exit", False):
             self.early_exit_problem = "this model was not trained with ESE (its anglekit_config.json has no early_exit: true)"
-        elif getattr(embedder, "backend", "torch") != "torch":
+        elif self.runs_every_layer:
             self.early_exit_problem = "the exported graph runs every layer; serve the model's PyTorch weights (--backend torch)"
         elif self.layers is None:
             self.early_exit_problem = "the backbone's config does not say how many layers it has"
@@ -118,89 +124,43 @@ class TorchBackend:
         return vectors.float().cpu().numpy()
 
 
-def load_torch(model: str, *, threads: int | None = None, **options: Any) -> Backend:
-    """``Embedder.from_pretrained(model, **options)`` as a backend; ``threads``: torch's CPU threads."""
-    import torch
+class EncoderBackend(TorchBackend):
+    """Any other encoder with the Embedder's encode API (``tokenize_unpadded``, ``pad``,
+    ``embed_padded``): an :class:`~anglekit.model.onnx.OnnxEmbedder` (a folder from ``anglekit
+    export --format onnx``), its OpenVINO subclass, or another registered backend's. The same
+    tokenisation; the pooled vectors come from its ``embed_padded`` (all layers run)."""
 
-    from anglekit.model.embedder import Embedder
-
-    if threads is not None:
-        torch.set_num_threads(threads)
-    embedder = Embedder.from_pretrained(model, **options)
-    if getattr(embedder, "backend", "torch") in ("onnx", "openvino"):  # a folder of exported weights only: from_pretrained chose it
-        return OnnxBackend(embedder)
-    return TorchBackend(embedder)
-
-
-class OnnxBackend(TorchBackend):
-    """An :class:`~anglekit.model.onnx.OnnxEmbedder` (a folder from ``anglekit export --format onnx``)
-    or its OpenVINO subclass: the same tokenisation; the pooled vectors come from the exported graph."""
+    runs_every_layer = True
 
     def __init__(self, embedder: Any) -> None:  # noqa: D107 - no torch module to put in eval mode
         self.embedder = embedder
         self._describe(embedder)
 
     def _embed(self, token_ids: Sequence[Sequence[int]], layer: int | None = None) -> np.ndarray:
-        return self.embedder.embed_padded(self.embedder.pad(token_ids), normalize=False)
+        with getattr(self.embedder, "_encoding", contextlib.nullcontext)():  # the context its encode loop runs in
+            return self.embedder.embed_padded(self.embedder.pad(token_ids), normalize=False)
 
 
-def load_onnx(model: str, *, threads: int | None = None, **options: Any) -> Backend:
-    """An exported ONNX folder as a backend; ``threads``: onnxruntime's intra-op threads
-    (default: torch's setting). Loading options other than device fixed the export: refused."""
-    from anglekit.model.onnx import OnnxEmbedder
-
-    return _load_exported(OnnxEmbedder, "ONNX model", model, threads, options)
-
-
-def load_openvino(model: str, *, threads: int | None = None, **options: Any) -> Backend:
-    """An exported OpenVINO (or ONNX) folder compiled by OpenVINO for the CPU; ``threads``: its
-    inference threads (default: torch's setting). Loading options other than device: refused."""
-    from anglekit.model.openvino import OpenVinoEmbedder
-
-    return _load_exported(OpenVinoEmbedder, "model", model, threads, options)
+def load_backend(name: str | None, model: str, *, threads: int | None = None, settings: LoadSettings | None = None, **options: Any) -> Backend:
+    """``model`` loaded by the inference backend ``name`` (a name registered in
+    :mod:`anglekit.model.backends`; None or ``auto``: the one whose files the folder holds; an
+    unknown name is an :class:`~anglekit.errors.UnknownBackendError`) with ``settings`` and
+    ``options`` (:class:`~anglekit.model.load_settings.LoadSettings` fields by name, over
+    ``settings``); ``threads``: its CPU threads (default: the backend's). ``torch`` lets the folder
+    decide too: a folder of exported weights only is served by their runtime."""
+    chosen = None if name in (None, AUTO, DEFAULT_BACKEND) else name
+    return serving(load_encoder(model, LoadSettings.of(settings, **{**options, "backend": chosen}), threads=threads))
 
 
-def _load_exported(runtime: Any, what: str, model: str, threads: int | None, options: dict[str, Any]) -> Backend:
-    """An exported folder loaded by ``runtime`` (OnnxEmbedder or OpenVinoEmbedder): ``device`` and
-    the long-text settings and ``precision`` apply; any other loading option was fixed by the export (ConfigError)."""
+def serving(encoder: Any) -> Backend:
+    """The server's backend over a loaded encoder: :class:`TorchBackend` for an
+    :class:`~anglekit.model.embedder.Embedder`, else :class:`EncoderBackend` (its encode API)."""
+    from anglekit.model.embedder import Embedder
 
-    device = options.pop("device", None)
-    precision = options.pop("precision", None)
-    long_text = _long_text_options(options)
-    given = sorted(key for key, value in options.items() if value not in (None, False))
-    if given:
-        raise ConfigError(f"{', '.join(given)}: fixed when the {what} was exported; export again to change them")
-    loaded = runtime.from_pretrained(model, threads=threads, device=device, precision=precision)
-    return OnnxBackend(_with_long_text(loaded, long_text, model))
+    return TorchBackend(encoder) if isinstance(encoder, Embedder) else EncoderBackend(encoder)
 
 
-_LONG_TEXT_KEYS = ("long_text", "long_text_window", "long_text_stride", "long_text_max_chunks")
+OnnxBackend = EncoderBackend
+"""The former name of :class:`EncoderBackend` (it served the ONNX and OpenVINO models first)."""
 
-
-def _long_text_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The long-text settings among the loading ``options`` (removed from them): inference
-    settings, allowed with exported models too."""
-    return {key: options.pop(key) for key in _LONG_TEXT_KEYS if options.get(key) is not None}
-
-
-def _with_long_text(embedder: Any, settings: dict[str, Any], source: str) -> Any:
-    if settings:
-        from anglekit.model.config import EmbedderConfig
-
-        embedder.config = EmbedderConfig.from_dict({**embedder.config.to_dict(), **settings}, source=source)
-    return embedder
-
-
-BACKENDS: dict[str, Callable[..., Backend]] = {"torch": load_torch, "onnx": load_onnx, "openvino": load_openvino}
-"""Backend loaders by name: ``loader(model, threads=None, **Embedder.from_pretrained options) -> Backend``."""
-
-
-def load_backend(name: str, model: str, *, threads: int | None = None, **options: Any) -> Backend:
-    """The backend ``name`` with ``model`` loaded (``threads``: CPU threads, default: the backend's)."""
-
-    if name not in BACKENDS:
-        raise ConfigError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
-    return BACKENDS[name](model, threads=threads, **options)
-
-
-__all__ = ["BACKENDS", "Backend", "OnnxBackend", "Role", "TorchBackend", "load_backend", "load_onnx", "load_openvino", "load_torch"]
+__all__ = ["Backend", "EncoderBackend", "OnnxBackend", "Role", "TorchBackend", "load_backend", "serving"]

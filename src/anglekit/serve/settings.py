@@ -1,4 +1,5 @@
-"""ServeSettings: every setting of ``anglekit serve`` except the model's own, typed; its flags are
+"""ServeSettings: every setting of ``anglekit serve`` except the model's own (those, the inference
+backend among them, are :class:`~anglekit.model.load_settings.LoadSettings`), typed; its flags are
 generated from these fields. Nothing here imports torch or fastapi."""
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from dataclasses import dataclass
 from anglekit.config import check_fields, setting
 from anglekit.errors import ConfigError
 from anglekit.model import DEFAULT_BATCH_SIZE
-from anglekit.serve.backends import BACKENDS
 
 API_KEY_ENV = "ANGLEKIT_API_KEY"
 """Environment variable read for the API key when ``--api-key`` is not given."""
@@ -20,7 +20,6 @@ class ServeSettings:
 
     host: str = setting("127.0.0.1", help="Address to listen on (0.0.0.0: every interface).")
     port: int = setting(8000, minimum=0, maximum=65535, help="TCP port to listen on (0: any free port).")
-    backend: str = setting("torch", choices=tuple(BACKENDS), help="Inference backend.")
     served_model_name: str | None = setting(None, help="Model name the API answers to, in requests' 'model' and in /v1/models (default: MODEL as given).")
     max_batch_tokens: int = setting(
         16384,
