@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from anglekit.config import check_fields, read_sections, setting, settings_of
+from anglekit.config import check_fields, read_sections, setting, setting_group, settings_of
 from anglekit.errors import ConfigError
 
 
@@ -136,3 +136,53 @@ def test_nan_is_outside_every_range() -> None:
 
     with pytest.raises(ConfigError, match="learning_rate must be a number > 0, got nan"):
         TrainConfig.from_dict({"learning_rate": nan})
+
+
+# ------------------------------------------------------------------ groups: settings declared elsewhere
+
+_DECLARED: list[Any] = []
+"""What the group's provider lists: settings of a class declared elsewhere (a plugin's, say)."""
+
+
+@dataclass(frozen=True)
+class _Knobs:
+    speed: float = setting(1.0, minimum=0, help="how fast")
+    mode: str = setting("a", key="knob_mode", choices=("a", "b"), help="which way")
+    plain: int = 0  # not declared with setting(): not listed with declared_only
+
+
+@dataclass
+class _Grouped:
+    name: str = setting("", help="a name")
+    knobs: dict[str, Any] = setting_group(lambda: list(_DECLARED), help="the knobs")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass
+class _GroupConfig:
+    main: _Grouped = field(default_factory=_Grouped)
+
+
+def test_a_group_lists_what_its_provider_lists_when_asked() -> None:
+    assert [s.key for s in settings_of(_GroupConfig)] == ["name"]
+    _DECLARED[:] = settings_of(_Knobs, declared_only=True)
+    try:
+        listed = {s.key: s for s in settings_of(_GroupConfig)}
+        assert list(listed) == ["name", "speed", "knob_mode"]
+        assert (listed["knob_mode"].section, listed["knob_mode"].group, listed["knob_mode"].name) == ("main", "knobs", "knob_mode")
+        for data in ({"speed": 2.0, "knob_mode": "b"}, {"main": {"speed": 2.0, "knob_mode": "b"}}, {"main": {"knobs": {"speed": 2.0, "knob-mode": "b"}}}):
+            assert read_sections(_GroupConfig, data, source="s") == {"main": {"knobs": {"speed": 2.0, "knob_mode": "b"}}}
+        grouped = _Grouped(knobs={"speed": 2.0})
+        assert listed["speed"].value_in(grouped) == 2.0 and listed["knob_mode"].value_in(grouped) is None
+        with pytest.raises(ConfigError, match=r"unknown setting\(s\) \['plain'\] in knobs; valid ones: speed, knob_mode"):
+            _Grouped(knobs={"plain": 1})
+        with pytest.raises(ConfigError, match="knob_mode must be one of a, b"):
+            _Grouped(knobs={"knob_mode": "c"})
+        with pytest.raises(ConfigError, match="speed must be >= 0"):
+            _Grouped(knobs={"speed": -1.0})
+        with pytest.raises(ConfigError, match=r"main\.knobs\.plain"):
+            read_sections(_GroupConfig, {"main": {"knobs": {"plain": 1}}}, source="s")
+    finally:
+        _DECLARED.clear()

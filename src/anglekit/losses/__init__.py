@@ -2,38 +2,67 @@
 
 Ranking core (eq. 1/7) with pluggable pair scores (cosine; angle, eq. 3-6, two variants),
 in-batch negatives (eq. 2) and the combined objective (eq. 8); contrastive objectives (SimCSE's
-InfoNCE, SimACE's angle similarity with a margin). :func:`get_objective` builds any preset;
-:class:`MatryoshkaObjective` (nested dimensions) and :class:`ESEObjective` (Espresso: layers and a
-compressed prefix) wrap any of them.
+InfoNCE, SimACE's angle similarity with a margin). :mod:`~anglekit.losses.registry` holds every
+objective family (typed config, presets, knobs, builder): :func:`get_objective` builds any preset,
+:func:`register_objective_family` adds a family; :class:`MatryoshkaObjective` (nested dimensions)
+and :class:`ESEObjective` (Espresso: layers and a compressed prefix) wrap any of them.
+
+Lazy: ``import anglekit.losses`` imports no torch; each name is imported on first use (the typed
+configs and the registry need no torch at all).
 """
 
 from __future__ import annotations
 
-from anglekit.losses.angle import ANGLE_VARIANTS, AngleLoss, angle_score_for
-from anglekit.losses.angular import ANGLE_CLIP, SIMILARITIES, angle_from_cosine, similarity_matrix
-from anglekit.losses.combined import PRESETS, AnglEObjective, ObjectiveConfig, ObjectiveOutput
-from anglekit.losses.contrastive import (
-    CONTRASTIVE_PRESETS,
-    ContrastiveConfig,
-    ContrastiveObjective,
-    InfoNCELoss,
-    duplicate_negative_mask,
-    info_nce_loss,
-)
-from anglekit.losses.cosine import CosineLoss
-from anglekit.losses.ese import ESEConfig, ESEObjective, compression_loss, pca_targets
-from anglekit.losses.ibn import InBatchNegativeLoss, in_batch_negative_loss
-from anglekit.losses.matryoshka import MatryoshkaConfig, MatryoshkaObjective, check_nested_dims
-from anglekit.losses.ranking import ranking_loss
-from anglekit.losses.registry import all_presets, get_objective, objective_config, preset_batch_kind
-from anglekit.losses.scores import (
-    SCORES,
-    ScoreFn,
-    angle_score_phase,
-    angle_score_reference,
-    cosine_score,
-    get_score,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from anglekit.losses.angle import ANGLE_VARIANTS, AngleLoss, angle_score_for
+    from anglekit.losses.angular import ANGLE_CLIP, SIMILARITIES, angle_from_cosine, similarity_matrix
+    from anglekit.losses.combined import AnglEObjective, ObjectiveOutput
+    from anglekit.losses.configs import CONTRASTIVE_PRESETS, PRESETS, ContrastiveConfig, ObjectiveConfig
+    from anglekit.losses.contrastive import ContrastiveObjective, InfoNCELoss, duplicate_negative_mask, info_nce_loss
+    from anglekit.losses.cosine import CosineLoss
+    from anglekit.losses.ese import ESEConfig, ESEObjective, compression_loss, pca_targets
+    from anglekit.losses.ibn import InBatchNegativeLoss, in_batch_negative_loss
+    from anglekit.losses.matryoshka import MatryoshkaConfig, MatryoshkaObjective, check_nested_dims
+    from anglekit.losses.ranking import ranking_loss
+    from anglekit.losses.registry import (
+        ObjectiveFamily,
+        all_presets,
+        build_objective,
+        get_objective,
+        objective_config,
+        preset_batch_kind,
+        register_objective_family,
+    )
+    from anglekit.losses.scores import SCORES, ScoreFn, angle_score_phase, angle_score_reference, cosine_score, get_score
+
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(["ANGLE_VARIANTS", "AngleLoss", "angle_score_for"], "anglekit.losses.angle"),
+    **dict.fromkeys(["ANGLE_CLIP", "SIMILARITIES", "angle_from_cosine", "similarity_matrix"], "anglekit.losses.angular"),
+    **dict.fromkeys(["AnglEObjective", "ObjectiveOutput"], "anglekit.losses.combined"),
+    **dict.fromkeys(["CONTRASTIVE_PRESETS", "PRESETS", "ContrastiveConfig", "ObjectiveConfig"], "anglekit.losses.configs"),
+    **dict.fromkeys(["ContrastiveObjective", "InfoNCELoss", "duplicate_negative_mask", "info_nce_loss"], "anglekit.losses.contrastive"),
+    **dict.fromkeys(["CosineLoss"], "anglekit.losses.cosine"),
+    **dict.fromkeys(["ESEConfig", "ESEObjective", "compression_loss", "pca_targets"], "anglekit.losses.ese"),
+    **dict.fromkeys(["InBatchNegativeLoss", "in_batch_negative_loss"], "anglekit.losses.ibn"),
+    **dict.fromkeys(["MatryoshkaConfig", "MatryoshkaObjective", "check_nested_dims"], "anglekit.losses.matryoshka"),
+    **dict.fromkeys(["ranking_loss"], "anglekit.losses.ranking"),
+    **dict.fromkeys(
+        ["ObjectiveFamily", "all_presets", "build_objective", "get_objective", "objective_config", "preset_batch_kind", "register_objective_family"],
+        "anglekit.losses.registry",
+    ),
+    **dict.fromkeys(["SCORES", "ScoreFn", "angle_score_phase", "angle_score_reference", "cosine_score", "get_score"], "anglekit.losses.scores"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'anglekit.losses' has no attribute {name!r}")
+
 
 __all__ = [
     "ANGLE_CLIP",
@@ -54,6 +83,7 @@ __all__ = [
     "MatryoshkaConfig",
     "MatryoshkaObjective",
     "ObjectiveConfig",
+    "ObjectiveFamily",
     "ObjectiveOutput",
     "ScoreFn",
     "all_presets",
@@ -61,6 +91,7 @@ __all__ = [
     "angle_score_for",
     "angle_score_phase",
     "angle_score_reference",
+    "build_objective",
     "check_nested_dims",
     "compression_loss",
     "cosine_score",
@@ -73,5 +104,6 @@ __all__ = [
     "pca_targets",
     "preset_batch_kind",
     "ranking_loss",
+    "register_objective_family",
     "similarity_matrix",
 ]

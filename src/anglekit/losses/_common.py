@@ -1,22 +1,30 @@
-"""Shared helpers for the loss modules: input checks and numerically safe normalisation."""
+"""Shared helpers for the loss modules: input checks, the names configs accept, and numerically
+safe normalisation. Imports no torch at import time: the typed objective configs
+(:mod:`anglekit.losses.configs`) use it, and the command line lists their settings without torch."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any, TypeVar
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from anglekit.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch import Tensor
 
 _Config = TypeVar("_Config")
 
 # Norms below this are treated as zero when normalising, so a zero vector maps to zero
 # (finite value and finite gradient) instead of NaN.
 NORM_EPS = 1e-12
+
+SIMILARITIES = ("cosine", "angle")
+"""Similarity names accepted by the contrastive objectives and the in-batch-negative term."""
+
+ANGLE_VARIANTS: dict[str, str] = {"reference": "angle_reference", "phase": "angle_phase"}
+"""Angle variant name -> score name in :data:`anglekit.losses.scores.SCORES`."""
 
 
 def check_tau(tau: float, name: str = "tau") -> float:
@@ -27,6 +35,13 @@ def check_tau(tau: float, name: str = "tau") -> float:
     if not math.isfinite(tau) or tau <= 0.0:
         raise ConfigError(f"{name} must be a finite number > 0, got {tau!r}")
     return tau
+
+
+def check_similarity(name: str, setting: str = "similarity") -> str:
+    """Return ``name`` when it is one of :data:`SIMILARITIES`; ConfigError otherwise."""
+    if name not in SIMILARITIES:
+        raise ConfigError(f"unknown {setting} {name!r}; valid values: {', '.join(SIMILARITIES)}")
+    return name
 
 
 def check_pair_batch(x: Tensor, y: Tensor) -> None:
@@ -48,6 +63,8 @@ def unit_rows(x: Tensor, eps: float = NORM_EPS) -> Tensor:
 
     A zero row stays zero; value and gradient are finite everywhere.
     """
+    import torch
+
     norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
     return x / norm.clamp_min(eps)
 

@@ -10,14 +10,11 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from anglekit.errors import ConfigError
-from anglekit.losses._common import check_tau
+from anglekit.losses._common import ANGLE_VARIANTS, check_tau
 from anglekit.losses.ranking import ranking_loss
 from anglekit.losses.scores import ScoreFn, get_score
 
 __all__ = ["ANGLE_VARIANTS", "AngleLoss", "angle_score_for"]
-
-# variant name -> score name in anglekit.losses.scores.SCORES
-ANGLE_VARIANTS: dict[str, str] = {"reference": "angle_reference", "phase": "angle_phase"}
 
 
 def angle_score_for(variant: str) -> ScoreFn:

@@ -25,8 +25,7 @@ import math
 import torch
 from torch import Tensor
 
-from anglekit.errors import ConfigError
-from anglekit.losses._common import unit_rows
+from anglekit.losses._common import SIMILARITIES, check_similarity, unit_rows
 
 __all__ = [
     "ANGLE_CLIP",
@@ -39,16 +38,6 @@ __all__ = [
 
 ANGLE_CLIP = 1e-6
 """The cosine is clamped to [-1 + ANGLE_CLIP, 1 - ANGLE_CLIP] before arccos (see the module doc)."""
-
-SIMILARITIES = ("cosine", "angle")
-"""Similarity names accepted by the contrastive objectives and the in-batch-negative term."""
-
-
-def check_similarity(name: str, setting: str = "similarity") -> str:
-    """Return ``name`` when it is one of :data:`SIMILARITIES`; ConfigError otherwise."""
-    if name not in SIMILARITIES:
-        raise ConfigError(f"unknown {setting} {name!r}; valid values: {', '.join(SIMILARITIES)}")
-    return name
 
 
 def cosine_matrix(a: Tensor, b: Tensor) -> Tensor:

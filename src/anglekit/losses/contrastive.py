@@ -31,22 +31,24 @@ rows than ``anchors`` (e.g. gathered from all processes): anchor i's positive an
 negative are row ``offset + i`` of them. ``negative_mask`` ([B, P] or [B, P + H], True = leave
 that candidate out of the softmax) removes false negatives, e.g. a text identical to the anchor's
 positive; it may never mask the positive itself.
+
+The typed configuration and presets (:class:`ContrastiveConfig`, :data:`CONTRASTIVE_PRESETS`) live,
+torch-free, in :mod:`anglekit.losses.configs`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from anglekit.errors import ConfigError
-from anglekit.losses._common import check_tau, preset_with_overrides
+from anglekit.losses._common import check_tau
 from anglekit.losses.angular import check_similarity, similarity_matrix
 from anglekit.losses.combined import ObjectiveOutput
+from anglekit.losses.configs import BATCH_KINDS, CONTRASTIVE_PRESETS, ContrastiveConfig, check_margin, check_weight
 
 __all__ = [
     "BATCH_KINDS",
@@ -57,32 +59,6 @@ __all__ = [
     "duplicate_negative_mask",
     "info_nce_loss",
 ]
-
-BATCH_KINDS = ("sentences", "triplets")
-"""What a contrastive objective consumes: ``sentences`` (unsupervised: the positive of each
-sentence is a second dropout view of it) or ``triplets`` (anchor, positive[, hard negative])."""
-
-
-def _check_margin(margin_degrees: float, similarity: str) -> float:
-    if isinstance(margin_degrees, bool) or not isinstance(margin_degrees, (int, float)):
-        raise ConfigError(f"margin_degrees must be a number of degrees >= 0, got {margin_degrees!r}")
-    margin = float(margin_degrees)
-    if not math.isfinite(margin) or margin < 0 or margin >= 180:
-        raise ConfigError(f"margin_degrees must be in [0, 180), got {margin_degrees!r}")
-    if margin != 0 and similarity != "angle":
-        raise ConfigError(
-            f"margin_degrees={margin:g} needs similarity='angle': the margin is an angle (SimACE) and has no meaning on a {similarity} similarity"
-        )
-    return margin
-
-
-def _check_weight(weight: float) -> float:
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
-        raise ConfigError(f"hard_negative_weight must be a number > 0, got {weight!r}")
-    value = float(weight)
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"hard_negative_weight must be a finite number > 0, got {weight!r}")
-    return value
 
 
 def info_nce_loss(
@@ -116,8 +92,8 @@ def info_nce_loss(
     """
     tau = check_tau(tau)
     check_similarity(similarity)
-    margin = _check_margin(margin_degrees, similarity)
-    weight = _check_weight(hard_negative_weight)
+    margin = check_margin(margin_degrees, similarity)
+    weight = check_weight(hard_negative_weight)
     if anchors.dim() != 2 or positives.dim() != 2 or anchors.shape[-1] != positives.shape[-1]:
         raise ValueError(f"expected anchors [B, D] and positives [P, D], got {tuple(anchors.shape)} and {tuple(positives.shape)}")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
@@ -185,8 +161,8 @@ class InfoNCELoss(nn.Module):
         super().__init__()
         self.tau = check_tau(tau)
         self.similarity = check_similarity(similarity)
-        self.margin_degrees = _check_margin(margin_degrees, self.similarity)
-        self.hard_negative_weight = _check_weight(hard_negative_weight)
+        self.margin_degrees = check_margin(margin_degrees, self.similarity)
+        self.hard_negative_weight = check_weight(hard_negative_weight)
 
     def forward(
         self,
@@ -212,56 +188,6 @@ class InfoNCELoss(nn.Module):
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}, similarity={self.similarity!r}, margin_degrees={self.margin_degrees}, hard_negative_weight={self.hard_negative_weight}"
-
-
-@dataclass(frozen=True)
-class ContrastiveConfig:
-    """Settings of a contrastive objective (defaults: unsupervised SimCSE).
-
-    ``batch_kind``: ``sentences`` (positives are dropout views) or ``triplets`` (anchor, positive,
-    optional hard negative). ``mask_duplicates``: leave candidates whose text equals the anchor's
-    or its positive's out of the softmax (SimCSE's code keeps them as negatives; with real corpora
-    it rarely matters, with small ones it does).
-    """
-
-    similarity: str = "cosine"
-    tau: float = 0.05
-    margin_degrees: float = 0.0
-    hard_negative_weight: float = 1.0
-    batch_kind: str = "sentences"
-    mask_duplicates: bool = True
-
-    def __post_init__(self) -> None:
-        check_similarity(self.similarity)
-        object.__setattr__(self, "tau", check_tau(self.tau))
-        object.__setattr__(self, "margin_degrees", _check_margin(self.margin_degrees, self.similarity))
-        object.__setattr__(self, "hard_negative_weight", _check_weight(self.hard_negative_weight))
-        if self.batch_kind not in BATCH_KINDS:
-            raise ConfigError(f"unknown batch_kind {self.batch_kind!r}; valid values: {', '.join(BATCH_KINDS)}")
-        if not isinstance(self.mask_duplicates, bool):
-            raise ConfigError(f"mask_duplicates must be true or false, got {self.mask_duplicates!r}")
-
-    @property
-    def component(self) -> str:
-        """The name the loss is logged under: ``simace`` (angle similarity) or ``simcse`` (cosine)."""
-        return "simace" if self.similarity == "angle" else "simcse"
-
-    @classmethod
-    def from_preset(cls, name: str, **overrides: Any) -> ContrastiveConfig:
-        """The preset ``name`` from :data:`CONTRASTIVE_PRESETS` with some fields replaced."""
-        return preset_with_overrides(CONTRASTIVE_PRESETS, name, overrides, kind="contrastive")
-
-
-CONTRASTIVE_PRESETS: dict[str, ContrastiveConfig] = {
-    # SimCSE (Gao et al. 2021): cosine, tau 0.05; unsupervised with dropout views.
-    "simcse-unsup": ContrastiveConfig(similarity="cosine", tau=0.05, batch_kind="sentences"),
-    # Supervised SimCSE: NLI triplets (entailment positive, contradiction hard negative), weight 1.
-    "simcse-sup": ContrastiveConfig(similarity="cosine", tau=0.05, hard_negative_weight=1.0, batch_kind="triplets"),
-    # SimACE: angle similarity, margin 10 degrees, tau 0.05, dropout views.
-    "simace-unsup": ContrastiveConfig(similarity="angle", tau=0.05, margin_degrees=10.0, batch_kind="sentences"),
-    # Not in the paper: SimACE's loss on supervised triplets (an extension, for comparison).
-    "simace-sup": ContrastiveConfig(similarity="angle", tau=0.05, margin_degrees=10.0, batch_kind="triplets"),
-}
 
 
 class ContrastiveObjective(nn.Module):

@@ -1,10 +1,17 @@
-"""One entry point for every objective preset: pair objectives (AnglE) and contrastive ones.
+"""The one registry of objectives: every preset name, its knobs, its batch kind and its builder.
 
-The trainer asks :func:`get_objective` for the preset named by ``--objective`` and reads the
-result's ``batch_kind`` to decide what data to feed it:
+An *objective family* is registered once with :func:`register_objective_family`: its typed config
+(a frozen dataclass), its named presets (configs), the batch kind a preset trains on, and the
+function that builds the objective module from a config. The config's fields declared with
+:func:`anglekit.config.setting` are the family's *knobs*: each is a flag and a YAML key of
+``anglekit train`` (``--angle-weight``, ``contrastive_tau: 0.1``), generated when the command line
+is built. The trainer asks this registry, and only it, which batch kind a preset needs
+(:func:`preset_batch_kind`), which knobs apply (:func:`knob_overrides`), and for the objective
+(:func:`objective_config`, :func:`build_objective`); an unknown preset or a knob of another family
+is a ConfigError listing the valid ones.
 
 ===============  =====================================================  ==================
-batch_kind       presets                                                a batch is
+batch_kind       built-in presets                                       a batch is
 ===============  =====================================================  ==================
 ``pairs``        paper, paper-phase, official-defaults, cosine, ...     labelled pairs
 ``sentences``    simcse-unsup, simace-unsup                             sentences (the
@@ -13,45 +20,214 @@ batch_kind       presets                                                a batch 
 ``triplets``     simcse-sup, simace-sup                                 anchor, positive,
                                                                         [hard negative]
 ===============  =====================================================  ==================
+
+The objective module takes the batch kind's tensors and returns an
+:class:`~anglekit.losses.combined.ObjectiveOutput`: for ``pairs`` ``(x, y, labels, ids1, ids2)``
+(as :class:`~anglekit.losses.combined.AnglEObjective`), for ``sentences`` and ``triplets``
+``(anchors, positives[, hard_negatives], *, anchor_ids, positive_ids, negative_ids, offset)`` (as
+:class:`~anglekit.losses.contrastive.ContrastiveObjective`).
+
+A plugin is a module that calls :func:`register_objective_family` once when imported; import it
+before the command line is built (e.g. in the script that calls ``anglekit.cli.main``) and its
+presets and knobs are there::
+
+    @dataclass(frozen=True)
+    class ScaledConfig:
+        scale: float = setting(1.0, minimum=0, help="Scale of the scores.")  # --scale, scale:
+
+    register_objective_family(ObjectiveFamily(
+        name="scaled", config_cls=ScaledConfig, presets={"scaled": ScaledConfig()},
+        build=ScaledLoss, batch_kind="pairs"))
+
+This module imports no torch (``anglekit train --help`` lists the knobs without it): the built-in
+families' configs are in :mod:`anglekit.losses.configs` and their modules are imported when built.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from anglekit.config import Setting, settings_of
 from anglekit.errors import ConfigError
-from anglekit.losses.combined import PRESETS, AnglEObjective, ObjectiveConfig
-from anglekit.losses.contrastive import CONTRASTIVE_PRESETS, ContrastiveConfig, ContrastiveObjective
+from anglekit.losses._common import preset_with_overrides
+from anglekit.losses.configs import CONTRASTIVE_PRESETS, PRESETS, ContrastiveConfig, ObjectiveConfig
 
-__all__ = ["all_presets", "get_objective", "objective_config", "preset_batch_kind"]
+__all__ = [
+    "FAMILIES",
+    "ObjectiveFamily",
+    "all_presets",
+    "build_objective",
+    "family_of",
+    "get_objective",
+    "knob_overrides",
+    "objective_config",
+    "objective_knobs",
+    "preset_batch_kind",
+    "register_objective_family",
+]
+
+
+@dataclass(frozen=True)
+class ObjectiveFamily:
+    """Objectives sharing one typed config: its presets, knobs, batch kind and builder.
+
+    ``config_cls``: a frozen dataclass; its fields declared with :func:`anglekit.config.setting`
+    are the knobs (``setting(key=...)`` names the flag differently from the field). ``presets``:
+    preset name -> config. ``build``: config -> the objective module. ``batch_kind``: what a batch
+    is (``pairs``, ``sentences``, ``triplets``), or a function of the preset's config when it
+    varies. ``description``: who the knobs apply to, in error messages (default: the presets).
+    """
+
+    name: str
+    config_cls: type
+    presets: Mapping[str, Any]
+    build: Callable[[Any], Any]
+    batch_kind: str | Callable[[Any], str]
+    description: str = ""
+    knobs: Mapping[str, Setting] = field(init=False, repr=False, compare=False)
+    """Flat key -> knob (``name``: the config field it sets), from ``config_cls``."""
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.config_cls, type) and dataclasses.is_dataclass(self.config_cls)):
+            raise ConfigError(f"objective family {self.name!r}: config_cls must be a dataclass, got {self.config_cls!r}")
+        if not self.presets:
+            raise ConfigError(f"objective family {self.name!r} has no presets")
+        wrong = [name for name, config in self.presets.items() if not isinstance(config, self.config_cls)]
+        if wrong:
+            raise ConfigError(f"objective family {self.name!r}: presets {wrong} are not {self.config_cls.__name__} instances")
+        if not self.description:
+            object.__setattr__(self, "description", f"the {self.name} objectives ({', '.join(self.presets)})")
+        knobs = {s.key: dataclasses.replace(s, default=None, optional=True) for s in settings_of(self.config_cls, declared_only=True)}
+        object.__setattr__(self, "knobs", knobs)
+
+    def kind_of(self, preset: str) -> str:
+        """The batch kind of this family's preset ``preset``."""
+        kind = self.batch_kind
+        return kind if isinstance(kind, str) else kind(self.presets[preset])
+
+
+FAMILIES: dict[str, ObjectiveFamily] = {}
+"""Family name -> family, in registration order."""
+
+
+def register_objective_family(family: ObjectiveFamily) -> ObjectiveFamily:
+    """Make ``family``'s presets and knobs known (replacing a family of the same name); returns it.
+
+    A ConfigError when one of its presets belongs to another family, or a knob's key is declared
+    by another family with another type or range (a key is one flag).
+    """
+    for other in FAMILIES.values():
+        if other.name == family.name:
+            continue
+        taken = sorted(set(other.presets) & set(family.presets))
+        if taken:
+            raise ConfigError(f"objective family {family.name!r}: preset(s) {taken} already belong to {other.name!r}")
+        for key in set(other.knobs) & set(family.knobs):
+            mine, theirs = family.knobs[key], other.knobs[key]
+            if (mine.base, mine.item, mine.choices, mine.bounds) != (theirs.base, theirs.item, theirs.choices, theirs.bounds):
+                raise ConfigError(f"objective family {family.name!r}: knob {key!r} is declared differently by {other.name!r}")
+    FAMILIES[family.name] = family
+    return family
+
+
+def family_of(name: str) -> ObjectiveFamily:
+    """The family of preset ``name``; a ConfigError listing every preset for an unknown one."""
+    for family in FAMILIES.values():
+        if name in family.presets:
+            return family
+    raise ConfigError(f"unknown objective preset {name!r}; valid presets: {', '.join(sorted(all_presets()))}")
 
 
 def all_presets() -> dict[str, str]:
     """Every preset name -> the batch kind it consumes (``pairs``, ``sentences``, ``triplets``)."""
-    kinds = {name: AnglEObjective.batch_kind for name in PRESETS}
-    kinds.update({name: cfg.batch_kind for name, cfg in CONTRASTIVE_PRESETS.items()})
-    return kinds
+    return {preset: family.kind_of(preset) for family in FAMILIES.values() for preset in family.presets}
 
 
 def preset_batch_kind(name: str) -> str:
     """The batch kind of preset ``name``; ConfigError listing every preset for an unknown one."""
-    presets = all_presets()
-    if name not in presets:
-        raise ConfigError(f"unknown objective preset {name!r}; valid presets: {', '.join(sorted(presets))}")
-    return presets[name]
+    return family_of(name).kind_of(name)
 
 
-def objective_config(name: str, **overrides: Any) -> ObjectiveConfig | ContrastiveConfig:
-    """The typed configuration of preset ``name`` with ``overrides`` (unknown ones are errors)."""
-    preset_batch_kind(name)
-    if name in PRESETS:
-        return ObjectiveConfig.from_preset(name, **overrides)
-    return ContrastiveConfig.from_preset(name, **overrides)
+def objective_knobs() -> list[Setting]:
+    """Every registered family's knobs, one per key (the flags and YAML keys of ``anglekit train``)."""
+    knobs: dict[str, Setting] = {}
+    for family in FAMILIES.values():
+        for key, knob in family.knobs.items():
+            knobs.setdefault(key, knob)
+    return list(knobs.values())
 
 
-def get_objective(name: str, **overrides: Any) -> AnglEObjective | ContrastiveObjective:
-    """The objective module of preset ``name``; its ``batch_kind`` says which batches it takes."""
-    config = objective_config(name, **overrides)
-    if isinstance(config, ObjectiveConfig):
-        return AnglEObjective(config)
+def knob_overrides(name: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    """The config overrides (field name -> value) of preset ``name`` from knob values by flat key
+    (None: not given), checked by building the config. A knob of another family, or of none, is a
+    ConfigError naming its flag, whom it applies to, and this family's knobs."""
+    family = family_of(name)
+    given = {key: value for key, value in knobs.items() if value is not None}
+    wrong = [key for key in given if key not in family.knobs]
+    if wrong:
+        owner = next((f for f in FAMILIES.values() if wrong[0] in f.knobs), None)
+        flags = ", ".join(_flag(key) for key in wrong)
+        valid = ", ".join(_flag(key) for key in family.knobs) or "none"
+        where = f"{'applies' if len(wrong) == 1 else 'apply'} to {owner.description}, not to" if owner else "is not a setting of"
+        raise ConfigError(f"{flags} {where} the objective {name!r} (its settings: {valid})")
+    overrides = {family.knobs[key].name: value for key, value in given.items()}
+    objective_config(name, **overrides)
+    return overrides
+
+
+def objective_config(name: str, **overrides: Any) -> Any:
+    """The typed config of preset ``name`` with some fields replaced (by field name; unknown ones
+    and invalid values are ConfigErrors)."""
+    return preset_with_overrides(family_of(name).presets, name, overrides, kind="objective")
+
+
+def build_objective(name: str, config: Any) -> Any:
+    """The objective module of preset ``name``'s family for ``config`` (from :func:`objective_config`)."""
+    return family_of(name).build(config)
+
+
+def get_objective(name: str, **overrides: Any) -> Any:
+    """The objective module of preset ``name`` with ``overrides``; its ``batch_kind`` (built-ins)
+    says which batches it takes."""
+    return build_objective(name, objective_config(name, **overrides))
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def _angle_objective(config: ObjectiveConfig) -> Any:
+    from anglekit.losses.combined import AnglEObjective
+
+    return AnglEObjective(config)
+
+
+def _contrastive_objective(config: ContrastiveConfig) -> Any:
+    from anglekit.losses.contrastive import ContrastiveObjective
+
     return ContrastiveObjective(config)
+
+
+register_objective_family(
+    ObjectiveFamily(
+        name="angle",
+        config_cls=ObjectiveConfig,
+        presets=PRESETS,
+        build=_angle_objective,
+        batch_kind="pairs",
+        description="the AnglE pair objectives (paper, cosine, ibn, ...)",
+    )
+)
+register_objective_family(
+    ObjectiveFamily(
+        name="contrastive",
+        config_cls=ContrastiveConfig,
+        presets=CONTRASTIVE_PRESETS,
+        build=_contrastive_objective,
+        batch_kind=lambda config: config.batch_kind,
+        description="the contrastive objectives (simcse-*, simace-*)",
+    )
+)

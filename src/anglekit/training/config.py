@@ -6,7 +6,10 @@ A run's settings come in five sections, each a dataclass that validates its own 
 :class:`TrainerSection` (optimisation, checkpoints, logging: what ``transformers.Trainer`` does).
 Each field is declared once with :func:`anglekit.config.setting`; its flat key (``lora_rank``) is
 the YAML key and, with dashes, the flag (``--lora-rank``), so the command line is generated from
-these classes. YAML may use flat keys or sections (``lora: {rank: 8}``). An unknown key or flag is
+these classes. The objective's own settings (``--angle-weight``, ``--margin-degrees``, ...) are its
+family's knobs, declared with the family's typed config and listed by the objective registry
+(:mod:`anglekit.losses.registry`) when the flags are made: ``ObjectiveSection.knobs`` holds the
+ones given. YAML may use flat keys or sections (``lora: {rank: 8}``). An unknown key or flag is
 an error, never ignored.
 """
 
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anglekit.config import OldName, check_fields, negate, read_sections, setting, settings_of
+from anglekit.config import OldName, check_fields, negate, read_sections, setting, setting_group, settings_of
 from anglekit.errors import ConfigError
 from anglekit.model import DEFAULT_BATCH_SIZE
 
@@ -143,51 +146,32 @@ class DataSection:
         return parse_columns(self.columns)
 
 
+def _objective_knobs() -> list[Any]:
+    """The knobs of every registered objective family (:func:`anglekit.losses.registry.objective_knobs`)."""
+    from anglekit.losses.registry import objective_knobs
+
+    return objective_knobs()
+
+
 @dataclass
 class ObjectiveSection:
-    """The objective preset, its overrides, and what training measures about it."""
+    """The objective preset, its overrides (``knobs``: the settings its family declares, by flat
+    key), and what training measures about it."""
 
     name: str = setting(
         "paper",
         key="objective",
         help="Preset: paper, paper-phase, paper-ibn-angle, official-defaults, cosine, angle, angle-phase, ibn (pairs); "
-        "simcse-unsup, simace-unsup (sentences); simcse-sup, simace-sup (triplets).",
+        "simcse-unsup, simace-unsup (sentences); simcse-sup, simace-sup (triplets); or one of a registered objective family.",
     )
-    cosine_weight: float | None = setting(None, minimum=0, help="Override the preset's weight w1 of the cosine term (paper eq. 8).")
-    ibn_weight: float | None = setting(None, minimum=0, help="Override the preset's weight w2 of the in-batch-negative term.")
-    angle_weight: float | None = setting(None, minimum=0, help="Override the preset's weight w3 of the angle term.")
-    cosine_tau: float | None = setting(None, minimum=0, exclusive_minimum=True, help="Override the cosine term's temperature (0.05 = scale 20).")
-    ibn_tau: float | None = setting(None, minimum=0, exclusive_minimum=True, help="Override the in-batch-negative temperature.")
-    angle_tau: float | None = setting(None, minimum=0, exclusive_minimum=True, help="Override the angle term's temperature (paper: 1.0).")
-    angle_variant: str | None = setting(None, help="reference (the official code's score) or phase (the paper's angle difference).")
+    knobs: dict[str, Any] = setting_group(
+        _objective_knobs,
+        help="The objective family's own settings (weights, temperatures, margins, ...): one flag and YAML key each, "
+        "declared with the family's typed config (anglekit.losses.registry).",
+    )
     positive_threshold: float | None = setting(
         None,
         help="In-batch negatives and probe_data: a pair is positive when label >= this (default: 80% up the label range).",
-    )
-    ibn_similarity: str | None = setting(
-        None,
-        help="AnglE objectives: cosine (the paper) or angle (SimACE's pi/2 - arccos(cos)) inside the in-batch-negative term.",
-    )
-    ibn_detect_duplicates: bool | None = setting(
-        None,
-        help="AnglE objectives: identical-sentence detection in the in-batch-negative term (default on); "
-        "--no-ibn-detect-duplicates makes a text identical to the positive a negative (the paper's ablation).",
-    )
-    similarity: str | None = setting(None, help="Contrastive objectives: override the similarity, cosine (SimCSE) or angle (SimACE).")
-    contrastive_tau: float | None = setting(
-        None, minimum=0, exclusive_minimum=True, help="Contrastive objectives: override the InfoNCE temperature (presets: 0.05)."
-    )
-    margin_degrees: float | None = setting(
-        None,
-        minimum=0,
-        maximum=90,
-        exclusive_maximum=True,
-        help="SimACE: override the angular margin on the positive, in degrees (preset: 10; angle similarity only).",
-    )
-    hard_negative_weight: float | None = setting(
-        None,
-        minimum=0,
-        help="Supervised contrastive objectives: weight w of each row's own hard negative (SimCSE's value h is w = exp(h); preset 1).",
     )
     mlp_head: bool = setting(False, help="SimCSE's MLP (linear + tanh) over the pooled vector, in training only; never saved with the model.")
     gather_candidates: bool = setting(
@@ -220,6 +204,8 @@ class ObjectiveSection:
             value = getattr(self, name)
             if isinstance(value, list):
                 setattr(self, name, tuple(value))
+        if isinstance(self.knobs, dict):
+            self.knobs = {key: value for key, value in self.knobs.items() if value is not None}
         check_fields(self)
         from anglekit.losses.registry import preset_batch_kind
 
@@ -481,7 +467,7 @@ class TrainConfig:
 
     def flat(self) -> dict[str, Any]:
         """Every setting under its flat key (the flags' names)."""
-        return {s.key: getattr(getattr(self, s.section), s.name) for s in settings_of(TrainConfig)}
+        return {s.key: s.value_in(getattr(self, s.section)) for s in settings_of(TrainConfig)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str = "config") -> TrainConfig:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from anglekit.errors import ConfigError
+from anglekit.losses.registry import all_presets, knob_overrides, preset_batch_kind
 from anglekit.training.tasks.base import BatchServices, TrainingTask
 from anglekit.training.tasks.contrastive import SentenceTask, TripletTask, dropout_views
 from anglekit.training.tasks.pairs import PairTask, default_positive_threshold
@@ -23,31 +26,21 @@ for _task in (PairTask(), SentenceTask(), TripletTask()):
 
 def task_for(objective: str) -> TrainingTask:
     """The task that trains objective preset ``objective`` (by the preset's batch kind)."""
-    from anglekit.losses.registry import preset_batch_kind
-
     kind = preset_batch_kind(objective)
     if kind not in TASKS:
         raise ConfigError(f"no training task for batch kind {kind!r} (objective {objective!r}); known: {', '.join(TASKS)}")
     return TASKS[kind]
 
 
-def objective_overrides(task: TrainingTask, objective: object, text_column: str | None) -> dict[str, object]:
-    """The objective settings given (``objective`` is an ObjectiveSection), named as the
-    objective's config names them. A setting of another task (``--margin-degrees`` with
-    ``paper``) or ``text_column`` where the task reads no column is a ConfigError naming the flag."""
-    own = {target: getattr(objective, name) for name, target in task.override_names.items() if getattr(objective, name) is not None}
-    wrong: list[tuple[str, str]] = []
-    for other in TASKS.values():
-        for name in other.override_names:
-            if name not in task.override_names and getattr(objective, name) is not None and name not in dict(wrong):
-                wrong.append((name, other.family))
+def objective_overrides(task: TrainingTask, objective: Any, text_column: str | None) -> dict[str, Any]:
+    """The objective config's overrides from the knobs given (``objective`` is an ObjectiveSection),
+    checked by the objective registry (a knob of another family is a ConfigError naming its flag);
+    ``text_column`` where ``task`` reads no column is a ConfigError too."""
+    overrides = knob_overrides(objective.name, objective.knobs)
     if text_column is not None and not task.reads_text_column:
-        wrong.append(("text_column", "sentence data (simcse-unsup, simace-unsup)"))
-    if wrong:
-        flags = ", ".join("--" + name.replace("_", "-") for name, _ in wrong)
-        verb = "applies" if len(wrong) == 1 else "apply"
-        raise ConfigError(f"{flags} {verb} to {wrong[0][1]}, not to the objective {getattr(objective, 'name')!r}")
-    return own
+        readers = [preset for preset, kind in all_presets().items() if kind in TASKS and TASKS[kind].reads_text_column]
+        raise ConfigError(f"--text-column applies to sentence data ({', '.join(readers)}), not to the objective {objective.name!r}")
+    return overrides
 
 
 __all__ = [

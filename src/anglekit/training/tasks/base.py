@@ -3,9 +3,10 @@
 Each batch kind (``pairs``, ``sentences``, ``triplets``) is one :class:`TrainingTask` in a
 module of its own, registered once in :mod:`anglekit.training.tasks`. A task bundles:
 
-* :meth:`~TrainingTask.objective_overrides`: which objective settings apply to it;
 * :meth:`~TrainingTask.load_data`: the training rows from ``train_data``;
-* :meth:`~TrainingTask.build_objective`: the objective module for the preset;
+* :meth:`~TrainingTask.build_objective`: the objective module for the preset, from the objective
+  registry (:mod:`anglekit.losses.registry`, which owns presets and knobs), with the settings the
+  task derives from its data (:meth:`~TrainingTask.objective_settings`);
 * :meth:`~TrainingTask.tokenize`: the tokenized dataset and its collator;
 * :meth:`~TrainingTask.model_inputs` and :meth:`~TrainingTask.loss_from_vectors`: what the model
   embeds for a batch, and how those vectors become the loss; :meth:`~TrainingTask.loss` chains
@@ -17,7 +18,7 @@ A new batch kind is one new module with a subclass and one line in the registry.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any, ClassVar, Protocol
@@ -26,6 +27,7 @@ import torch
 from torch import Tensor
 
 from anglekit.losses.combined import ObjectiveOutput
+from anglekit.losses.registry import build_objective, objective_config
 from anglekit.model.long_text import RowChunks, expand_rows, pool_rows, tokenize_whole
 
 
@@ -38,16 +40,14 @@ class BatchServices(Protocol):
 
     def probe(self, anchors: Tensor, positives: Tensor, negatives: Tensor | None) -> None: ...
 
+    def probe_gradients(self, components: dict[str, Tensor], wrt: Tensor) -> None: ...
+
 
 class TrainingTask(ABC):
     """One batch kind: its data, objective, tokenization and loss."""
 
     kind: ClassVar[str]
     """The batch kind of the objective presets this task trains (``losses.registry``)."""
-    override_names: ClassVar[Mapping[str, str]]
-    """Objective settings that apply: flat setting name -> the objective config's field name."""
-    family: ClassVar[str]
-    """Who the overrides apply to, for error messages."""
     reads_text_column: ClassVar[bool] = False
     """Whether ``text_column`` picks the column of a tabular ``train_data``."""
     probes_batches: ClassVar[bool] = False
@@ -67,9 +67,19 @@ class TrainingTask(ABC):
         ``train_dataset`` (a ``datasets.Dataset``/``IterableDataset``, read in record batches with
         the same checks, ``data.columns`` naming its columns) when given."""
 
-    @abstractmethod
     def build_objective(self, name: str, overrides: dict[str, Any], train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
-        """(objective module, its typed config) for preset ``name`` with ``overrides``."""
+        """(objective module, its typed config) for preset ``name`` with ``overrides`` (config field
+        names, from :func:`~anglekit.losses.registry.knob_overrides`), built by the objective
+        registry, plus what the task derives from ``train_set`` (:meth:`objective_settings`)."""
+        config = objective_config(name, **overrides)
+        derived = self.objective_settings(config, train_set, positive_threshold)
+        if derived:
+            config = objective_config(name, **overrides, **derived)
+        return build_objective(name, config), config
+
+    def objective_settings(self, config: Any, train_set: Any, positive_threshold: float | None) -> dict[str, Any]:
+        """Config fields the task sets from its data (none by default), given the preset's ``config``."""
+        return {}
 
     @abstractmethod
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:

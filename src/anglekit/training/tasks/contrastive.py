@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,7 +17,6 @@ from torch.utils.data import Dataset
 
 from anglekit.data.stream import ArrowRows
 from anglekit.errors import ConfigError
-from anglekit.losses import ContrastiveConfig, ContrastiveObjective
 from anglekit.losses.combined import ObjectiveOutput
 from anglekit.model.padding import pad_token_ids
 from anglekit.training.tasks.base import BatchServices, TrainingTask
@@ -176,13 +175,6 @@ def dropout_views(model: Any, input_ids: Tensor, attention_mask: Tensor) -> tupl
 class ContrastiveTask(TrainingTask):
     """InfoNCE over in-batch candidates (SimCSE with cosine, SimACE with angles and a margin)."""
 
-    override_names: ClassVar[dict[str, str]] = {
-        "similarity": "similarity",
-        "contrastive_tau": "tau",
-        "margin_degrees": "margin_degrees",
-        "hard_negative_weight": "hard_negative_weight",
-    }
-    family = "the contrastive objectives (simcse-*, simace-*)"
     probes_batches = True
     min_batch_size = 2
 
@@ -196,10 +188,6 @@ class ContrastiveTask(TrainingTask):
     def read(self, data: Any, train_dataset: Any = None) -> Any:
         """The rows of ``data.train_data``, or of ``train_dataset`` when given (sentences or triplets)."""
         raise NotImplementedError
-
-    def build_objective(self, name: str, overrides: dict[str, Any], train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
-        config = ContrastiveConfig.from_preset(name, **overrides)
-        return ContrastiveObjective(config), config
 
 
 class SentenceTask(ContrastiveTask):

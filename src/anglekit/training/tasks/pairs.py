@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,8 +21,8 @@ from torch.utils.data import Dataset
 
 from anglekit.data.stream import ArrowRows
 from anglekit.errors import ConfigError
-from anglekit.losses import AnglEObjective, ObjectiveConfig
 from anglekit.losses.combined import ObjectiveOutput
+from anglekit.losses.registry import objective_config
 from anglekit.model.padding import pad_token_ids
 from anglekit.training.tasks.base import BatchServices, TrainingTask
 from anglekit.training.tasks.streamed import StreamedRows
@@ -115,27 +115,12 @@ class PairTask(TrainingTask):
     """A batch is B labelled pairs, embedded as [2B, T] (first texts, then second texts) in one pass."""
 
     kind = "pairs"
-    override_names: ClassVar[dict[str, str]] = {
-        name: name
-        for name in (
-            "cosine_weight",
-            "ibn_weight",
-            "angle_weight",
-            "cosine_tau",
-            "ibn_tau",
-            "angle_tau",
-            "angle_variant",
-            "ibn_similarity",
-            "ibn_detect_duplicates",
-        )
-    }
-    family = "the AnglE pair objectives (paper, cosine, ibn, ...)"
     unit = "pairs"
 
     def check_model(self, name: str, overrides: dict[str, Any], facts: Any, source: str) -> None:
-        config = ObjectiveConfig.from_preset(name, **overrides)
+        config = objective_config(name, **overrides)
         hidden = facts.hidden_size
-        if config.angle_weight > 0 and hidden is not None and hidden % 2 != 0:
+        if getattr(config, "angle_weight", 0) > 0 and hidden is not None and hidden % 2 != 0:
             raise ConfigError(
                 f"{source}: the angle term splits each embedding into real and imaginary halves, so it needs an even "
                 f"hidden size, and this model's is {hidden}; use --angle-weight 0 or an objective without it (cosine, ibn)"
@@ -154,14 +139,14 @@ class PairTask(TrainingTask):
             raise ConfigError(f"{data.train_data}: no training pairs")
         return train_set
 
-    def build_objective(self, name: str, overrides: dict[str, Any], train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
-        config = ObjectiveConfig.from_preset(name, **overrides)
-        if config.ibn_weight > 0:
-            threshold = positive_threshold
-            if threshold is None:
-                threshold = default_positive_threshold(train_set.label_range, train_set.labels)
-            config = ObjectiveConfig.from_preset(name, **overrides, positive_threshold=float(threshold))
-        return AnglEObjective(config), config
+    def objective_settings(self, config: Any, train_set: Any, positive_threshold: float | None) -> dict[str, Any]:
+        """The in-batch negatives' ``positive_threshold`` (the given one, or from the labels' range)."""
+        if getattr(config, "ibn_weight", 0) <= 0:
+            return {}
+        threshold = positive_threshold
+        if threshold is None:
+            threshold = default_positive_threshold(train_set.label_range, train_set.labels)
+        return {"positive_threshold": float(threshold)}
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
         if isinstance(train_set, ArrowRows):
@@ -184,4 +169,5 @@ class PairTask(TrainingTask):
         out = objective(vectors[..., :size, :], vectors[..., size:, :], labels.float(), text_ids[:size], text_ids[size:])
         final = vectors if vectors.dim() == 2 else vectors[-1]
         services.probe(final[:size], final[size:], None)  # recorded only when probes are on (probe_steps)
+        services.probe_gradients(out.components, vectors)
         return final, out, size

@@ -1,0 +1,142 @@
+"""The objective registry: a family registered from this file alone (a pure-tensor loss, its typed
+config with one knob, one preset) gets its preset, its flag and YAML key, and trains through
+``anglekit train``; knobs of another family and unknown presets are ConfigErrors listing the valid ones."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from anglekit.config import setting
+from anglekit.errors import ConfigError
+from anglekit.losses import ObjectiveOutput
+from anglekit.losses.registry import (
+    FAMILIES,
+    ObjectiveFamily,
+    all_presets,
+    get_objective,
+    knob_overrides,
+    objective_knobs,
+    register_objective_family,
+)
+from anglekit.training.config import TrainConfig
+
+from helpers import run_cli
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    """One knob: ``scale`` (flag ``--toy-scale``, YAML ``toy_scale``)."""
+
+    scale: float = setting(1.0, key="toy_scale", minimum=0, exclusive_minimum=True, help="Toy objective: the scale of the cosine.")
+
+
+BUILT: list[ToyLoss] = []
+"""Every ToyLoss built, so a test can see which settings reached the loss."""
+
+
+class ToyLoss(nn.Module):
+    """Squared error between ``scale * cos(x, y)`` and the labels read as 0-5 scores."""
+
+    def __init__(self, config: ToyConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.calls = 0
+        BUILT.append(self)
+
+    def forward(self, x: Tensor, y: Tensor, labels: Tensor, ids1: Tensor | None = None, ids2: Tensor | None = None) -> ObjectiveOutput:
+        self.calls += 1
+        loss = (self.config.scale * F.cosine_similarity(x, y, dim=-1) - labels / 5.0).pow(2).mean()
+        return ObjectiveOutput(loss=loss, components={"toy": loss})
+
+
+TOY = ObjectiveFamily(name="toy", config_cls=ToyConfig, presets={"toy-cos": ToyConfig()}, build=ToyLoss, batch_kind="pairs")
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch) -> ObjectiveFamily:
+    """The toy family, registered for one test (and removed after it)."""
+    monkeypatch.setitem(FAMILIES, TOY.name, TOY)
+    BUILT.clear()
+    return register_objective_family(TOY)
+
+
+def test_a_registered_family_has_its_preset_knob_and_builder(toy: ObjectiveFamily) -> None:
+    assert all_presets()["toy-cos"] == "pairs" and all_presets()["paper"] == "pairs"
+    knob = next(s for s in objective_knobs() if s.key == "toy_scale")
+    assert (knob.name, knob.flags, knob.default, knob.base) == ("scale", ("--toy-scale",), None, float)
+    assert knob_overrides("toy-cos", {"toy_scale": 2.5, "angle_weight": None}) == {"scale": 2.5}
+    loss = get_objective("toy-cos", scale=2.5)
+    assert isinstance(loss, ToyLoss) and loss.config.scale == 2.5
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    assert list(loss(x, y, torch.tensor([0.0, 1.0, 4.0, 5.0])).components) == ["toy"]
+
+
+@pytest.mark.parametrize(
+    ("preset", "knobs", "match"),
+    [
+        (
+            "toy-cos",
+            {"angle_weight": 1.0},
+            r"--angle-weight applies to the AnglE pair objectives .*not to the objective 'toy-cos' \(its settings: --toy-scale\)",
+        ),
+        ("paper", {"toy_scale": 2.0}, r"--toy-scale applies to the toy objectives \(toy-cos\), not to the objective 'paper' \(its settings: --cosine-weight"),
+        ("simcse-unsup", {"toy_scale": 2.0, "margin_degrees": 5.0}, r"--toy-scale applies to the toy objectives"),
+        ("toy-cos", {"made_up": 1}, r"--made-up is not a setting of the objective 'toy-cos' \(its settings: --toy-scale\)"),
+        ("toy", {}, r"unknown objective preset 'toy'; valid presets: .*toy-cos"),
+    ],
+)
+def test_knobs_of_another_family_and_unknown_presets_are_errors(toy: ObjectiveFamily, preset: str, knobs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        knob_overrides(preset, knobs)
+
+
+def test_a_preset_belongs_to_one_family(toy: ObjectiveFamily) -> None:
+    with pytest.raises(ConfigError, match=r"preset\(s\) \['paper'\] already belong to 'angle'"):
+        register_objective_family(ObjectiveFamily(name="copy", config_cls=ToyConfig, presets={"paper": ToyConfig()}, build=ToyLoss, batch_kind="pairs"))
+    with pytest.raises(ConfigError, match="not ToyConfig instances"):
+        ObjectiveFamily(name="bad", config_cls=ToyConfig, presets={"bad": object()}, build=ToyLoss, batch_kind="pairs")
+    assert "copy" not in FAMILIES
+
+
+def test_knobs_are_yaml_keys_and_flat_keys(toy: ObjectiveFamily, tmp_path: Path) -> None:
+    config = TrainConfig.from_dict({"objective": "toy-cos", "toy_scale": 2.0})
+    assert config.objective.knobs == {"toy_scale": 2.0} and config.flat()["toy_scale"] == 2.0
+    assert TrainConfig.from_dict(config.to_dict()) == config == TrainConfig.from_dict(config.flat())
+    path = tmp_path / "run.yaml"
+    path.write_text("objective: {name: toy-cos, toy_scale: 3.0}\n")
+    assert TrainConfig.from_yaml(path).objective.knobs == {"toy_scale": 3.0}
+    with pytest.raises(ConfigError, match="toy_scale must be > 0"):
+        TrainConfig.from_dict({"objective": "toy-cos", "toy_scale": 0.0})
+
+
+def test_an_unregistered_knob_is_an_unknown_setting() -> None:
+    with pytest.raises(ConfigError, match=r"unknown setting\(s\) \['toy_scale'\]"):
+        TrainConfig.from_dict({"toy_scale": 2.0})
+
+
+def test_anglekit_train_trains_a_registered_family(
+    toy: ObjectiveFamily, tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    argv = [
+        "train", str(tiny_bert_dir), "--train-data", str(pair_file), "--output-dir", str(out),
+        "--objective", "toy-cos", "--toy-scale", "3.5",
+        "--max-steps", "2", "--batch-size", "4", "--logging-steps", "1", "--device", "cpu", "--precision", "fp32", "--quiet",
+    ]  # fmt: skip
+    code, _, err = run_cli(argv, capsys)
+    assert code == 0, err
+    (loss,) = BUILT
+    assert loss.config.scale == 3.5 and loss.calls >= 2
+    assert json.loads((out / "results.json").read_text())["steps"] == 2
+    saved = json.loads((out / "train_config.json").read_text())
+    assert saved["objective"] == {"scale": 3.5} and saved["batch_kind"] == "pairs" and saved["train"]["toy_scale"] == 3.5
+    logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("loss_toy" in record for record in logged)
