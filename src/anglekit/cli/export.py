@@ -1,13 +1,17 @@
-"""``anglekit export MODEL --format sentence-transformers --output-dir DIR``: a folder other tools load."""
+"""``anglekit export MODEL --format sentence-transformers --output-dir DIR``: a folder other tools load.
+The flags of the formats' own options are generated from each format module's ``Options``."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from anglekit.cli.common import add_loading_options, add_model_argument, add_output_dir, add_quiet, model_kwargs
+from anglekit.cli.fields import add_setting
+from anglekit.config import Setting, settings_of
 from anglekit.errors import ConfigError
-from anglekit.export import FORMATS, format_module
+from anglekit.export import FORMATS, format_module, format_options
 
 NAME = "export"
 
@@ -25,33 +29,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     add_model_argument(parser, help="model: folder written by anglekit, hub name, .gguf file, pypi:NAME or a folder of LoRA adapters")
     parser.add_argument("--format", required=True, choices=sorted(FORMATS), help=_format_help())
-    parser.add_argument(
-        "--quantize",
-        choices=("int8", "int8-static"),
-        default=None,
-        help="onnx: int8 = dynamic int8 (onnxruntime's quantize_dynamic); openvino: int8 = int8 weights (NNCF compress_weights), "
-        "int8-static = int8 weights and activations (NNCF quantize, calibrated on --calibration)",
-    )
-    parser.add_argument(
-        "--calibration",
-        default=None,
-        metavar="TEXTS",
-        help="with --quantize int8-static: texts like the ones to embed, a few hundred (.txt one per line, or a csv/tsv/jsonl/parquet column)",
-    )
-    parser.add_argument("--calibration-column", default=None, help="column of --calibration holding the texts (default: text, sentence, or the only one)")
-    parser.add_argument(
-        "--precision",
-        choices=("fp32", "bf16"),
-        default=None,
-        help="openvino: what the folder computes in when loaded, recorded with it and checked at export: fp32 (default, "
-        "on every CPU) or bf16 (CPUs with AVX512-BF16 or AMX; checked at a cosine of 0.99 to the model)",
-    )
-    parser.add_argument(
-        "--optimize",
-        choices=("O1", "O2", "O3"),
-        default=None,
-        help="onnx: onnxruntime's graph optimisations, O1 basic, O2 transformer fusions (attention, skip layer norm, bias GELU; BERT-like encoders) + extended, O3 the fusions + all (for this CPU)",
-    )
+    options = parser.add_argument_group("format options", "each format's own options, declared by its module (the format named before each help)")
+    settings = format_option_settings()
+    for s in settings:
+        _add_option(options, s)
+    parser.set_defaults(_format_options=settings)
     add_output_dir(
         parser, required=True, help="folder to write (must be new or empty, unless --overwrite; never the model's own folder, inside it or holding it)"
     )
@@ -70,6 +52,56 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def format_option_settings() -> list[Setting]:
+    """The options every format declares (its ``Options``), one flag per key: a key two formats
+    declare is one flag (the same field, type and default; their choices together, each format's help)."""
+    merged: dict[str, Setting] = {}
+    for name in sorted(FORMATS):
+        declared = format_options(name)
+        for s in settings_of(declared) if declared is not None else ():
+            first = merged.get(s.key)
+            if first is None:
+                merged[s.key] = dataclasses.replace(s, help=f"{name}: {s.help}")
+                continue
+            if (first.name, first.base, first.item, first.default, first.bounds) != (s.name, s.base, s.item, s.default, s.bounds):
+                raise TypeError(f"export option {s.key!r}: the {name} format declares it unlike another format (field, type, default or range)")
+            choices = None if first.choices is None or s.choices is None else tuple(dict.fromkeys((*first.choices, *s.choices)))
+            merged[s.key] = dataclasses.replace(first, help=f"{first.help}; {name}: {s.help}", choices=choices)
+    return list(merged.values())
+
+
+def _add_option(group: Any, s: Setting) -> None:
+    """One format option's flag; an option that is a list of texts is given as a file of texts
+    (``--KEY FILE``, read with :func:`anglekit.data.readers.read_texts`) and its column (``--KEY-column``)."""
+    if s.item is not str:
+        add_setting(group, s)
+        return
+    flag = s.flags[0]
+    group.add_argument(flag, dest=s.key, metavar="TEXTS", help=f"{s.help} (a file: .txt one per line, or a csv/tsv/jsonl/parquet column)")
+    group.add_argument(
+        f"{flag}-column", dest=f"{s.key}_column", metavar="COLUMN", help=f"column of {flag} holding the texts (default: text, sentence, or the only one)"
+    )
+
+
+def _option_values(args: argparse.Namespace) -> dict[str, Any]:
+    """{option: value} of the format options given (texts read from their file)."""
+    values: dict[str, Any] = {}
+    for s in args._format_options:
+        value = getattr(args, s.key, None)
+        if s.item is str:
+            column = getattr(args, f"{s.key}_column", None)
+            if value is None:
+                if column is not None:
+                    raise ConfigError(f"{s.flags[0]}-column needs {s.flags[0]}")
+                continue
+            from anglekit.data.readers import read_texts
+
+            value = read_texts(value, column=column)
+        if value is not None:
+            values[s.name] = value
+    return values
+
+
 def _format_help() -> str:
     """``--format``'s help from each format module's own DESCRIPTION (none of them imports torch)."""
     return "; ".join(f"{name}: {format_module(name).DESCRIPTION}" for name in sorted(FORMATS))
@@ -79,13 +111,7 @@ def run(args: argparse.Namespace) -> int:
     from anglekit.export import export
 
     load = model_kwargs(args)
-    calibration = None
-    if args.calibration is not None:
-        from anglekit.data.readers import read_texts
-
-        calibration = read_texts(args.calibration, column=args.calibration_column)
-    elif args.calibration_column is not None:
-        raise ConfigError("--calibration-column needs --calibration")
+    options = _option_values(args)
     if args.base_model is not None:
         load["base_model"] = args.base_model
     result = export(
@@ -96,12 +122,7 @@ def run(args: argparse.Namespace) -> int:
         verify=args.verify,
         push_to_hub=args.push_to_hub,
         private=args.private,
-        options={
-            "quantize": args.quantize,
-            "optimize": args.optimize,
-            "calibration_texts": calibration,
-            "precision": args.precision,
-        },  # the export refuses an option its format lacks
+        options=options,  # the export refuses an option its format lacks
         **load,
     )
     if not args.quiet:

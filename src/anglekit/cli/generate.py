@@ -1,15 +1,26 @@
-"""``anglekit generate``: labelled pairs from unlabelled sentences with one or more LLMs (see docs/generation.md)."""
+"""``anglekit generate``: labelled pairs from unlabelled sentences with one or more LLMs (see docs/generation.md).
+
+Every flag is generated from typed settings: the run's own (:class:`GenerateFlags`: what it reads,
+and the flags GenerationConfig holds in another shape) and every setting of
+:class:`~anglekit.generation.pipeline.GenerationConfig` (the sampling, cleaning and retry settings
+declared on GenerationParams, CleaningConfig and RetryPolicy), with their help, defaults and ranges;
+the parsed flags build the configs by name."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 from typing import Any
 
-from anglekit.cli.common import DTYPE_CHOICES, add_output, add_quiet, device_name, number, positive_int
+from anglekit.cli.common import add_output
+from anglekit.cli.fields import add_setting
+from anglekit.config import Setting, check_fields, setting, settings_of
+from anglekit.config.fields import positive_int
 from anglekit.errors import ConfigError
 
 NAME = "generate"
@@ -17,12 +28,45 @@ NAME = "generate"
 EXIT_PARTIAL = 3
 """Exit status when some requests failed for good (the output holds the rest; rerun to retry)."""
 
+KIND_CHOICES = ("synonym", "antonym", "both")
+
+
+@dataclass
+class GenerateFlags:
+    """The flags of ``anglekit generate`` beside GenerationConfig's settings: the input (the output is
+    ``--output``), and the flags whose values GenerationConfig holds in another shape (``kinds``,
+    ``templates``, ``progress``: :meth:`config_values`)."""
+
+    input: str = setting(help="sentences: .txt (one per line) or a csv/tsv/jsonl/json/parquet column")
+    column: str | None = setting(None, help="column holding the sentences in a tabular input (default: text, sentence or the only one)")
+    limit: int | None = setting(None, parse=positive_int, metavar="N", help="use only the first N sentences")
+    kind: str = setting("both", choices=KIND_CHOICES, help="which pairs to generate")
+    synonym_template: str | None = setting(None, help="template with {text} (and {size}) for synonyms (default: the paper's)")
+    antonym_template: str | None = setting(None, help="template with {text} (and {size}) for antonyms (default: the paper's)")
+    quiet: bool = setting(False, help="no progress bar")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    def config_values(self) -> dict[str, Any]:
+        """GenerationConfig's ``kinds``, ``templates`` and ``progress``, as these flags give them."""
+        templates = {k: v for k, v in (("synonym", self.synonym_template), ("antonym", self.antonym_template)) if v}
+        kinds = ("synonym", "antonym") if self.kind == "both" else (self.kind,)
+        return {"kinds": kinds, "templates": templates, "progress": not self.quiet}
+
+
+DERIVED = ("kinds", "templates", "progress")
+"""GenerationConfig's settings given through :class:`GenerateFlags` (``--kind``, ``--*-template``, ``--quiet``)."""
+REQUIRED = ("input", "llm")
+"""The flags the command line must give."""
+
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Register ``generate`` on an argparse subparsers object."""
     parser = commands.add_parser(
         NAME,
         allow_abbrev=False,
+        argument_default=argparse.SUPPRESS,
         help="generate synonym/antonym pairs from raw sentences with LLMs (train data for `anglekit train`)",
         description="Ask one or more LLMs for synonymous and antonymous sentences of each input sentence (the AnglE "
         "paper's prompts by default) and write positive/negative pairs with provenance as JSON Lines. Answers are "
@@ -33,111 +77,44 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    io = parser.add_argument_group("input and output")
-    io.add_argument("--input", required=True, help="sentences: .txt (one per line) or a csv/tsv/jsonl/json/parquet column")
-    io.add_argument("--column", default=None, help="column holding the sentences in a tabular input (default: text, sentence or the only one)")
-    io.add_argument("--limit", type=positive_int, default=None, help="use only the first N sentences")
-    add_output(io, required=True, old="--out", metavar="FILE.jsonl", help="output pairs (.jsonl); the summary goes to <output>.summary.json")
-    io.add_argument("--cache", default=None, help="answer cache folder (default: <output>.cache/)")
-    llm = parser.add_argument_group("LLMs")
-    llm.add_argument(
-        "--llm",
-        action="append",
-        required=True,
-        metavar="SPEC",
-        help="openai:MODEL[@BASE_URL] (any OpenAI-compatible server: vLLM, llama.cpp, Ollama, hosted APIs) or hf:NAME "
-        "(in-process transformers: hub name, folder, .gguf, pypi:smollm2-135m-instruct); repeat for an ensemble",
-    )
-    llm.add_argument("--base-url", default=None, help="base URL for openai: specs without @URL (default: $OPENAI_BASE_URL or https://api.openai.com/v1)")
-    llm.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key (never passed as a flag)")
-    llm.add_argument(
-        "--device",
-        type=device_name,
-        default=None,
-        metavar="DEVICE",
-        help="hf: backends: cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)",
-    )
-    llm.add_argument("--dtype", default=None, choices=DTYPE_CHOICES, help="hf: backends: load the weights in this dtype (default: as stored)")
-    llm.add_argument("--revision", default=None, help="hf: backends: hub revision of the model: branch, tag or commit (default: the main branch)")
-    llm.add_argument("--trust-remote-code", action="store_true", help="hf: backends: run the model repository's own code")
-    llm.add_argument("--batch-size", type=positive_int, default=1, metavar="N", help="hf: backends: prompts per generate call (batches concurrent requests)")
-    prompt = parser.add_argument_group("prompts and labels")
-    prompt.add_argument("--kind", choices=("synonym", "antonym", "both"), default="both", help="which pairs to generate")
-    prompt.add_argument("--size", type=positive_int, default=3, help="sentences asked for per prompt ({size}); at most this many kept")
-    prompt.add_argument("--synonym-template", default=None, help="template with {text} (and {size}) for synonyms (default: the paper's)")
-    prompt.add_argument("--antonym-template", default=None, help="template with {text} (and {size}) for antonyms (default: the paper's)")
-    prompt.add_argument("--positive-label", type=float, default=1.0, help="label of (input, synonym) pairs")
-    prompt.add_argument("--negative-label", type=float, default=0.0, help="label of (input, antonym) pairs")
-    sampling = parser.add_argument_group("sampling")
-    sampling.add_argument("--temperature", type=number(float, 0), default=0.7)
-    sampling.add_argument("--top-p", type=number(float, 0, 1, exclusive_minimum=True), default=1.0)
-    sampling.add_argument("--max-tokens", type=positive_int, default=256, help="tokens generated per answer at most")
-    sampling.add_argument("--seed", type=number(int, 0), default=0, help="sampling seed (sent to the server; seeds hf: sampling)")
-    clean = parser.add_argument_group("cleaning")
-    clean.add_argument("--min-chars", type=number(int, 0), default=3)
-    clean.add_argument("--max-chars", type=positive_int, default=512)
-    clean.add_argument(
-        "--near-duplicate-ratio",
-        type=number(float, 0, 1),
-        default=0.95,
-        help="difflib ratio for near-duplicates: a synonym vs its input, a sentence vs the earlier ones of its "
-        "answer; antonyms are never compared with their input (1 disables)",
-    )
-    ops = parser.add_argument_group("operation")
-    ops.add_argument("--concurrency", type=positive_int, default=4, help="requests in flight at most (hf: backends run one at a time)")
-    ops.add_argument("--max-retries", type=number(int, 0), default=5, help="retries on 408/409/425/429/5xx/timeouts/connection errors")
-    ops.add_argument(
-        "--max-repeated-errors",
-        type=positive_int,
-        default=3,
-        metavar="N",
-        help="stop the run when the server rejects requests with the same 4xx status and message N times in a row",
-    )
-    ops.add_argument("--timeout", type=number(float, 0, exclusive_minimum=True), default=60.0, help="seconds per HTTP request")
-    ops.add_argument("--backoff-base", type=number(float, 0), default=1.0, help="first backoff in seconds (doubles; Retry-After wins)")
-    ops.add_argument("--backoff-max", type=number(float, 0), default=60.0)
-    ops.add_argument("--price-prompt", type=number(float, 0), default=None, help="cost per 1M prompt tokens, for the cost summary")
-    ops.add_argument("--price-completion", type=number(float, 0), default=None, help="cost per 1M completion tokens")
-    add_quiet(ops)
+    """The flags of :class:`GenerateFlags` and of every setting of GenerationConfig, in groups: the
+    run's own, then the settings declared on GenerationConfig, then those of each part it holds flat."""
+    from anglekit.generation.backends import GenerationParams
+    from anglekit.generation.backends.openai_compat import RetryPolicy
+    from anglekit.generation.cleaning import CleaningConfig
+    from anglekit.generation.pipeline import GenerationConfig
+
+    run = parser.add_argument_group("input, output, prompts and progress")
+    flags = settings_of(GenerateFlags)
+    for s in flags:
+        add_setting(run, s, required=s.key in REQUIRED)
+        if s.key == "limit":  # after the input's flags
+            add_output(run, required=True, old="--out", metavar="FILE.jsonl", help="output pairs (.jsonl); the summary goes to <output>.summary.json")
+    parts = {GenerationParams: "sampling", CleaningConfig: "cleaning", RetryPolicy: "retries (openai: LLMs)"}
+    part_of = {f.name: title for part, title in parts.items() for f in dataclasses.fields(part)}
+    own = "LLMs, labels and operation"
+    groups = {title: parser.add_argument_group(title) for title in (own, *parts.values())}
+    settings = [s for s in settings_of(GenerationConfig) if s.name not in DERIVED]
+    for s in settings:
+        add_setting(groups[part_of.get(s.name, own)], s, required=s.key in REQUIRED)
+    parser.set_defaults(_flags=flags, _settings=settings)
+
+
+def _given(args: argparse.Namespace, settings: list[Setting]) -> dict[str, Any]:
+    """{field name: value} of the settings given on the command line (the parser suppresses the rest)."""
+    return {s.name: getattr(args, s.key) for s in settings if hasattr(args, s.key)}
+
+
+def flags_from_args(args: argparse.Namespace) -> GenerateFlags:
+    """The run's own flags, typed."""
+    return GenerateFlags(**_given(args, args._flags))
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
+    """The GenerationConfig of the parsed flags: each setting given by its flag, the rest its default."""
     from anglekit.generation.pipeline import GenerationConfig
 
-    templates = {k: v for k, v in (("synonym", args.synonym_template), ("antonym", args.antonym_template)) if v}
-    kinds = ("synonym", "antonym") if args.kind == "both" else (args.kind,)
-    return GenerationConfig(
-        llms=list(args.llm),
-        kinds=kinds,
-        size=args.size,
-        templates=templates,
-        positive_label=args.positive_label,
-        negative_label=args.negative_label,
-        concurrency=args.concurrency,
-        max_retries=args.max_retries,
-        timeout=args.timeout,
-        backoff_base=args.backoff_base,
-        backoff_max=args.backoff_max,
-        max_repeated_errors=args.max_repeated_errors,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        max_tokens=args.max_tokens,
-        seed=args.seed,
-        min_chars=args.min_chars,
-        max_chars=args.max_chars,
-        near_duplicate_ratio=args.near_duplicate_ratio,
-        api_key_env=args.api_key_env,
-        base_url=args.base_url,
-        cache_dir=args.cache,
-        price_prompt=args.price_prompt,
-        price_completion=args.price_completion,
-        device=args.device,
-        dtype=args.dtype,
-        revision=args.revision,
-        trust_remote_code=args.trust_remote_code,
-        batch_size=args.batch_size,
-        progress=not args.quiet,
-    )
+    return GenerationConfig(**_given(args, args._settings), **flags_from_args(args).config_values())
 
 
 def _report(summary: dict[str, Any]) -> str:
@@ -156,34 +133,27 @@ def _report(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _check_hf_options(args: argparse.Namespace) -> None:
+def _check_hf_options(config: Any) -> None:
     """The hf: backends' options given without an hf: LLM would be ignored: an error instead."""
-    if any(spec.startswith("hf:") for spec in args.llm):
+    from anglekit.generation.pipeline import HF_OPTIONS, GenerationConfig
+
+    if any(spec.startswith("hf:") for spec in config.llms):
         return
-    given = [
-        flag
-        for flag, value in (
-            ("--device", args.device),
-            ("--dtype", args.dtype),
-            ("--revision", args.revision),
-            ("--trust-remote-code", args.trust_remote_code or None),
-            ("--batch-size", None if args.batch_size == 1 else args.batch_size),
-        )
-        if value is not None
-    ]
+    defaults = {s.name: s for s in settings_of(GenerationConfig)}
+    given = [defaults[name].flags[0] for name in HF_OPTIONS if getattr(config, name) != defaults[name].default]
     if given:
         raise ConfigError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to hf: LLMs only, and no --llm hf:NAME is given")
 
 
-def _check_not_input(args: argparse.Namespace) -> None:
+def _check_not_input(flags: GenerateFlags, output: str, config: Any) -> None:
     """The pairs, the summary and the cache are never written over the input (symlinks resolved)."""
     from anglekit.generation.pipeline import default_cache_dir, summary_path
 
-    source = os.path.realpath(args.input)
-    for what, path in (("--output", args.output), ("the summary", summary_path(args.output)), ("--cache", args.cache or default_cache_dir(args.output))):
+    source = os.path.realpath(flags.input)
+    for what, path in (("--output", output), ("the summary", summary_path(output)), ("--cache", config.cache_dir or default_cache_dir(output))):
         real = os.path.realpath(path)
         if real == source:
-            raise ConfigError(f"{what} {path} would overwrite the input {args.input}; write the pairs elsewhere")
+            raise ConfigError(f"{what} {path} would overwrite the input {flags.input}; write the pairs elsewhere")
 
 
 def _restore_sigint() -> None:
@@ -204,14 +174,13 @@ def run(args: argparse.Namespace) -> int:
     from anglekit.generation.pipeline import generate_pairs, summary_path
 
     _restore_sigint()
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError(f"--limit must be >= 1, got {args.limit}")
-    _check_hf_options(args)
-    _check_not_input(args)
+    flags = flags_from_args(args)
     config = config_from_args(args)
-    texts = read_texts(args.input, column=args.column)
-    if args.limit is not None:
-        texts = texts[: args.limit]
+    _check_hf_options(config)
+    _check_not_input(flags, args.output, config)
+    texts = read_texts(flags.input, column=flags.column)
+    if flags.limit is not None:
+        texts = texts[: flags.limit]
     try:
         result = generate_pairs(texts, args.output, config)
     except KeyboardInterrupt:
@@ -230,4 +199,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["EXIT_PARTIAL", "add_parser", "config_from_args", "run"]
+__all__ = ["EXIT_PARTIAL", "GenerateFlags", "add_parser", "config_from_args", "flags_from_args", "run"]

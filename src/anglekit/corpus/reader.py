@@ -3,8 +3,9 @@
 The whole-file readers of :mod:`anglekit.data` validate a file and return Python lists; a corpus to
 embed may be larger than memory, so :func:`iter_corpus` reads it record by record and hands out
 chunks of ``chunk_rows`` records. Validation and messages are the readers' (source, row, field):
-a blank or non-string text, undecodable bytes, malformed JSON or CSV, a missing column. Always
-strict: the first bad record raises :class:`~anglekit.errors.DataError`.
+a blank or non-string text, undecodable bytes, malformed JSON or CSV, a missing column; CSV and TSV
+files are scanned by :class:`anglekit.data.sources.DelimitedRows`, the readers' own scanner, fed
+the open file. Always strict: the first bad record raises :class:`~anglekit.errors.DataError`.
 
 Ids: the ``id_column`` (default: ``id`` when the file has one) holding strings or integers (kept as
 strings); without one, the row as errors count it (1-based: the line number of a .txt or .jsonl
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anglekit.data.sources import TEXT_ALIASES, missing_column, short_repr, text_problem
+from anglekit.data.sources import TEXT_ALIASES, DelimitedRows, bad_bytes_message, missing_column, short_repr, text_problem
 from anglekit.errors import ConfigError, DataError
 
 __all__ = ["CORPUS_FORMATS", "DEFAULT_CHUNK_ROWS", "CorpusChunk", "corpus_format", "corpus_signature", "iter_corpus"]
@@ -93,13 +94,6 @@ def _check_text(value: Any, source: str, row: int, field: str) -> str:
     return value
 
 
-def _bad_bytes(line: str) -> str:
-    match = _SURROGATE.search(line)
-    assert match is not None
-    snippet = line[max(0, match.start() - 10) : match.start() + 6].encode("utf-8", errors="surrogateescape")
-    return f"undecodable bytes (not valid UTF-8) near {snippet!r}; is the file in another encoding?"
-
-
 def _open_text(path: Path, source: str, *, newline: str) -> Any:
     """The file opened as text (UTF-8, a BOM dropped; BOM-marked UTF-16), undecodable bytes kept
     as lone surrogates so that the record holding them can be named."""
@@ -143,7 +137,7 @@ def _txt(path: Path, source: str, text_column: str | None, id_column: str | None
         raise ConfigError(f"{source}: a plain-text corpus holds one text a line (ids are line numbers); --column and --id-column apply to tables")
     for lineno, line in _lines(path, source):
         if _SURROGATE.search(line):
-            raise DataError(_bad_bytes(line), source=source, row=lineno)
+            raise DataError(bad_bytes_message(line), source=source, row=lineno)
         yield lineno, None, _check_text(line, source, lineno, "text")
 
 
@@ -178,7 +172,7 @@ def _jsonl(path: Path, source: str, text_column: str | None, id_column: str | No
         if not line.strip():
             continue  # a blank line holds no record
         if _SURROGATE.search(line):
-            raise DataError(_bad_bytes(line), source=source, row=lineno)
+            raise DataError(bad_bytes_message(line), source=source, row=lineno)
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -197,51 +191,18 @@ def _jsonl(path: Path, source: str, text_column: str | None, id_column: str | No
 
 
 def _delimited(path: Path, source: str, text_column: str | None, id_column: str | None, tsv: bool) -> Iterator[tuple[int, Any, str]]:
+    """The records of a CSV/TSV file, streamed through :class:`anglekit.data.sources.DelimitedRows`
+    (the scanner every reader of tables shares); the first bad row raises."""
     delimiter, quoting = ("\t", csv.QUOTE_NONE) if tsv else (",", csv.QUOTE_MINIMAL)
-    old_limit = csv.field_size_limit()
-    csv.field_size_limit(2**31 - 1)  # a long document is legitimate input
-    try:
-        with _open_text(path, source, newline="") as handle:
-            reader = csv.reader(handle, delimiter=delimiter, quoting=quoting, strict=not tsv)
-            try:
-                header = next(reader)
-                while not header:
-                    header = next(reader)
-            except StopIteration:
-                raise DataError("file is empty (no rows)", source=source) from None
-            except csv.Error as exc:
-                raise DataError(f"malformed header: {exc}", source=source) from None
-            names = [h.strip() for h in header]
-            if any(_SURROGATE.search(n) for n in names):
-                raise DataError(f"header: {_bad_bytes(' '.join(names))}", source=source)
-            text_name, id_name = _pick_columns(names, text_column, id_column, source)
-            for name in (text_name, id_name):
-                if name is not None and names.count(name) > 1:
-                    raise DataError(f"column {name!r} appears {names.count(name)} times in the header", source=source, field=name)
-            t_index = names.index(text_name)
-            i_index = names.index(id_name) if id_name is not None else None
-            header_lines = reader.line_num
-            previous = header_lines
-            while True:
-                try:
-                    fields = next(reader)
-                except StopIteration:
-                    break
-                except csv.Error as exc:
-                    raise DataError(f"malformed CSV: {exc}", source=source, row=previous + 1 - header_lines) from None
-                row = previous + 1 - header_lines
-                previous = reader.line_num
-                if not fields:
-                    continue
-                bad = next((j for j, f in enumerate(fields) if _SURROGATE.search(f)), None)
-                if bad is not None:
-                    raise DataError(_bad_bytes(fields[bad]), source=source, row=row, field=names[bad] if bad < len(names) else None)
-                if len(fields) != len(names):
-                    raise DataError(f"wrong number of fields: got {len(fields)}, the header's {len(names)} (delimiter {delimiter!r})", source=source, row=row)
-                ident = _check_id(fields[i_index], source, row, id_name) if i_index is not None and id_name is not None else None
-                yield row, ident, _check_text(fields[t_index], source, row, text_name)
-    finally:
-        csv.field_size_limit(old_limit)
+    with _open_text(path, source, newline="") as handle:
+        table = DelimitedRows(handle, source, delimiter=delimiter, quoting=quoting)
+        text_name, id_name = _pick_columns(table.names, text_column, id_column, source)
+        t_index, *i_index = table.check_unique([text_name] + ([id_name] if id_name is not None else []))
+        for row, fields, problem in table.rows():
+            if problem is not None:
+                raise DataError(problem.message, source=source, row=row, field=problem.field)
+            ident = _check_id(fields[i_index[0]], source, row, id_name) if id_name is not None else None
+            yield row, ident, _check_text(fields[t_index], source, row, text_name)
 
 
 def _parquet(path: Path, source: str, text_column: str | None, id_column: str | None, batch_rows: int) -> Iterator[tuple[int, Any, str]]:

@@ -24,7 +24,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,9 +37,12 @@ __all__ = [
     "HUB_ID_RE",
     "TEXT_ALIASES",
     "TEXT_EXTENSIONS",
+    "DelimitedRows",
+    "RowProblem",
     "Sink",
     "TextFile",
     "TextSink",
+    "bad_bytes_message",
     "check_columns",
     "check_format",
     "collect_texts",
@@ -293,7 +296,8 @@ def decode_file(path: Path, source: str) -> tuple[str, bool]:
         return data.decode("utf-8", errors="surrogateescape"), True
 
 
-def _bad_bytes_message(text: str) -> str:
+def bad_bytes_message(text: str) -> str:
+    """The message for a text holding undecodable bytes (lone surrogates): a snippet around the first."""
     match = _SURROGATE.search(text)
     assert match is not None
     start = max(0, match.start() - 10)
@@ -375,7 +379,7 @@ def scan_text_lines(path: Path, sink: TextSink) -> None:
     for lineno, line in enumerate(split_lines(text), start=1):
         if has_bad and _SURROGATE.search(line):
             sink.rows_seen += 1
-            sink.fail("undecodable bytes", _bad_bytes_message(line), lineno)
+            sink.fail("undecodable bytes", bad_bytes_message(line), lineno)
             continue
         sink.add(lineno, [line], ["text"])
     if has_bad and sink.lenient and not sink.texts:
@@ -398,6 +402,100 @@ def _large_csv_fields() -> Iterator[None]:
         csv.field_size_limit(old)
 
 
+@dataclass(frozen=True)
+class RowProblem:
+    """What is wrong with one row of a table: a reason (what a lenient read counts) and a message."""
+
+    reason: str
+    message: str
+    field: str | None = None
+
+
+class DelimitedRows:
+    """The rows of a CSV/TSV text stream, read as they come (no more than a row is held): the header
+    (or the given ``fieldnames``) at once, as :attr:`names`, then :meth:`rows`.
+
+    A malformed or empty header raises :class:`DataError`; a bad row is handed out with its
+    :class:`RowProblem`, so that a strict reader raises it and a lenient one counts it and goes on.
+    ``check_bytes``: look for undecodable bytes (kept as lone surrogates by ``surrogateescape``).
+    Row numbers count records after the header, 1-based (a quoted field may span lines).
+    """
+
+    def __init__(
+        self,
+        handle: Iterable[str],
+        source: str,
+        *,
+        delimiter: str,
+        quoting: int,
+        has_header: bool = True,
+        fieldnames: Sequence[str] | None = None,
+        check_bytes: bool = True,
+    ) -> None:
+        self.source, self.delimiter, self.check_bytes = source, delimiter, check_bytes
+        self.has_header = has_header
+        self._reader = csv.reader(handle, delimiter=delimiter, quoting=quoting, strict=quoting != csv.QUOTE_NONE)
+        self.header_lines = 0
+        if not has_header:
+            if not fieldnames:
+                raise ConfigError("a file without a header needs fieldnames")
+            self.names = list(fieldnames)
+            return
+        with _large_csv_fields():
+            try:
+                header = next(self._reader)
+                while not header:  # leading blank lines
+                    header = next(self._reader)
+            except StopIteration:
+                raise DataError("file is empty (no rows)", source=source) from None
+            except csv.Error as exc:
+                raise DataError(f"malformed header: {exc}", source=source, row=None) from None
+        self.header_lines = self._reader.line_num
+        self.names = [h.strip() for h in header]
+        if check_bytes and any(_SURROGATE.search(h) for h in self.names):
+            raise DataError(f"header: {bad_bytes_message(' '.join(self.names))}", source=source)
+
+    def check_unique(self, chosen: Sequence[str]) -> list[int]:
+        """The positions of the ``chosen`` columns; a DataError for one the header names twice."""
+        for name in chosen:
+            if self.names.count(name) > 1:
+                raise DataError(f"column {name!r} appears {self.names.count(name)} times in the header", source=self.source, field=name)
+        return [self.names.index(name) for name in chosen]
+
+    def rows(self, *, allow_extra_fields: bool = False) -> Iterator[tuple[int, list[str], RowProblem | None]]:
+        """``(row, fields, problem)`` of each record (blank lines skipped); ``problem`` is None for a
+        good row: as many fields as the header (or at least as many, ``allow_extra_fields``), each decodable."""
+        expected = len(self.names)
+        what = "the header's" if self.has_header else "expected"
+        at_least = "at least " if allow_extra_fields else ""
+        previous = self.header_lines
+        with _large_csv_fields():
+            while True:
+                try:
+                    fields = next(self._reader)
+                except StopIteration:
+                    return
+                except csv.Error as exc:
+                    yield previous + 1 - self.header_lines, [], RowProblem("malformed CSV", f"malformed CSV: {exc}")
+                    previous = self._reader.line_num
+                    continue
+                row = previous + 1 - self.header_lines
+                previous = self._reader.line_num
+                if not fields:
+                    continue  # a blank line holds no record
+                if self.check_bytes:
+                    bad = next((j for j, f in enumerate(fields) if _SURROGATE.search(f)), None)
+                    if bad is not None:
+                        field = self.names[bad] if bad < len(self.names) else None
+                        yield row, fields, RowProblem("undecodable bytes", bad_bytes_message(fields[bad]), field)
+                        continue
+                if len(fields) != expected and not (allow_extra_fields and len(fields) > expected):
+                    message = f"wrong number of fields: got {len(fields)}, {what} {at_least}{expected} (delimiter {self.delimiter!r})"
+                    yield row, fields, RowProblem("wrong number of fields", message)
+                    continue
+                yield row, fields, None
+
+
 def scan_delimited(
     path: Path,
     sink: Sink,
@@ -408,72 +506,20 @@ def scan_delimited(
     fieldnames: Sequence[str] | None,
     allow_extra_fields: bool,
 ) -> None:
+    """Feed a CSV/TSV file to ``sink`` (through :class:`DelimitedRows`)."""
     source = sink.source
     text, has_bad = decode_file(path, source)
-    reader = csv.reader(
-        io.StringIO(text, newline=""),
-        delimiter=delimiter,
-        quoting=quoting,
-        strict=quoting != csv.QUOTE_NONE,
+    table = DelimitedRows(
+        io.StringIO(text, newline=""), source, delimiter=delimiter, quoting=quoting, has_header=has_header, fieldnames=fieldnames, check_bytes=has_bad
     )
-    header_lines = 0
-    with _large_csv_fields():
-        if has_header:
-            try:
-                header = next(reader)
-                while not header:  # leading blank lines
-                    header = next(reader)
-            except StopIteration:
-                raise DataError("file is empty (no rows)", source=source) from None
-            except csv.Error as exc:
-                raise DataError(f"malformed header: {exc}", source=source, row=None) from None
-            header_lines = reader.line_num
-            names = [h.strip() for h in header]
-            if has_bad and any(_SURROGATE.search(h) for h in names):
-                raise DataError(f"header: {_bad_bytes_message(' '.join(names))}", source=source)
-        else:
-            if not fieldnames:
-                raise ConfigError("a file without a header needs fieldnames")
-            names = list(fieldnames)
-        chosen = sink.resolve(names)
-        for name in chosen:
-            if names.count(name) > 1:
-                raise DataError(f"column {name!r} appears {names.count(name)} times in the header", source=source, field=name)
-        index = [names.index(name) for name in chosen]
-        expected = len(names)
-        what = "the header's" if has_header else "expected"
-        previous = header_lines
-        while True:
-            try:
-                fields = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                sink.rows_seen += 1
-                sink.fail("malformed CSV", f"malformed CSV: {exc}", previous + 1 - header_lines)
-                previous = reader.line_num
-                continue
-            row = previous + 1 - header_lines
-            previous = reader.line_num
-            if not fields:
-                continue  # a blank line holds no record
-            if has_bad:
-                bad = next((j for j, f in enumerate(fields) if _SURROGATE.search(f)), None)
-                if bad is not None:
-                    sink.rows_seen += 1
-                    field = names[bad] if bad < len(names) else None
-                    sink.fail("undecodable bytes", _bad_bytes_message(fields[bad]), row, field)
-                    continue
-            if len(fields) != expected and not (allow_extra_fields and len(fields) > expected):
-                sink.rows_seen += 1
-                at_least = "at least " if allow_extra_fields else ""
-                sink.fail(
-                    "wrong number of fields",
-                    f"wrong number of fields: got {len(fields)}, {what} {at_least}{expected} (delimiter {delimiter!r})",
-                    row,
-                )
-                continue
-            sink.add(row, [fields[i] for i in index], chosen)
+    chosen = sink.resolve(table.names)
+    index = table.check_unique(chosen)
+    for row, fields, problem in table.rows(allow_extra_fields=allow_extra_fields):
+        if problem is not None:
+            sink.rows_seen += 1
+            sink.fail(problem.reason, problem.message, row, problem.field)
+            continue
+        sink.add(row, [fields[i] for i in index], chosen)
     if has_bad and sink.lenient and sink.count() == 0 and sink.rows_seen:
         raise DataError("no row decodes as UTF-8: the file is in another encoding", source=source)
 
@@ -514,7 +560,7 @@ def _scan_json(path: Path, sink: Sink, fmt: str) -> None:
     if fmt == "json" and stripped.startswith("["):  # one JSON array of objects
         if has_bad:
             line = text[: _SURROGATE.search(text).start()].count("\n") + 1  # type: ignore[union-attr]
-            raise DataError(_bad_bytes_message(text), source=source, row=line)
+            raise DataError(bad_bytes_message(text), source=source, row=line)
         try:
             items = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -530,7 +576,7 @@ def _scan_json(path: Path, sink: Sink, fmt: str) -> None:
                 continue  # a blank line holds no record
             if has_bad and _SURROGATE.search(line):
                 sink.rows_seen += 1
-                sink.fail("undecodable bytes", _bad_bytes_message(line), lineno)
+                sink.fail("undecodable bytes", bad_bytes_message(line), lineno)
                 continue
             try:
                 obj = json.loads(line)

@@ -12,6 +12,12 @@ Each suite writes ``<out_dir>/<suite>.json`` (everything, machine-readable) and
 result has the keys ``suite``, ``columns`` (the headline columns, in table order), ``scores``
 (column -> number), ``details``, ``model`` (name, fingerprint, batch size, max length, cache
 hits/misses), ``options``, ``data_root``, ``seconds`` and ``created``.
+
+A new suite is one module and one call, :func:`register_suite`: its ``evaluate(encode, data_root,
+*, option=default, ...)`` returns ``suite``, ``columns``, ``scores`` and ``details``; its
+``markdown(result, *, title=...)`` renders them. Its keyword-only options are its options (checked
+against their annotations); an ``out_dir`` keyword receives the run's folder and a ``title`` keyword
+the model's name. Then ``run_suite``, ``run_suites("all")`` and ``anglekit eval --suite NAME`` run it.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anglekit.errors import ConfigError
 from anglekit.evaluation.cache import CachedEncoder, EmbeddingCache
@@ -42,16 +48,42 @@ _RUNNERS: dict[str, tuple[Callable[..., dict[str, Any]], Callable[..., str]]] = 
     "retrieval": (evaluate_retrieval, retrieval_markdown),
     "geometry": (evaluate_geometry, geometry_markdown),
 }
+"""The registry: suite name -> (evaluate, markdown), in the order ``run_suites("all", ...)`` runs them."""
 
-SUITES: tuple[str, ...] = tuple(_RUNNERS)
-"""Suite names, in the order ``run_suites("all", ...)`` runs them."""
+_RUN_KEYWORDS = ("encode", "data_root", "out_dir")
+"""Keywords a suite's ``evaluate`` may take that are the run's, not options."""
+
+
+def register_suite(name: str, evaluate: Callable[..., dict[str, Any]], markdown: Callable[..., str]) -> None:
+    """Make suite ``name`` known to :func:`run_suite`, :func:`run_suites` (``"all"`` included, after
+    the suites before it) and ``anglekit eval --suite NAME``. ``evaluate(encode, data_root, *,
+    options...)`` returns the result (``suite``, ``columns``, ``scores``, ``details``);
+    ``markdown(result, *, title=...)`` renders it. A name already registered is a ConfigError."""
+    if not isinstance(name, str) or not name or name == "all" or "." in name or name != name.strip():
+        raise ConfigError(f"a suite name is a non-empty word other than 'all', without dots, got {name!r}")
+    if name in _RUNNERS:
+        raise ConfigError(f"suite {name!r} is already registered")
+    if not callable(evaluate) or not callable(markdown):
+        raise ConfigError(f"suite {name!r}: evaluate and markdown must be callables")
+    _RUNNERS[name] = (evaluate, markdown)
+
+
+def __getattr__(attribute: str) -> Any:
+    if attribute == "SUITES":  # read from the registry, so that a suite registered later is listed
+        return tuple(_RUNNERS)
+    raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    SUITES: tuple[str, ...]
+    """Suite names, in the order ``run_suites("all", ...)`` runs them (the registered suites)."""
 
 
 def suite_options(name: str) -> dict[str, Any]:
     """The options a suite accepts (keyword -> default)."""
     runner = _get(name)[0]
-    skip = {"encode", "data_root", "out_dir"}
-    return {p.name: p.default for p in inspect.signature(runner).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in skip}
+    parameters = inspect.signature(runner).parameters.values()
+    return {p.name: p.default for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in _RUN_KEYWORDS}
 
 
 def check_suite_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -97,7 +129,7 @@ def _typed(where: str, value: Any, hint: Any) -> Any:
 
 def _get(name: str) -> tuple[Callable[..., dict[str, Any]], Callable[..., str]]:
     if name not in _RUNNERS:
-        raise ConfigError(f"unknown suite {name!r}; choose one of {', '.join(SUITES)}")
+        raise ConfigError(f"unknown suite {name!r}; choose one of {', '.join(_RUNNERS)}")
     return _RUNNERS[name]
 
 
@@ -176,10 +208,11 @@ def run_suite(
     else:  # a PreparedEncoder passes through make_encoder unchanged (its own batch size wins), cached if asked
         encoder = make_encoder(encode, batch_size=batch_size, max_length=max_length, cache=cache, name=model_name, fingerprint=fingerprint, progress=progress)
     kwargs = dict(options)
-    if name == "geometry":
+    takes = inspect.signature(runner).parameters
+    if "title" in takes:  # a suite that names the model in its own output (geometry's figure)
         kwargs.setdefault("title", model_name or getattr(encoder, "name", "") or "")
-        if out_dir is not None:
-            kwargs["out_dir"] = out_dir
+    if "out_dir" in takes and out_dir is not None:  # a suite that writes files of its own (geometry.png)
+        kwargs["out_dir"] = out_dir
     hits0, misses0 = getattr(encoder, "hits", 0), getattr(encoder, "misses", 0)
     start = time.perf_counter()
     result = runner(encoder, root, **kwargs)
@@ -212,7 +245,7 @@ def run_suites(names: str | Sequence[str], encode: Any, **kwargs: Any) -> dict[s
 
     Keyword arguments are those of :func:`run_suite`; suite options go in ``options={suite: {...}}``.
     """
-    selected = list(SUITES) if names == "all" else ([names] if isinstance(names, str) else list(names))
+    selected = list(_RUNNERS) if names == "all" else ([names] if isinstance(names, str) else list(names))
     for n in selected:
         _get(n)
     per_suite = kwargs.pop("options", {}) or {}

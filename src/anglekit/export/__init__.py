@@ -7,14 +7,18 @@ runtime is installed, the export is checked against it on a few texts (one longe
 length) before it lands.
 
 Formats are a registry: :data:`FORMATS` maps a name to the module that writes it. A format module
-has ``NAME``, ``DESCRIPTION``, ``write(model, folder, card=...) -> layout`` (``layout.custom``:
-loading needs trust_remote_code), ``verify(model, folder, layout) -> (difference or None, how)``
-and ``tolerance(model)``; a new format is one module and one entry here.
+has ``NAME``, ``DESCRIPTION``, ``write(model, folder, card=..., **options) -> layout``
+(``layout.custom``: loading needs trust_remote_code), ``verify(model, folder, layout) -> (difference
+or None, how)``, ``tolerance(model)`` and, when it takes options, ``Options``: a dataclass whose
+fields, declared with :func:`anglekit.config.setting` (type, default, choices, help), are the
+keywords of ``write`` and the flags of ``anglekit export`` (a list of texts is given there as a
+file of texts). A new format is one module and one entry here.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import json
 import os
@@ -25,15 +29,17 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from anglekit.errors import ExportError
+from anglekit.config import check_fields
+from anglekit.errors import ConfigError, ExportError
 from anglekit.io.atomic import settle_modes, staging_dir
 
-FORMATS: dict[str, str] = {
+FORMATS: dict[str, str | ModuleType] = {
     "sentence-transformers": "anglekit.export.sentence_transformers",
     "onnx": "anglekit.export.onnx",
     "openvino": "anglekit.export.openvino",
 }
-"""Export format name -> the module that writes it."""
+"""Export format name -> the module that writes it: its import path (imported when first used; the
+format modules import no torch, so ``anglekit export --help`` can list their options), or the module."""
 
 
 @dataclass
@@ -57,7 +63,32 @@ def format_module(name: str) -> ModuleType:
     """The module that writes format ``name``, or an ExportError listing the formats."""
     if name not in FORMATS:
         raise ExportError(f"unknown export format {name!r}; choose one of {', '.join(FORMATS)}")
-    return importlib.import_module(FORMATS[name])
+    module = FORMATS[name]
+    return importlib.import_module(module) if isinstance(module, str) else module
+
+
+def format_options(name: str) -> type | None:
+    """The ``Options`` dataclass of format ``name`` (its options, typed, with their help), or None
+    for a format without options."""
+    return getattr(format_module(name), "Options", None)
+
+
+def _format_options(format: str, declared: type | None, options: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of the format's ``write``: every option it declares, as given or its default
+    (checked against its type and choices), or an ExportError naming an option it does not take."""
+    names = [f.name for f in dataclasses.fields(declared)] if declared is not None else []
+    given = {k: v for k, v in options.items() if v is not None}
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise ExportError(f"{', '.join(unknown)}: not an option of the {format} format")
+    if declared is None:
+        return {}
+    values = declared(**given)
+    try:
+        check_fields(values)
+    except ConfigError as exc:
+        raise ExportError(f"option {exc} (the {format} format)") from None
+    return {name: getattr(values, name) for name in names}
 
 
 def _embedder(model: Any, load_kwargs: dict[str, Any]) -> Any:
@@ -180,7 +211,9 @@ def export(
     - ``overwrite``: replace a non-empty ``output_dir`` (default: refuse).
     - ``card``: a :class:`~anglekit.model.card.ModelCardData` for the README.md (default: the model's).
     - ``push_to_hub="owner/name"``: then upload the folder (``private``, ``token``).
-    - ``options``: the format's own options (its ``OPTIONS``: for ``onnx``, ``quantize`` and ``optimize``; for ``openvino``, ``quantize`` and ``calibration_texts``).
+    - ``options``: the format's own options (the fields of its ``Options``: for ``onnx``, ``quantize`` and
+      ``optimize``; for ``openvino``, ``quantize``, ``calibration_texts`` and ``precision``); None means
+      the default, an option the format lacks is an ExportError.
     - ``load_kwargs``: :meth:`Embedder.from_pretrained` options when ``model`` is a name (device
       defaults to cpu).
     """
@@ -190,10 +223,7 @@ def export(
     if push_to_hub is not None and (not isinstance(push_to_hub, str) or not push_to_hub.strip()):
         raise ExportError(f"push_to_hub must name a hub repository (owner/name), got {push_to_hub!r}")
     writer = format_module(format)
-    options = {k: v for k, v in (options or {}).items() if v is not None}
-    unknown = sorted(set(options) - set(getattr(writer, "OPTIONS", ())))
-    if unknown:
-        raise ExportError(f"{', '.join(unknown)}: not an option of the {format} format")
+    options = _format_options(format, getattr(writer, "Options", None), options or {})
     _check_not_source(output_dir, _source_paths(model, load_kwargs))
     target = _prepare_target(output_dir, overwrite)
     embedder = _embedder(model, dict(load_kwargs))
@@ -244,4 +274,4 @@ def push(
 push_to_hub = push
 """Alias of :func:`push`."""
 
-__all__ = ["FORMATS", "ExportResult", "export", "format_module", "push", "push_to_hub"]
+__all__ = ["FORMATS", "ExportResult", "export", "format_module", "format_options", "push", "push_to_hub"]

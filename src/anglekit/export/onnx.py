@@ -9,13 +9,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from anglekit.config import setting
 from anglekit.export.runtime_folder import read_check, tolerance, write_card
 from anglekit.model.card import ModelCardData
 
 NAME = "onnx"
 DESCRIPTION = "ONNX graph for onnxruntime (fp32, or dynamic int8 with --quantize int8)"
-OPTIONS = ("quantize", "optimize")
-"""Keyword options this format takes (``anglekit export --quantize/--optimize``)."""
+
+
+@dataclass
+class Options:
+    """The options of this format: ``export(..., options={...})`` keywords and ``anglekit export`` flags
+    (``--quantize``, ``--optimize``). The choices are :data:`anglekit.model.onnx.QUANTIZE` and
+    :data:`~anglekit.model.onnx.OPTIMIZE_LEVELS` (that module imports torch; a test keeps them equal)."""
+
+    quantize: str | None = setting(None, choices=("int8",), help="int8 = dynamic int8 (onnxruntime's quantize_dynamic)")
+    optimize: str | None = setting(
+        None,
+        choices=("O1", "O2", "O3"),
+        help="onnxruntime's graph optimisations, O1 basic, O2 transformer fusions (attention, skip layer norm, bias GELU; "
+        "BERT-like encoders) + extended, O3 the fusions + all (for this CPU)",
+    )
 
 
 @dataclass
@@ -42,4 +56,4 @@ def verify(model: Any, folder: Path, layout: Layout) -> tuple[float | None, str]
     return read_check(folder, "onnx_config.json", "onnxruntime")
 
 
-__all__ = ["DESCRIPTION", "Layout", "NAME", "OPTIONS", "tolerance", "verify", "write"]
+__all__ = ["DESCRIPTION", "NAME", "Layout", "Options", "tolerance", "verify", "write"]

@@ -11,13 +11,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from anglekit.config import setting
 from anglekit.export.runtime_folder import read_check, tolerance, write_card
 from anglekit.model.card import ModelCardData
 
 NAME = "openvino"
 DESCRIPTION = "OpenVINO IR for the CPU (fp32; int8 weights with --quantize int8; int8 weights and activations with --quantize int8-static --calibration FILE)"
-OPTIONS = ("quantize", "calibration_texts", "precision")
-"""Keyword options this format takes (``anglekit export --quantize``, ``--calibration``, ``--precision``)."""
+
+
+@dataclass
+class Options:
+    """The options of this format: ``export(..., options={...})`` keywords and ``anglekit export`` flags
+    (``--quantize``, ``--calibration`` (a file of texts), ``--precision``). The choices are
+    :data:`anglekit.model.openvino.QUANTIZE` and the keys of :data:`~anglekit.model.openvino.PRECISIONS`
+    (that module imports torch; a test keeps them equal)."""
+
+    quantize: str | None = setting(
+        None,
+        choices=("int8", "int8-static"),
+        help="int8 = int8 weights (NNCF compress_weights), int8-static = int8 weights and activations (NNCF quantize, calibrated on --calibration)",
+    )
+    calibration_texts: tuple[str, ...] | None = setting(
+        None, key="calibration", help="with --quantize int8-static: texts like the ones to embed, a few hundred"
+    )
+    precision: str | None = setting(
+        None,
+        choices=("fp32", "bf16"),
+        help="what the folder computes in when loaded, recorded with it and checked at export: fp32 (default, on every CPU) "
+        "or bf16 (CPUs with AVX512-BF16 or AMX; checked at a cosine of 0.99 to the model)",
+    )
 
 
 @dataclass
@@ -53,4 +75,4 @@ def verify(model: Any, folder: Path, layout: Layout) -> tuple[float | None, str]
     return read_check(folder, OPENVINO_CONFIG, "OpenVINO")
 
 
-__all__ = ["DESCRIPTION", "Layout", "NAME", "OPTIONS", "tolerance", "verify", "write"]
+__all__ = ["DESCRIPTION", "NAME", "Layout", "Options", "tolerance", "verify", "write"]

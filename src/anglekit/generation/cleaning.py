@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from anglekit.config import setting
 from anglekit.errors import ConfigError
 
 DROP_REASONS = ("empty", "no words", "too short", "too long", "copy of input", "duplicate", "near-duplicate of input", "near-duplicate of a candidate")
@@ -36,12 +37,18 @@ _SPACE = re.compile(r"\s+")
 
 @dataclass(frozen=True)
 class CleaningConfig:
-    min_chars: int = 3
-    """Drop candidates shorter than this (after stripping)."""
-    max_chars: int = 512
-    """Drop candidates longer than this."""
-    near_duplicate_ratio: float = 0.95
-    """difflib ratio (0-1) at or above which two normalised texts count as near-duplicates; 1.0 disables."""
+    """Which generated sentences are dropped; the fields are settings (``anglekit generate`` flags)."""
+
+    min_chars: int = setting(3, minimum=0, help="drop generated sentences shorter than this many characters (after stripping)")
+    max_chars: int = setting(512, minimum=1, help="drop generated sentences longer than this many characters")
+    near_duplicate_ratio: float = setting(
+        0.95,
+        minimum=0,
+        exclusive_minimum=True,
+        maximum=1,
+        help="difflib ratio for near-duplicates: a synonym vs its input, a sentence vs the earlier ones of its "
+        "answer; antonyms are never compared with their input (1 disables)",
+    )
 
     def __post_init__(self) -> None:
         if self.min_chars < 0 or self.max_chars < 1 or self.min_chars > self.max_chars:

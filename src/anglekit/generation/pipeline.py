@@ -24,65 +24,75 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from anglekit.config import check_fields, same_setting, setting
 from anglekit.errors import ConfigError
 from anglekit.generation.backends import Backend, BackendError, GenerationParams, make_backend, parse_llm_spec
+from anglekit.generation.backends.openai_compat import RetryPolicy
 from anglekit.generation.cache import AnswerCache, cache_key
 from anglekit.generation.cleaning import CleaningConfig, clean_candidates, normalize
 from anglekit.generation.parsing import parse_answer
 from anglekit.generation.prompts import KINDS, PromptTemplate, resolve_prompts
 from anglekit.io.atomic import atomic_write, atomic_write_json
+from anglekit.model.load_settings import DTYPE_CHOICES, device_name
 
 logger = logging.getLogger("anglekit.generation")
 
 
+HF_OPTIONS = ("device", "dtype", "revision", "trust_remote_code", "batch_size")
+"""The settings that apply to ``hf:`` LLMs only (the options of their backend)."""
+
+
 @dataclass
 class GenerationConfig:
-    llms: list[str] = field(default_factory=list)
-    """``--llm`` specs (see :mod:`anglekit.generation.backends`); several = ensemble."""
-    kinds: tuple[str, ...] = KINDS
-    size: int = 3
-    """Sentences asked for per prompt ({size}); at most this many are kept per answer."""
-    templates: dict[str, str] = field(default_factory=dict)
-    """User templates per kind (default: the paper's)."""
-    positive_label: float = 1.0
-    negative_label: float = 0.0
-    concurrency: int = 4
-    max_retries: int = 5
-    timeout: float = 60.0
-    backoff_base: float = 1.0
-    backoff_max: float = 60.0
-    max_repeated_errors: int = 3
-    """openai backends: the same non-retryable 4xx (status and message) this many times in a row stops the run."""
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_tokens: int = 256
-    seed: int | None = 0
-    min_chars: int = 3
-    max_chars: int = 512
-    near_duplicate_ratio: float = 0.95
-    api_key_env: str = "OPENAI_API_KEY"
-    base_url: str | None = None
-    cache_dir: str | None = None
-    """Default: ``<out>.cache/``."""
-    price_prompt: float | None = None
-    """Cost per 1M prompt tokens (for the summary's cost estimate)."""
-    price_completion: float | None = None
-    device: str | None = None
-    """hf backends: cpu, cuda, ..."""
-    dtype: str | None = None
-    """hf backends: load the weights in fp32, bf16 or fp16 (default: as stored)."""
-    revision: str | None = None
-    """hf backends: hub revision (branch, tag or commit) of the model."""
-    trust_remote_code: bool = False
-    """hf backends: run the model repository's own code."""
-    batch_size: int = 1
-    """hf backends: prompts per ``generate`` call (concurrent requests are batched; the pool grows to this size)."""
-    progress: bool = True
+    """Everything a generation run is told, typed: each field is a setting (help, default, range,
+    choices) and ``anglekit generate`` generates its flags from them. The sampling, cleaning and retry
+    settings are declared once, on :class:`~anglekit.generation.backends.GenerationParams`,
+    :class:`~anglekit.generation.cleaning.CleaningConfig` and
+    :class:`~anglekit.generation.backends.openai_compat.RetryPolicy`, and held here flat."""
+
+    llms: list[str] = setting(
+        default_factory=list,
+        key="llm",
+        metavar="SPEC",
+        help="openai:MODEL[@BASE_URL] (any OpenAI-compatible server: vLLM, llama.cpp, Ollama, hosted APIs) or hf:NAME "
+        "(in-process transformers: hub name, folder, .gguf, pypi:smollm2-135m-instruct); repeat for an ensemble",
+    )
+    kinds: tuple[str, ...] = setting(KINDS, choices=KINDS, help="the pairs to generate: synonym (positive pairs), antonym (negative pairs)")
+    size: int = setting(3, minimum=1, help="sentences asked for per prompt ({size}); at most this many kept")
+    templates: dict[str, str] = setting(default_factory=dict, help="templates per kind, with {text} (and {size}) (default: the paper's)")
+    positive_label: float = setting(1.0, help="label of (input, synonym) pairs")
+    negative_label: float = setting(0.0, help="label of (input, antonym) pairs")
+    concurrency: int = setting(4, minimum=1, help="requests in flight at most (hf: backends run one at a time)")
+    max_retries: int = same_setting(RetryPolicy, "max_retries")
+    timeout: float = same_setting(RetryPolicy, "timeout")
+    backoff_base: float = same_setting(RetryPolicy, "backoff_base")
+    backoff_max: float = same_setting(RetryPolicy, "backoff_max")
+    max_repeated_errors: int = same_setting(RetryPolicy, "max_repeated_errors")
+    temperature: float = same_setting(GenerationParams, "temperature")
+    top_p: float = same_setting(GenerationParams, "top_p")
+    max_tokens: int = same_setting(GenerationParams, "max_tokens")
+    seed: int | None = same_setting(GenerationParams, "seed", default=0)  # a run is seeded unless told otherwise
+    min_chars: int = same_setting(CleaningConfig, "min_chars")
+    max_chars: int = same_setting(CleaningConfig, "max_chars")
+    near_duplicate_ratio: float = same_setting(CleaningConfig, "near_duplicate_ratio")
+    api_key_env: str = setting("OPENAI_API_KEY", help="environment variable holding the API key (never passed as a flag)")
+    base_url: str | None = setting(None, help="base URL for openai: specs without @URL (default: $OPENAI_BASE_URL or https://api.openai.com/v1)")
+    cache_dir: str | None = setting(None, key="cache", help="answer cache folder (default: <output>.cache/)")
+    price_prompt: float | None = setting(None, minimum=0, help="cost per 1M prompt tokens, for the cost summary")
+    price_completion: float | None = setting(None, minimum=0, help="cost per 1M completion tokens")
+    device: str | None = setting(
+        None, parse=device_name, metavar="DEVICE", help="hf: backends: cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)"
+    )
+    dtype: str | None = setting(None, choices=DTYPE_CHOICES, help="hf: backends: load the weights in this dtype (default: as stored)")
+    revision: str | None = setting(None, help="hf: backends: hub revision of the model: branch, tag or commit (default: the main branch)")
+    trust_remote_code: bool = setting(False, help="hf: backends: run the model repository's own code")
+    batch_size: int = setting(1, minimum=1, metavar="N", help="hf: backends: prompts per generate call (batches concurrent requests)")
+    progress: bool = setting(True, help="show a progress bar")
 
     def __post_init__(self) -> None:
         for name in (
@@ -100,24 +110,25 @@ class GenerationConfig:
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):  # nan passes every comparison below
                 raise ConfigError(f"{name} must be a finite number, got {value!r}")
-        if not self.kinds or any(k not in KINDS for k in self.kinds):
-            raise ConfigError(f"kinds must be a non-empty subset of {KINDS}, got {self.kinds!r}")
-        if self.size < 1:
-            raise ConfigError(f"size must be >= 1, got {self.size}")
-        if self.concurrency < 1:
-            raise ConfigError(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.batch_size < 1:
-            raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.max_tokens < 1 or self.temperature < 0 or not 0 < self.top_p <= 1:
-            raise ConfigError("need max_tokens >= 1, temperature >= 0, 0 < top_p <= 1")
+        # The types, ranges and choices the fields declare; llms are checked as the backends are made
+        # (none when backends are given to generate_pairs).
+        check_fields(self, exclude=("llms",))
         if "synonym" in self.kinds and "antonym" in self.kinds and self.positive_label <= self.negative_label:
             raise ConfigError(f"positive_label ({self.positive_label}) must be greater than negative_label ({self.negative_label})")
+        self.cleaning()  # min_chars <= max_chars, found now rather than when the answers are cleaned
 
     def params(self) -> GenerationParams:
-        return GenerationParams(self.temperature, self.top_p, self.max_tokens, self.seed)
+        return GenerationParams(**self._fields_of(GenerationParams))
 
     def cleaning(self) -> CleaningConfig:
-        return CleaningConfig(self.min_chars, self.max_chars, self.near_duplicate_ratio)
+        return CleaningConfig(**self._fields_of(CleaningConfig))
+
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(**self._fields_of(RetryPolicy))
+
+    def _fields_of(self, part: type) -> dict[str, Any]:
+        """The values of the settings of ``part`` that this config holds (the others keep ``part``'s defaults)."""
+        return {f.name: getattr(self, f.name) for f in fields(part) if hasattr(self, f.name)}
 
 
 @dataclass
@@ -166,15 +177,13 @@ def default_cache_dir(out: str | Path) -> Path:
 
 
 def build_backends(config: GenerationConfig, stats: _Stats | None = None) -> list[Backend]:
-    from anglekit.generation.backends.openai_compat import RetryPolicy
-
     if not config.llms:
         raise ConfigError("no LLM given: pass --llm openai:MODEL@URL or hf:NAME (repeat for an ensemble)")
     specs = [parse_llm_spec(s, config.base_url) for s in config.llms]
     ids = [s.llm_id for s in specs]
     if len(set(ids)) != len(ids):
         raise ConfigError(f"the same LLM is given twice: {ids}")
-    retry = RetryPolicy(config.max_retries, config.timeout, config.backoff_base, config.backoff_max, max_repeated_errors=config.max_repeated_errors)
+    retry = config.retry()
     backends: list[Backend] = []
     for spec in specs:
         if spec.kind == "openai":
@@ -182,13 +191,7 @@ def build_backends(config: GenerationConfig, stats: _Stats | None = None) -> lis
             if stats is not None:
                 options["on_retry"] = stats.on_retry
         else:
-            options = {
-                "device": config.device,
-                "dtype": config.dtype,
-                "revision": config.revision,
-                "trust_remote_code": config.trust_remote_code,
-                "batch_size": config.batch_size,
-            }
+            options = {name: getattr(config, name) for name in HF_OPTIONS}
         backends.append(make_backend(spec, **options))
     return backends
 
@@ -490,4 +493,4 @@ def _finish(
     return GenerationResult(out, summary, records)
 
 
-__all__ = ["GenerationConfig", "GenerationResult", "build_backends", "default_cache_dir", "generate_pairs", "summary_path"]
+__all__ = ["HF_OPTIONS", "GenerationConfig", "GenerationResult", "build_backends", "default_cache_dir", "generate_pairs", "summary_path"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from anglekit.config import check_fields, setting
 from anglekit.errors import AnglekitError, ConfigError
 
 
@@ -38,10 +39,19 @@ class Completion:
 
 @dataclass(frozen=True)
 class GenerationParams:
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_tokens: int = 256
-    seed: int | None = None
+    """How an answer is sampled (sent with every request; part of the answer cache's key). Its
+    fields are settings: :class:`~anglekit.generation.pipeline.GenerationConfig` holds them flat and
+    ``anglekit generate`` has a flag for each."""
+
+    temperature: float = setting(0.7, minimum=0, help="sampling temperature (0: greedy)")
+    top_p: float = setting(
+        1.0, minimum=0, exclusive_minimum=True, maximum=1, help="nucleus sampling: sample from the most likely tokens up to this probability mass"
+    )
+    max_tokens: int = setting(256, minimum=1, help="tokens generated per answer at most")
+    seed: int | None = setting(None, minimum=0, help="sampling seed (sent to the server; seeds hf: sampling)")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     def as_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens, "seed": self.seed}

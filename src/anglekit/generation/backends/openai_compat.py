@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from anglekit.config import setting
 from anglekit.errors import ConfigError
 from anglekit.generation.backends import BackendError, Completion, GenerationParams
 
@@ -47,15 +48,16 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    max_retries: int = 5
-    """Attempts after the first one."""
-    timeout: float = 60.0
-    """Seconds to wait for one response."""
-    backoff_base: float = 1.0
-    backoff_max: float = 60.0
-    max_retry_after: float = 300.0
-    max_repeated_errors: int = 3
-    """The same non-retryable 4xx (status and message) this many times in a row stops the run."""
+    """How requests are retried and given up; the fields are settings (``anglekit generate`` flags)."""
+
+    max_retries: int = setting(5, minimum=0, help="retries (attempts after the first) on 408/409/425/429/5xx/timeouts/connection errors")
+    timeout: float = setting(60.0, minimum=0, exclusive_minimum=True, help="seconds per HTTP request")
+    backoff_base: float = setting(1.0, minimum=0, help="first backoff in seconds (doubles; Retry-After wins)")
+    backoff_max: float = setting(60.0, minimum=0, help="longest backoff in seconds")
+    max_retry_after: float = setting(300.0, minimum=0, help="longest wait a Retry-After header may ask for, in seconds")
+    max_repeated_errors: int = setting(
+        3, minimum=1, metavar="N", help="stop the run when the server rejects requests with the same 4xx status and message N times in a row"
+    )
 
     def __post_init__(self) -> None:
         if self.max_retries < 0 or self.timeout <= 0 or self.backoff_base < 0 or self.backoff_max < 0:
