@@ -343,3 +343,6 @@ class SoloServices:
 
     def probe(self, anchors: Any, positives: Any, negatives: Any) -> None:
         pass
+
+    def probe_gradients(self, components: Any, wrt: Any) -> None:
+        pass

@@ -173,6 +173,7 @@ def test_the_smollm2_start_trains_lora_adapters_with_the_paper_prompt(tmp_path, 
     dynamics = [json.loads(line) for line in (tmp_path / record["dynamics"] / "metrics.jsonl").read_text().splitlines()]
     probes = [r for r in dynamics if "probe_saturated" in r]
     assert probes and all(0.0 <= r["probe_saturated"] <= 1.0 and -1.0 <= r["probe_anisotropy"] <= 1.0 for r in probes)
+    assert all(r["probe_grad_cosine"] >= 0.0 and r["probe_grad_angle"] >= 0.0 and r["probe_grad_ibn"] >= 0.0 for r in probes)
     trained = Embedder.from_pretrained(record["model_dir"], device="cpu")
     assert trained.has_lora and trained.config.pooling == "last_token" and start.prompt in ("paper",)
     assert "Summarize sentence" in trained.config.prompt

@@ -1,13 +1,16 @@
 """Read a run's ``metrics.jsonl`` and plot its training dynamics (``anglekit plot-dynamics``).
 
-One PNG with up to four panels, each drawn only when the run logged its data:
+One PNG with up to six panels, each drawn only when the run logged its data:
 
 1. the loss and each named component against the step;
 2. the mean angle to the positive and to the in-batch negatives (SimACE Fig. 4), from the
    training batches (solid) and from ``probe_data`` in eval mode (dashed);
 3. alignment and uniformity against the step;
 4. alignment against uniformity, one point per probe record, coloured by step (SimACE Fig. 3,
-   SimCSE Fig. 2: lower left is better).
+   SimCSE Fig. 2: lower left is better);
+5. saturation: the share of training pairs with |cos| > 0.99 and the anisotropy (mean cosine
+   between the batch's texts), where AnglE says the cosine saturates;
+6. the norm of each objective term's gradient with respect to the embeddings (log scale).
 
 Several runs can be drawn together (e.g. SimCSE next to SimACE): each gets its own colour.
 """
@@ -24,7 +27,7 @@ from anglekit.errors import ConfigError, DataError
 from anglekit.io.atomic import atomic_path
 from anglekit.io.read import describe, read_jsonl, require_object
 
-__all__ = ["load_metrics", "plot_dynamics", "series"]
+__all__ = ["load_metrics", "panels_for", "plot_dynamics", "series"]
 
 
 def load_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -97,14 +100,7 @@ def plot_dynamics(
         raise ConfigError(f"--output must end in .png, got {output}")
     runs = [(name, load_metrics(d)) for name, d in zip(names, dirs)]
 
-    def has(prefixes: Sequence[str]) -> bool:
-        return any(any(k.startswith(p) for p in prefixes) for _, recs in runs for r in recs for k in r)
-
-    panels = ["loss"]
-    if has(["probe_angle", "probe_dev_angle"]):
-        panels.append("angles")
-    if has(["probe_alignment", "probe_uniformity", "probe_dev_alignment", "probe_dev_uniformity"]):
-        panels += ["align_uniform", "plane"]
+    panels = panels_for([records for _, records in runs])
     ncols = 2 if len(panels) > 2 else len(panels)
     nrows = (len(panels) + ncols - 1) // ncols
     fig, grid = plt.subplots(nrows, ncols, figsize=(6.0 * ncols, 4.4 * nrows), squeeze=False)
@@ -128,6 +124,24 @@ def plot_dynamics(
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
     return output
+
+
+def panels_for(runs: Sequence[Sequence[dict[str, Any]]]) -> list[str]:
+    """The panels (keys of ``_PANELS``) that the runs' records have data for, in drawing order."""
+
+    def has(prefixes: Sequence[str]) -> bool:
+        return any(any(k.startswith(p) for p in prefixes) for records in runs for r in records for k in r)
+
+    panels = ["loss"]
+    if has(["probe_angle", "probe_dev_angle"]):
+        panels.append("angles")
+    if has(["probe_alignment", "probe_uniformity", "probe_dev_alignment", "probe_dev_uniformity"]):
+        panels += ["align_uniform", "plane"]
+    if has(["probe_saturated", "probe_anisotropy"]):
+        panels.append("saturation")
+    if has(["probe_grad_"]):
+        panels.append("gradients")
+    return panels
 
 
 def _loss_panel(ax: Any, name: str, records: list[dict[str, Any]], colour: str) -> None:
@@ -176,5 +190,25 @@ def _plane_panel(ax: Any, name: str, records: list[dict[str, Any]], colour: str)
     ax.set_ylabel("alignment")
 
 
-_PANELS = {"loss": _loss_panel, "angles": _angles_panel, "align_uniform": _align_uniform_panel, "plane": _plane_panel}
+def _saturation_panel(ax: Any, name: str, records: list[dict[str, Any]], colour: str) -> None:
+    keys = (("probe_saturated", "-", "share |cos| > 0.99"), ("probe_anisotropy", "--", "anisotropy"))
+    _plot_series(ax, records, [(k, style, f"{name} {label}") for k, style, label in keys], colour, "saturation", marker="o", markersize=3)
+
+
+def _gradients_panel(ax: Any, name: str, records: list[dict[str, Any]], colour: str) -> None:
+    keys = sorted({k for r in records for k in r if k.startswith("probe_grad_")})
+    lines = [(k, style, f"{name} {k.removeprefix('probe_grad_')}") for k, style in zip(keys, ["-", "--", ":", "-.", (0, (1, 3))])]
+    _plot_series(ax, records, lines, colour, "gradient norm per term (w.r.t. the embeddings)", marker="o", markersize=3)
+    if any(line.get_ydata().size and min(line.get_ydata()) > 0 for line in ax.get_lines()):
+        ax.set_yscale("log")
+
+
+_PANELS = {
+    "loss": _loss_panel,
+    "angles": _angles_panel,
+    "align_uniform": _align_uniform_panel,
+    "plane": _plane_panel,
+    "saturation": _saturation_panel,
+    "gradients": _gradients_panel,
+}
 """The panels plot_dynamics draws, by name: ``draw(ax, run name, its records, colour)``."""

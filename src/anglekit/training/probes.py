@@ -16,6 +16,9 @@ Two sources:
   (and ``probe_angle_hard_neg`` with hard negatives), ``probe_alignment``, ``probe_uniformity``,
   ``probe_saturated`` (the share of the batch's pairs with |cos| > 0.99, where AnglE says the
   cosine saturates) and ``probe_anisotropy`` (the mean cosine between the batch's texts).
+  Pair objectives also log ``probe_grad_<component>`` (:func:`gradient_norms`): the norm of each
+  objective term's gradient with respect to the pooled embeddings (``probe_grad_cosine``,
+  ``probe_grad_angle``, ``probe_grad_ibn``).
 * :func:`dataset_probes`: on a fixed set of labelled pairs (``probe_data``, e.g. ``stsb:dev``),
   encoded in eval mode, as the papers' figures are measured: positives are the pairs with
   label >= a threshold (STS-B: 4.0), negatives each first text against the other pairs' second
@@ -32,7 +35,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["SATURATION", "ProbeAccumulator", "alignment", "anisotropy", "batch_probes", "dataset_probes", "saturated_share", "uniformity"]
+__all__ = [
+    "SATURATION",
+    "ProbeAccumulator",
+    "alignment",
+    "anisotropy",
+    "batch_probes",
+    "dataset_probes",
+    "gradient_norms",
+    "saturated_share",
+    "uniformity",
+]
 
 
 def _unit(x: Tensor) -> Tensor:
@@ -101,6 +114,23 @@ def batch_probes(anchors: Tensor, positives: Tensor, hard_negatives: Tensor | No
         }
         if hard_negatives is not None:
             out["angle_hard_neg"] = float(_degrees((a * _unit(hard_negatives)).sum(-1)).mean())
+    return out
+
+
+def gradient_norms(components: dict[str, Tensor], wrt: Tensor) -> dict[str, float]:
+    """``||d L_k / d wrt||_F`` for each objective component ``L_k`` (unweighted), as ``grad_<k>``.
+
+    Measured against the pooled embeddings the loss read (AnglE section 3: the cosine term's
+    gradient vanishes for saturated pairs while the angle term's does not). The graph is kept for
+    the step's own backward; a component that does not depend on ``wrt`` gets 0.
+    """
+    names = [name for name, value in components.items() if value.requires_grad]
+    if not names or not wrt.requires_grad:
+        return {}
+    out = {}
+    for name in names:
+        (grad,) = torch.autograd.grad(components[name], wrt, retain_graph=True, allow_unused=True)
+        out[f"grad_{name}"] = 0.0 if grad is None else float(grad.detach().double().norm())
     return out
 
 

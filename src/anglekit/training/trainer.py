@@ -44,7 +44,7 @@ from anglekit.losses import AnglEObjective, ContrastiveObjective
 from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.training.gather import gather_rows
 from anglekit.training.gradcache import check_gradcache, gradcache_step
-from anglekit.training.probes import ProbeAccumulator, batch_probes
+from anglekit.training.probes import ProbeAccumulator, batch_probes, gradient_norms
 from anglekit.training.sampler import LengthGroupedSampler, TokenBudgetBatchSampler
 from anglekit.training.tasks import TASKS, TrainingTask
 
@@ -191,6 +191,10 @@ class AnglETrainer(Trainer):
     def probe(self, anchors: Tensor, positives: Tensor, negatives: Tensor | None) -> None:
         if self.probes is not None and self.model.training:
             self.probes.add(batch_probes(anchors, positives, negatives))
+
+    def probe_gradients(self, components: dict[str, Tensor], wrt: Tensor) -> None:
+        if self.probes is not None and self.model.training:
+            self.probes.add(gradient_norms(components, wrt))
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs:
