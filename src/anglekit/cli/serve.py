@@ -62,8 +62,19 @@ def run(args: argparse.Namespace) -> int:
 
     passive_openmp()
 
-    def load() -> Any:
-        return load_backend(load_options.backend, args.model, threads=settings.threads, settings=load_options)
+    def announce(line: str) -> None:
+        print(f"anglekit serve: {line}", file=sys.stderr, flush=True)
 
-    serve(settings, load, model_name=name, announce=lambda line: print(f"anglekit serve: {line}", file=sys.stderr, flush=True))
+    def load() -> Any:
+        # An index records the fingerprint of the model it was built with: its queries are embedded by that model.
+        return load_backend(
+            load_options.backend,
+            args.model,
+            threads=settings.threads,
+            settings=load_options,
+            int8_export=settings.int8_export and not settings.index,
+            announce=announce,
+        )
+
+    serve(settings, load, model_name=name, announce=announce)
     return 0

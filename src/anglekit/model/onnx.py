@@ -235,7 +235,7 @@ def export_onnx(
         info = {
             "format": 1, "onnx_file": ONNX_FILE, "outputs": list(OUTPUTS), "opset": opset, "quantize": quantize, "optimize": optimize,
             "fused_operators": fused, "exporter": exporter, "torch": torch.__version__, "onnxruntime": ort.__version__,
-            "hidden_size": int(embedder.dim), "source": embedder.source, "check": agreement,
+            "hidden_size": int(embedder.dim), "source": embedder.source, "source_fingerprint": embedder.fingerprint(), "check": agreement,
         }  # fmt: skip
         (staging / ONNX_CONFIG).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         settle_modes(staging)

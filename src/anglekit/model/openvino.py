@@ -133,7 +133,7 @@ def export_openvino(
         info = {
             "format": 1, "openvino_file": OPENVINO_FILE, "outputs": list(OUTPUTS), "quantize": quantize, "weights": WEIGHTS[quantize],
             "precision": precision, "calibration_texts": len(calibration), "exporter": exporter, "openvino": ov.__version__,
-            "hidden_size": int(embedder.dim), "source": embedder.source, "check": agreement,
+            "hidden_size": int(embedder.dim), "source": embedder.source, "source_fingerprint": embedder.fingerprint(), "check": agreement,
         }  # fmt: skip
         (staging / OPENVINO_CONFIG).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         settle_modes(staging)

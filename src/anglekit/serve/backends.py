@@ -11,16 +11,20 @@ encode API. Nothing here imports torch until a backend is loaded.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from anglekit.model.backends import AUTO, DEFAULT_BACKEND, load_encoder
-from anglekit.model.load_settings import LoadSettings
+from anglekit.model.load_settings import FIXED_BY_EXPORT, LoadSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from anglekit.model.embedder import Embedder
+
+log = logging.getLogger(__name__)
 
 Role = Literal["query", "document"]
 
@@ -141,15 +145,52 @@ class EncoderBackend(TorchBackend):
             return self.embedder.embed_padded(self.embedder.pad(token_ids), normalize=False)
 
 
-def load_backend(name: str | None, model: str, *, threads: int | None = None, settings: LoadSettings | None = None, **options: Any) -> Backend:
+def load_backend(
+    name: str | None,
+    model: str,
+    *,
+    threads: int | None = None,
+    settings: LoadSettings | None = None,
+    int8_export: bool = False,
+    announce: Callable[[str], Any] | None = None,
+    **options: Any,
+) -> Backend:
     """``model`` loaded by the inference backend ``name`` (a name registered in
     :mod:`anglekit.model.backends`; None or ``auto``: the one whose files the folder holds; an
     unknown name is an :class:`~anglekit.errors.UnknownBackendError`) with ``settings`` and
     ``options`` (:class:`~anglekit.model.load_settings.LoadSettings` fields by name, over
     ``settings``); ``threads``: its CPU threads (default: the backend's). ``torch`` lets the folder
-    decide too: a folder of exported weights only is served by their runtime."""
-    chosen = None if name in (None, AUTO, DEFAULT_BACKEND) else name
-    return serving(load_encoder(model, LoadSettings.of(settings, **{**options, "backend": chosen}), threads=threads))
+    decide too: a folder of exported weights only is served by their runtime. ``int8_export``
+    (with ``name`` None or ``auto``): serve the fastest int8 export of these weights that the
+    model's folder holds (:mod:`anglekit.model.int8_exports`), saying which to ``announce``."""
+    requested = None if name in (None, AUTO) else name
+    chosen = None if requested == DEFAULT_BACKEND else requested
+    load_settings = LoadSettings.of(settings, **{**options, "backend": chosen})
+    encoder = load_encoder(model, load_settings, threads=threads)
+    if int8_export and requested is None:
+        encoder = _int8_export_of(encoder, model, load_settings, threads, announce or log.info)
+    return serving(encoder)
+
+
+def _int8_export_of(encoder: Any, model: str, settings: LoadSettings, threads: int | None, announce: Callable[[str], Any]) -> Any:
+    """The fastest int8 export of ``encoder`` (a torch Embedder loaded from the folder ``model``)
+    found in that folder, loaded; else ``encoder``."""
+    from anglekit.model.embedder import Embedder
+    from anglekit.model.int8_exports import int8_exports
+
+    given = set(settings.given())
+    if not isinstance(encoder, Embedder) or settings.device not in (None, "cpu") or settings.precision or settings.dtype or given & set(FIXED_BY_EXPORT):
+        return encoder  # an export runs on the CPU in its own precision, with the settings it was exported with
+    exports = int8_exports(model, encoder.fingerprint())
+    if not exports:
+        return encoder
+    if getattr(encoder.config, "early_exit", False):
+        announce(f"the model was trained with ESE: serving its PyTorch weights (requests may choose a layer), not {exports[0].describe()}")
+        return encoder
+    best = exports[0]
+    graph = load_encoder(best.path, dataclasses.replace(settings, backend=best.backend), threads=threads)
+    announce(f"serving {best.describe()} (--no-int8-export: the PyTorch weights)")
+    return graph
 
 
 def serving(encoder: Any) -> Backend:

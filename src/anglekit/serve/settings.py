@@ -38,6 +38,15 @@ class ServeSettings:
         help="Serve an index built by 'anglekit index build' over POST /v1/search: DIR or NAME=DIR (repeatable; NAME "
         "defaults to the folder's name). It must have been built with the served model and settings (checked at start).",
     )
+    int8_export: bool = setting(
+        True,
+        help="When MODEL is a folder of PyTorch weights holding an int8 export of them (a subfolder written by 'anglekit export "
+        "--quantize int8|int8-static' from these weights and settings), serve the fastest such graph (OpenVINO static int8, "
+        "else ONNX int8, else OpenVINO int8 weights: several times faster on CPUs; its agreement check is announced) instead "
+        "of the PyTorch weights. Only with --backend auto, on the CPU, with the model's own dtype and precision, without "
+        "--index (an index is queried with the model it was built with), and not for models trained with ESE (their "
+        "requests may choose a layer). --no-int8-export: the PyTorch weights.",
+    )
     threads: int | None = setting(None, minimum=1, help="CPU threads of the backend (default: torch's, usually one per core).")
     quiet: bool = setting(False, help="No access log (one line per request).")
 

@@ -1,0 +1,79 @@
+"""The int8 exports a model folder holds of its own weights (``anglekit serve`` serves the fastest).
+
+An export is found in an immediate subfolder of the model's folder (``anglekit export MODEL
+--format openvino --quantize int8-static --output-dir MODEL/openvino-int8``, or ``--format onnx
+--quantize int8``) when its info file records int8 weights, the check against the model that the
+export made and passed, and the fingerprint of the model it was exported from: only an export of
+these weights with these settings counts (a stale one, written before the weights changed, is
+passed over). Fastest first on CPUs: OpenVINO static int8 (weights and activations), onnxruntime
+dynamic int8, OpenVINO weight-only int8 (benchmarks/README.md, the encode tables).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from anglekit.model.onnx import ONNX_CONFIG, ONNX_FILE
+from anglekit.model.openvino import OPENVINO_CONFIG, OPENVINO_FILE
+
+log = logging.getLogger(__name__)
+
+RANK: dict[tuple[str, str], int] = {("openvino", "int8-static"): 0, ("onnx", "int8"): 1, ("openvino", "int8"): 2}
+"""(backend, quantize) -> preference, lowest first."""
+_FILES = {"openvino": (OPENVINO_FILE, OPENVINO_CONFIG), "onnx": (ONNX_FILE, ONNX_CONFIG)}
+
+
+@dataclass(frozen=True)
+class Int8Export:
+    """One int8 export of the model in a subfolder of its folder."""
+
+    path: Path
+    backend: str
+    quantize: str
+    min_cosine: float | None
+    """The export's own check: the lowest cosine to the model on its check batch."""
+
+    def describe(self) -> str:
+        check = f", min cosine to the model {self.min_cosine:.4f} on the export's check" if self.min_cosine is not None else ""
+        return f"the {self.backend} {self.quantize} export in {self.path}{check}"
+
+
+def _read(folder: Path, backend: str) -> dict[str, Any] | None:
+    model_file, info_file = _FILES[backend]
+    if not (folder / model_file).is_file() or not (folder / info_file).is_file():
+        return None
+    try:
+        info = json.loads((folder / info_file).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        log.warning("%s: unreadable %s (%s); not served", folder, info_file, exc)
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def int8_exports(folder: str | os.PathLike[str], fingerprint: str) -> list[Int8Export]:
+    """The int8 exports of the model with ``fingerprint`` in the subfolders of ``folder``, fastest
+    first (empty when ``folder`` is not a local folder or holds none)."""
+    root = Path(os.fspath(folder)).expanduser()
+    if not root.is_dir():
+        return []
+    found: list[Int8Export] = []
+    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
+        for backend in _FILES:
+            info = _read(sub, backend)
+            if info is None or (backend, info.get("quantize")) not in RANK:
+                continue
+            if info.get("source_fingerprint") != fingerprint:
+                log.info("%s: an int8 %s export of other weights or settings (or of an older anglekit); not served", sub, backend)
+                continue
+            check = info.get("check") if isinstance(info.get("check"), dict) else {}
+            cosine = check.get("min_cosine")
+            found.append(Int8Export(sub, backend, str(info["quantize"]), float(cosine) if isinstance(cosine, (int, float)) else None))
+    return sorted(found, key=lambda e: RANK[(e.backend, e.quantize)])
+
+
+__all__ = ["RANK", "Int8Export", "int8_exports"]
