@@ -224,3 +224,24 @@ def test_api_token_without_push_is_refused(tiny_bert_dir: Path, tmp_path: Path) 
     with pytest.raises(ExportError, match="token applies only when uploading"):
         export(str(tiny_bert_dir), "sentence-transformers", tmp_path / "out", token="hf_x")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_runtime_graph_may_go_into_a_new_subfolder_of_its_model(tiny_bert_dir: Path, copy_model: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """onnx/openvino exports may be written into the model's folder (where anglekit serve finds an
+    int8 one): into a new subfolder, or over an earlier export of the format; never over another
+    subfolder of the model, and the model's own files are left as they were."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    source = copy_model(tiny_bert_dir, "models/with-graph")
+    before = _tree(source)
+    code, _, err = _run(["export", str(source), "--format", "onnx", "--quantize", "int8", "--output-dir", str(source / "onnx-int8")], capsys)
+    assert code == 0, err
+    assert (source / "onnx-int8" / "model.onnx").is_file() and (source / "onnx-int8" / "onnx_config.json").is_file()
+    code, _, err = _run(["export", str(source), "--format", "onnx", "--quantize", "int8", "--output-dir", str(source / "onnx-int8"), "--overwrite"], capsys)
+    assert code == 0, err  # an earlier export of the format is replaced
+    (source / "notes").mkdir()
+    (source / "notes" / "keep.txt").write_text("mine")
+    code, _, err = _run(["export", str(source), "--format", "onnx", "--output-dir", str(source / "notes"), "--overwrite"], capsys)
+    assert code == 2 and "never writes into its source" in err, err
+    assert (source / "notes" / "keep.txt").read_text() == "mine"
+    assert {k: v for k, v in _tree(source).items() if not k.startswith(("onnx-int8", "notes"))} == before

@@ -35,7 +35,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         _add_option(options, s)
     parser.set_defaults(_format_options=settings)
     add_output_dir(
-        parser, required=True, help="folder to write (must be new or empty, unless --overwrite; never the model's own folder, inside it or holding it)"
+        parser,
+        required=True,
+        help="folder to write (must be new or empty, unless --overwrite; never the model's own folder or one holding it, "
+        "nor inside it, but for onnx and openvino: a new or empty subfolder of the model, or an earlier export of the format, "
+        "which 'anglekit serve MODEL' serves when int8)",
     )
     parser.add_argument("--overwrite", action="store_true", default=False, help="replace a folder that is not empty")
     parser.add_argument(

@@ -140,9 +140,16 @@ def _source_paths(model: Any, load_kwargs: dict[str, Any]) -> list[str]:
     return [os.fspath(p) for p in found if isinstance(p, (str, os.PathLike)) and os.fspath(p) and os.path.exists(p)]
 
 
-def _check_not_source(output_dir: str | os.PathLike[str] | None, sources: list[str]) -> None:
+RUNTIME_GRAPH_FORMATS = {"onnx": "onnx_config.json", "openvino": "openvino_config.json"}
+"""Formats whose export may go into a new subfolder of the model's own folder (format -> the info
+file an earlier export of it holds): ``anglekit serve`` serves an int8 one found there."""
+
+
+def _check_not_source(output_dir: str | os.PathLike[str] | None, sources: list[str], format: str | None = None) -> None:
     """Refuse an output folder that is a source, inside one, or holds one (symlinks resolved): the
-    export replaces the whole folder, which would destroy the model it reads."""
+    export replaces the whole folder, which would destroy the model it reads. A runtime graph
+    (:data:`RUNTIME_GRAPH_FORMATS`) may go into a subfolder of the model that is new, empty, or an
+    earlier export of that format: nothing of the model is replaced."""
     if output_dir is None or not os.fspath(output_dir):
         return
     target = Path(os.path.realpath(output_dir))
@@ -151,6 +158,8 @@ def _check_not_source(output_dir: str | os.PathLike[str] | None, sources: list[s
         if target == real:
             how = "is"
         elif target.is_relative_to(real):
+            if format in RUNTIME_GRAPH_FORMATS and _free_or_graph(target, RUNTIME_GRAPH_FORMATS[format]):
+                continue
             how = "is inside"
         elif real.is_relative_to(target):
             how = "contains"
@@ -161,6 +170,13 @@ def _check_not_source(output_dir: str | os.PathLike[str] | None, sources: list[s
             f"{output_dir}: the output folder {how} the model being exported, {shown}; an export never writes into "
             "its source (--overwrite would replace the model): choose a folder outside it"
         )
+
+
+def _free_or_graph(target: Path, info_file: str) -> bool:
+    """Whether ``target`` does not exist, is an empty folder, or holds an earlier export (``info_file``)."""
+    if not target.exists():
+        return True
+    return target.is_dir() and (not any(target.iterdir()) or (target / info_file).is_file())
 
 
 def _prepare_target(output_dir: str | os.PathLike[str] | None, overwrite: bool) -> Path:
@@ -224,10 +240,10 @@ def export(
         raise ExportError(f"push_to_hub must name a hub repository (owner/name), got {push_to_hub!r}")
     writer = format_module(format)
     options = _format_options(format, getattr(writer, "Options", None), options or {})
-    _check_not_source(output_dir, _source_paths(model, load_kwargs))
+    _check_not_source(output_dir, _source_paths(model, load_kwargs), format)
     target = _prepare_target(output_dir, overwrite)
     embedder = _embedder(model, dict(load_kwargs))
-    _check_not_source(target, _source_paths(embedder, {}))  # a hub name or pypi: model resolved to a local folder
+    _check_not_source(target, _source_paths(embedder, {}), format)  # a hub name or pypi: model resolved to a local folder
     staging = staging_dir(target)  # mkdir's mode under the umask: it becomes the target
     try:
         layout = writer.write(embedder, staging, card=card, **options)
