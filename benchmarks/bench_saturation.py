@@ -42,6 +42,7 @@ from anglekit.training.probes import anisotropy, saturated_share
 from anglekit.training.run import train
 
 ROW = "all: cosine + ibn + angle"
+WORK = Path("runs/bench_saturation")  # data files and re-initialised starts (not results)
 KEYS = ("probe_saturated", "probe_anisotropy", "probe_grad_cosine", "probe_grad_angle", "probe_grad_ibn", "loss")
 
 
@@ -56,12 +57,12 @@ def start_geometry(model: str, cell, pairs: int) -> dict[str, float]:
 
 def run(start: str, seed: int, steps: int, probe_steps: int, out: Path, root: Path) -> dict:
     protocol = make_protocol("cpu", start=start, max_steps=steps)
-    config = ReproduceConfig(seeds=(seed,), output_dir=str(out / "repro"), start=start, max_steps=steps, quiet=True)
-    data, options = prepare_data(["objectives"], config, protocol, root, out / "repro" / "data")
+    config = ReproduceConfig(seeds=(seed,), output_dir=str(WORK), start=start, max_steps=steps, quiet=True)
+    data, options = prepare_data(["objectives"], config, protocol, root, WORK / "data")
     table = build_tables(data, options)["objectives"]
     row = next(r for r in table.rows if r.name == ROW)
     with _data_env(root):
-        model = prepare_start(protocol, out / "repro")
+        model = prepare_start(protocol, WORK)
         cell = make_cell(row, table.tasks[0], seed, protocol, model)
         before = start_geometry(model, cell, 512)
         run_dir = out / f"{start}-s{seed}"
