@@ -3,7 +3,9 @@
 
 Rows: ``anglekit`` serves the PyTorch weights; ``anglekit-int8`` the same model folder holding an
 OpenVINO static int8 export of itself (made once, see :data:`INT8_DIR`), which ``anglekit serve``
-serves by default; ``infinity-torch`` and ``infinity-onnx`` infinity's two engines. The summary
+serves by default; ``infinity-torch`` and ``infinity-onnx`` infinity's two engines, and
+``infinity-onnx-int8`` its ONNX engine on a folder that also holds optimum's dynamic int8 graph
+(``model_quantized.onnx``), which infinity prefers on CPUs: its best setting. The summary
 gives anglekit / infinity (torch) and anglekit's faster row / infinity's faster engine per cell.
 
 Same run, same model (all-MiniLM-L6-v2 from the PyPI package), same CPU threads, loopback only.
@@ -54,8 +56,8 @@ try:
 except ImportError:  # pragma: no cover
     loads = json.loads
 
-PEERS = ("anglekit", "anglekit-int8", "infinity-torch", "infinity-onnx", "plain-fastapi")
-INFINITY = ("infinity-torch", "infinity-onnx")
+PEERS = ("anglekit", "anglekit-int8", "infinity-torch", "infinity-onnx", "infinity-onnx-int8", "plain-fastapi")
+INFINITY = ("infinity-torch", "infinity-onnx", "infinity-onnx-int8")
 INT8_DIR = Path.home() / ".cache" / "anglekit" / "bench_serve" / "minilm-with-int8"
 """anglekit-int8: a copy of the model folder holding an OpenVINO static int8 export of itself
 (``openvino-int8/``, calibrated on 512 STS-B *train* sentences, every 7th in sorted order), which ``anglekit serve`` serves
@@ -111,7 +113,7 @@ def server(peer: str, model_dir: Path, threads: int, extra_env: dict[str, str] |
         with _process(argv, env, peer, url):
             yield f"{url}/v1/embeddings"
     else:
-        engine = {"infinity-torch": "torch", "infinity-onnx": "optimum"}[peer]
+        engine = {"infinity-torch": "torch", "infinity-onnx": "optimum", "infinity-onnx-int8": "optimum-int8"}[peer]
         with infinity_peer.serve_with_infinity(model_dir, engine, served_model_name=MODEL_NAME, threads=threads, env=extra_env) as url:
             yield f"{url}/embeddings"
 

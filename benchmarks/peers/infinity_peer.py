@@ -44,7 +44,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("ANGLEKIT_INFINITY_VENV", REPO_ROOT / ".venv-infinity"))
-ENGINES = ("torch", "optimum")
+ENGINES = ("torch", "optimum", "optimum-int8")
 
 
 class InfinityUnavailable(RuntimeError):
@@ -120,6 +120,37 @@ def onnx_folder(model_dir: str | os.PathLike[str], cache: str | os.PathLike[str]
     return target
 
 
+def onnx_int8_folder(model_dir: str | os.PathLike[str], cache: str | os.PathLike[str] | None = None) -> Path:
+    """:func:`onnx_folder` plus ``model_quantized.onnx``: the graph quantized to int8 by optimum's
+    ``ORTQuantizer`` (``AutoQuantizationConfig.avx512_vnni``, dynamic: onnxruntime's dynamic int8,
+    the form infinity's docs point to), made once. On the CPU infinity's optimum engine prefers a
+    file whose name holds "quantize" (``get_onnx_files(prefer_quantized=True)``): its best setting."""
+    plain = onnx_folder(model_dir, cache)
+    target = plain.with_name(plain.name + "-int8")
+    if (target / "model_quantized.onnx").is_file():
+        return target
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=plain.parent))
+    try:
+        shutil.copytree(plain, staging / "model")
+        code = (
+            "import sys\nfrom optimum.onnxruntime import ORTQuantizer\n"
+            "from optimum.onnxruntime.configuration import AutoQuantizationConfig\n"
+            "q = ORTQuantizer.from_pretrained(sys.argv[1], file_name='model.onnx')\n"
+            "q.quantize(save_dir=sys.argv[2], quantization_config=AutoQuantizationConfig.avx512_vnni(is_static=False))\n"
+        )
+        done = subprocess.run([str(_python()), "-c", code, str(plain), str(staging / "quantized")],
+                              capture_output=True, text=True, env=offline_env(), timeout=900)  # fmt: skip
+        if done.returncode != 0 or not (staging / "quantized" / "model_quantized.onnx").is_file():
+            raise InfinityUnavailable(f"quantizing {plain} failed:\n{done.stderr[-3000:]}")
+        shutil.copy(staging / "quantized" / "model_quantized.onnx", staging / "model" / "model_quantized.onnx")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging / "model", target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
 def _get(url: str, timeout: float = 2.0) -> int:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -157,9 +188,10 @@ def serve_with_infinity(
     cwd: Path | None = None
     model_id = str(source)
     extra: list[str] = []
-    if engine == "optimum":
-        cwd, model_id = onnx_folder(source), "."
+    if engine in ("optimum", "optimum-int8"):
+        cwd, model_id = (onnx_folder(source) if engine == "optimum" else onnx_int8_folder(source)), "."
         extra = ["--pooling-method", _pooling(source), "--onnx-disable-optimize"]
+        engine = "optimum"
     argv = [str(python.with_name("infinity_emb")), "v2", "--model-id", model_id, "--served-model-name", name,
             "--engine", engine, "--device", "cpu", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
             *extra]  # fmt: skip
