@@ -86,10 +86,10 @@ def model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return load_settings(args).given()
 
 
-def add_loading_options(parser: argparse.ArgumentParser | Any, *, device_default: str | None = None, what: str | None = None, gguf: bool = True) -> None:
+def add_loading_options(parser: argparse.ArgumentParser | Any, *, device_default: str | None = None, gguf: bool = True) -> None:
     """The :data:`LOADING` flags (without ``--gguf-file`` unless ``gguf``); ``device_default``: this
-    command's device (default: the best available). ``what`` is no longer used: each flag has
-    one help text, the same on every command."""
+    command's device (default: the best available). Each flag has one help text, the same on
+    every command."""
     keys = LOADING if gguf else tuple(key for key in LOADING if key != "gguf_file")
     add_load_settings(parser, keys, defaults={"device": device_default} if device_default is not None else None)
 

@@ -51,7 +51,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     parser.add_argument("--push-to-hub", default=None, metavar="REPO", help="then upload the folder to this hub repository (owner/name)")
     parser.add_argument("--private", action="store_true", default=None, help="with --push-to-hub: create the repository private")
     parser.add_argument("--base-model", default=None, help="for a folder of adapters: the base to merge them into (default: the recorded one)")
-    add_loading_options(parser, device_default="cpu", what="the model while exporting")
+    add_loading_options(parser, device_default="cpu")
     add_quiet(parser, help="print only errors")
     return parser
 
