@@ -307,7 +307,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="CPU threads of every server (0: the number of cores)")
     parser.add_argument("--encoding", choices=("base64", "float"), default="base64", help="encoding_format of the requests")
     parser.add_argument(
-        "--peer-env", action="append", default=[], metavar="NAME=VALUE", help="set this in every server's environment (e.g. OMP_WAIT_POLICY=PASSIVE for all)"
+        "--peer-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set this in every server's environment (default: OMP_WAIT_POLICY=PASSIVE, anglekit serve's own default, "
+        "for every server alike; OMP_WAIT_POLICY=ACTIVE: OpenMP threads spin, torch's default, for all)",
     )
     parser.add_argument("--out", default=str(HERE / "results" / "bench_serve.json"))
     args = parser.parse_args(argv)
@@ -316,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     from anglekit.model.offline import minilm_dir
 
     threads = args.threads or os.cpu_count() or 1
-    extra_env = dict(item.split("=", 1) for item in args.peer_env)
+    extra_env = dict(item.split("=", 1) for item in args.peer_env) or {"OMP_WAIT_POLICY": "PASSIVE"}  # the same for every server
     model_dir = minilm_dir()
     s1, s2, _ = common.read_stsb("test")
     sentences = common.unique_sentences(s1, s2)
@@ -420,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         "model": MODEL_NAME, "threads": threads, "encoding": args.encoding, "sentences_per_cell": args.sentences,
         "max_seconds": args.max_seconds, "concurrency": args.concurrency, "sizes": args.sizes, "peer_env": extra_env,
         "notes": ["anglekit serve sets OMP_WAIT_POLICY=PASSIVE unless the environment says how OpenMP threads wait; "
-                  "the other servers run with their defaults unless --peer-env sets it for all"],
+                  "every server gets the same environment: --peer-env, by default OMP_WAIT_POLICY=PASSIVE"],
         "rows": rows,
         "ratios_vs_infinity_torch": ratios, "best_vs_best": best_ratios, "max_abs_diff_vs_encode": max_diff, "skipped": skipped,
         "versions": {**common.versions("anglekit", "torch", "transformers", "fastapi", "uvicorn"), "infinity-emb": _infinity_version()},
