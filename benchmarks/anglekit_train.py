@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="anglekit's --precision (auto: bf16 autocast on CPUs with avx512_bf16/amx_bf16, else fp32)",
     )
+    parser.add_argument("--no-compact-embeddings", action="store_true", help="train every input-embedding row (anglekit's compact_embeddings off)")
+    parser.add_argument("--no-fast-dropout", action="store_true", help="torch's dropout masks (anglekit's fast_dropout off)")
     common.add_common_args(parser)
     args = parser.parse_args(argv)
     common.set_threads(args.threads)
@@ -70,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                 device="cpu",
                 precision=args.precision,
                 max_batch_tokens=args.max_batch_tokens,
+                compact_embeddings=not args.no_compact_embeddings,
+                fast_dropout=not args.no_fast_dropout,
             )
         )
         result = train(config)
@@ -104,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
                 else "length-grouped (anglekit LengthGroupedSampler)"
             ),
             "max_batch_tokens": args.max_batch_tokens,
+            "compact_embeddings": not args.no_compact_embeddings,
+            "fast_dropout": not args.no_fast_dropout,
+            "levers": {(False, False): "default", (False, True): "compact-only", (True, True): "none"}.get(
+                (args.no_compact_embeddings, args.no_fast_dropout), "custom"
+            ),
             "torch_threads": result.threads,
             "max_length": common.TRAIN_MAX_LENGTH,
             "batch_size": common.BATCH_SIZE,

@@ -64,11 +64,16 @@ class Row:
     precision: str = "fp32"
     """``fp32``; ``auto`` (anglekit's default: bf16 autocast on CPUs with avx512_bf16/amx_bf16) or
     ``bf16`` (sentence-transformers' ``bf16=True``). Named in the row only when not fp32."""
+    levers: str = "default"
+    """anglekit's loop levers (issue 27): ``default`` (compact embeddings and fast dropout, as
+    ``anglekit train`` runs), ``compact-only`` (``--no-fast-dropout``) or ``none`` (neither: the
+    training loop before them). Named in the row only when not default."""
 
     @property
     def name(self) -> str:
         tail = "" if self.precision == "fp32" else f":{self.precision}"
-        return f"{self.peer}:{self.loss}:{self.batches}{tail}"
+        levers = "" if self.levers == "default" else f":levers-{self.levers}"
+        return f"{self.peer}:{self.loss}:{self.batches}{tail}{levers}"
 
     def matches(self, selector: str) -> bool:
         """``peer``, ``peer:loss`` or ``peer:loss:batches`` names this row."""
@@ -97,9 +102,15 @@ ROWS: tuple[Row, ...] = (
     Row("sentence-transformers", "cosent", "grouped", "bf16"),
     Row("angle-emb", "paper", "grouped", "bf16"),
     Row("anglekit", "paper", "tokens", "auto"),
+    Row("anglekit", "paper", "grouped", "auto", "none"),
+    Row("anglekit", "paper", "grouped", "auto", "compact-only"),
 )
+LEVER_FLAGS = {"default": [], "compact-only": ["--no-fast-dropout"], "none": ["--no-fast-dropout", "--no-compact-embeddings"]}
+"""anglekit_train.py's flags for each ``Row.levers``."""
 NEW_ROWS = (
     Row("anglekit", "paper", "grouped", "auto"),
+    Row("anglekit", "paper", "grouped", "auto", "none"),
+    Row("anglekit", "paper", "grouped", "auto", "compact-only"),
     Row("anglekit", "paper", "grouped"),
     Row("sentence-transformers", "cosent", "random"),
     Row("sentence-transformers", "cosent", "grouped", "bf16"),
@@ -127,6 +138,7 @@ def command(row: Row, seed: int, out: Path, max_steps: int | None, threads: int)
         script, python, flags = HERE / "anglekit_train.py", MAIN_PYTHON, ["--objective", row.loss]
         flags += ([] if grouped else ["--no-group-by-length"]) + ["--precision", row.precision]
         flags += ["--max-batch-tokens", str(MAX_BATCH_TOKENS)] if row.batches == "tokens" else []
+        flags += LEVER_FLAGS[row.levers]
     elif row.peer == "sentence-transformers":
         script, python, flags = HERE / "peers" / "st_train.py", MAIN_PYTHON, ["--loss", row.loss]
         flags += (["--group-by-length"] if grouped else []) + (["--bf16"] if row.precision == "bf16" else [])
@@ -141,7 +153,8 @@ def command(row: Row, seed: int, out: Path, max_steps: int | None, threads: int)
 def run_path(results: Path, row: Row, seed: int, max_steps: int | None) -> Path:
     suffix = f"-steps{max_steps}" if max_steps else ""
     precision = "" if row.precision == "fp32" else f"-{row.precision}"
-    return results / "train" / f"{row.peer}-{row.loss}-{row.batches}{precision}-seed{seed}{suffix}.json"
+    levers = "" if row.levers == "default" else f"-levers-{row.levers}"
+    return results / "train" / f"{row.peer}-{row.loss}-{row.batches}{precision}{levers}-seed{seed}{suffix}.json"
 
 
 def finished_run(path: Path, row: Row, seed: int, max_steps: int | None) -> dict[str, Any] | None:
@@ -159,6 +172,7 @@ def finished_run(path: Path, row: Row, seed: int, max_steps: int | None) -> dict
         and (result.get("max_steps") or None) == (max_steps or None)
         and result.get("eval_limit") is None
         and result.get("precision_requested", result.get("precision", "fp32")) == row.precision
+        and (row.peer != "anglekit" or result.get("levers") == row.levers)
     )
     return result if same else None
 
@@ -269,6 +283,7 @@ def summarise(runs: dict[Row, list[dict[str, Any]]], per_pair: float | None = No
                 "peer": row.peer,
                 "loss": row.loss,
                 "batches": row.batches,
+                "levers": row.levers if row.peer == "anglekit" else None,
                 "batching": _distinct(results, "batches"),
                 "seeds": [r["seed"] for r in results],
                 "spearman_mean": spearman_mean,
@@ -297,9 +312,14 @@ def _spread(mean: float, std: float, n: int, digits: int) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}" if n > 1 else f"{mean:.{digits}f}"
 
 
+def _loss_column(row: dict[str, Any]) -> str:
+    levers = row.get("levers")
+    return row["loss"] if levers in (None, "default") else f"{row['loss']} [levers {levers}]"
+
+
 def print_table(table: list[dict[str, Any]]) -> None:
     header = (
-        f"{'peer':<22} {'loss':<18} {'batches':<8} {'prec':<5} {'seeds':<5} {'spearman':>13} {'pairs/s':>12} "
+        f"{'peer':<22} {'loss':<24} {'batches':<8} {'prec':<5} {'seeds':<5} {'spearman':>13} {'pairs/s':>12} "
         f"{'tokens/s':>8} {'ratio':>5} {'tok s':>5} {'threads':>7} {'peak MB':>7}"
     )
     print(header)
@@ -309,7 +329,7 @@ def print_table(table: list[dict[str, Any]]) -> None:
         ratio = row["throughput_ratio_vs_reference"]
         tokens = row["train_tokens_per_s_mean"]
         print(
-            f"{row['peer']:<22} {row['loss']:<18} {row['batches']:<8} {str(row['precision']):<5} {n:<5} "
+            f"{row['peer']:<22} {_loss_column(row):<24} {row['batches']:<8} {str(row['precision']):<5} {n:<5} "
             f"{_spread(row['spearman_mean'], row['spearman_std'], n, 2):>13} "
             f"{_spread(row['train_pairs_per_s_mean'], row['train_pairs_per_s_std'], n, 1):>12} "
             f"{f'{tokens:.0f}' if tokens else '-':>8} {f'{ratio:.2f}' if ratio else '-':>5} {row['tokenize_seconds_mean']:>5.1f} "

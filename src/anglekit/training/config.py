@@ -378,6 +378,16 @@ class TrainerSection:
     )
     run_name: str | None = setting(None, aliases=("run_name",), help="Name of the run for the report_to integrations.")
     optim: str | None = setting(None, help="Optimizer, any of transformers' OptimizerNames (default: transformers' default, AdamW).")
+    compact_embeddings: bool = setting(
+        True,
+        help="Train only the input-embedding rows of the tokens in the training set (exact: no other row would move with "
+        "AdamW and weight decay 0; skipped otherwise, and for streamed data).",
+    )
+    fast_dropout: bool = setting(
+        True,
+        help="On CPUs, dropout masks from 16 random bits per element (p rounded to a multiple of 1/65536; "
+        "3x faster than torch's masks, the same distribution).",
+    )
     torch_compile: bool = setting(
         False,
         aliases=("torch_compile",),

@@ -8,7 +8,8 @@ import resource
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -399,10 +400,25 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     trainer.remove_callback(PrinterCallback)
     logger.info("training %s on %s, objective %s", config.model.name, train_set.summary(), objective_config)
     started = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resume_from)
+    with loop_swaps(embedder, model, tokenized, getattr(collator, "pad_id", None), run):
+        trainer.train(resume_from_checkpoint=resume_from)
     seconds = time.perf_counter() - started
     return _finish(config, trainer, embedder, objective_config, train_set.summary(), test_set, before, seconds, tokenize_seconds, task.unit,
                    precision.name)  # fmt: skip
+
+
+@contextmanager
+def loop_swaps(embedder: Any, model: Any, tokenized: Any, pad_id: int | None, run: TrainerSection) -> Iterator[None]:
+    """The training loop's module swaps, undone after it: compact embeddings (exact) and fast
+    dropout (the same distribution, cheaper masks on CPUs)."""
+    from anglekit.training.fast_dropout import faster_dropout
+    from anglekit.training.vocab_rows import compacted
+
+    with (
+        compacted(embedder, model, tokenized, enabled=run.compact_embeddings, weight_decay=run.weight_decay, optim=run.optim, pad_id=pad_id),
+        faster_dropout(model, enabled=run.fast_dropout, device=embedder.device),
+    ):
+        yield
 
 
 def load_datasets(task: Any, data: Any, train_dataset: Any = None) -> tuple[Any, Any, Any, Any]:
