@@ -17,7 +17,8 @@ The JSON records the precision asked and used, the base weights' dtype, gradient
 the attention setting, the CPU's bf16 flags and the process's peak resident memory (ru_maxrss).
 
 Writes ``benchmarks/results/bench_llm-<objective>-<precision>-<device>.json`` (``-bf16weights``,
-``-checkpointing`` and ``-smoke`` added with bf16 base weights, --gradient-checkpointing, --eval-limit) and prints a table.
+``-checkpointing``, ``-torchdropout`` and ``-smoke`` added with bf16 base weights, --gradient-checkpointing,
+--no-fast-dropout, --eval-limit) and prints a table.
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lora-dropout", type=float, default=0.1)
     parser.add_argument("--max-length", type=int, default=96, help="tokens per input, prompt included (default: 96)")
     parser.add_argument("--gradient-checkpointing", action="store_true", help="trade compute for activation memory")
+    parser.add_argument("--no-fast-dropout", action="store_true", help="torch's dropout masks (anglekit's fast_dropout off)")
     parser.add_argument("--eval-batch-size", type=int, default=64)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = torch's default)")
@@ -153,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     root = data_root(args.data_dir)
     stsb = root / "stsb"
     suffix = ("-bf16weights" if args.model_dtype == "bf16" else "") + ("-checkpointing" if args.gradient_checkpointing else "")
+    suffix += "-torchdropout" if args.no_fast_dropout else ""
     suffix += "-smoke" if args.eval_limit else ""
     out_path = Path(args.out) if args.out else HERE / "results" / f"bench_llm-{args.objective}-{args.precision}-{args.device}{suffix}.json"
 
@@ -180,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                 warmup_ratio=0.05,
                 precision=args.precision,
                 gradient_checkpointing=args.gradient_checkpointing,
+                fast_dropout=not args.no_fast_dropout,
                 attn_implementation=args.attn_implementation,
                 eval_batch_size=args.eval_batch_size,
                 seed=args.seed,
@@ -229,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "model_dtype": args.model_dtype or "fp32",
         "model_dtype_asked": dtype_asked,
         "gradient_checkpointing": args.gradient_checkpointing,
+        "fast_dropout": not args.no_fast_dropout,
         "attn_implementation": args.attn_implementation,
         "cpu_bf16_flags": bf16_flags_present(),
         "device": args.device,

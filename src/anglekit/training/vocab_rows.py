@@ -137,6 +137,7 @@ def compacted(
     if reason is None:
         tokenizer = embedder.tokenizer
         rows = reachable_rows(token_ids, [pad_id, tokenizer.pad_token_id, *tokenizer.all_special_ids])
+        rows = rows[(rows >= 0) & (rows < embedding.num_embeddings)]  # special ids beyond the matrix are never looked up
         if len(rows) > MAX_SHARE * embedding.num_embeddings:
             reason = f"the training set reaches {len(rows)} of {embedding.num_embeddings} rows"
     if reason is not None:
