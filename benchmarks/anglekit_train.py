@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="anglekit's --precision (auto: bf16 autocast on CPUs with avx512_bf16/amx_bf16, else fp32)",
     )
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train (default: cpu, the protocol's)")
     parser.add_argument("--no-compact-embeddings", action="store_true", help="train every input-embedding row (anglekit's compact_embeddings off)")
     parser.add_argument("--no-fast-dropout", action="store_true", help="torch's dropout masks (anglekit's fast_dropout off)")
     common.add_common_args(parser)
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                 eval_batch_size=common.EVAL_BATCH_SIZE,
                 output_dir=out,
                 quiet=True,
-                device="cpu",
+                device=args.device,
                 precision=args.precision,
                 max_batch_tokens=args.max_batch_tokens,
                 compact_embeddings=not args.no_compact_embeddings,
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                 (args.no_compact_embeddings, args.no_fast_dropout), "custom"
             ),
             "torch_threads": result.threads,
+            "device": args.device,
             "max_length": common.TRAIN_MAX_LENGTH,
             "batch_size": common.BATCH_SIZE,
             "versions": common.versions("anglekit", "torch", "transformers", "tokenizers", "numpy", "scipy"),

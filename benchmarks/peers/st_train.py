@@ -53,6 +53,7 @@ def parse_args(argv=None):
     p.add_argument("--eval-limit", type=int, default=None, help="evaluate on only the first N test pairs (smoke runs)")
     p.add_argument("--max-seq-length", type=int, default=common.TRAIN_MAX_LENGTH)
     p.add_argument("--group-by-length", action="store_true", help="length-grouped batches (transformers' grouping, see the module doc)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train (default: cpu, the protocol's)")
     p.add_argument(
         "--bf16",
         action="store_true",
@@ -113,7 +114,7 @@ def run(args) -> dict:
     n_train = len(tr_scores)
 
     set_seed(args.seed)
-    model = SentenceTransformer(str(model_dir), device="cuda" if torch.cuda.is_available() else "cpu")
+    model = SentenceTransformer(str(model_dir), device=args.device)
     model.max_seq_length = args.max_seq_length
     modules = [type(m).__name__ for m in model]
     pooling_mode = common.st_pooling_mode(model)
@@ -155,7 +156,7 @@ def run(args) -> dict:
             logging_steps=50,
             disable_tqdm=True,
             bf16=args.bf16,
-            use_cpu=True,
+            use_cpu=args.device == "cpu",
             **sampler_options,
         )
         trainer = SentenceTransformerTrainer(model=model, args=targs, train_dataset=train_ds, loss=loss)

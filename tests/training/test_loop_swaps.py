@@ -7,6 +7,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -218,6 +219,9 @@ def test_compacted_swaps_the_backbone_embedding_and_puts_it_back_trained(load_be
     for enabled, weight_decay, rows in ((False, 0.0, Rows()), (True, 0.1, Rows()), (True, 0.0, object())):
         with compacted(embedder, embedder, rows, enabled=enabled, weight_decay=weight_decay, optim=None) as compact:
             assert compact is None and embedder.backbone.get_input_embeddings() is original
+    on_gpu = SimpleNamespace(backbone=embedder.backbone, tokenizer=embedder.tokenizer, device=torch.device("cuda"))
+    with compacted(on_gpu, embedder, Rows(), enabled=True, weight_decay=0.0, optim=None) as compact:  # the check would sync a GPU
+        assert compact is None and embedder.backbone.get_input_embeddings() is original
 
 
 # ====================================================================== end to end

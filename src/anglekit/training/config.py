@@ -380,8 +380,8 @@ class TrainerSection:
     optim: str | None = setting(None, help="Optimizer, any of transformers' OptimizerNames (default: transformers' default, AdamW).")
     compact_embeddings: bool = setting(
         True,
-        help="Train only the input-embedding rows of the tokens in the training set (exact: no other row would move with "
-        "AdamW and weight decay 0; skipped otherwise, and for streamed data).",
+        help="On CPUs, train only the input-embedding rows of the tokens in the training set (exact: no other row would move "
+        "with AdamW and weight decay 0; skipped otherwise, and for streamed data).",
     )
     fast_dropout: bool = setting(
         True,
