@@ -100,18 +100,25 @@ def onnx_folder(model_dir: str | os.PathLike[str], cache: str | os.PathLike[str]
     if (target / "model.onnx").is_file():
         return target
     root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=root))
+    code = (
+        "import sys\nfrom optimum.exporters.onnx import main_export\n"
+        "main_export(sys.argv[1], output=sys.argv[2], task='feature-extraction', library_name='transformers')\n"
+    )
+    return _made_in_peer_venv(target, source, code, "model.onnx", "exporting to ONNX")
+
+
+def _made_in_peer_venv(target: Path, base: Path, code: str, produced: str, what: str) -> Path:
+    """``target``: a copy of the folder ``base`` plus the file ``produced``, which ``code`` writes when
+    run in infinity's venv with ``base`` and an output folder as its arguments; staged beside
+    ``target`` and moved into place whole, so a failed or interrupted run leaves nothing half made."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        shutil.copytree(source, staging / "model")
-        code = (
-            "import sys\nfrom optimum.exporters.onnx import main_export\n"
-            "main_export(sys.argv[1], output=sys.argv[2], task='feature-extraction', library_name='transformers')\n"
-        )
-        done = subprocess.run([str(_python()), "-c", code, str(source), str(staging / "export")],
+        shutil.copytree(base, staging / "model")
+        done = subprocess.run([str(_python()), "-c", code, str(base), str(staging / "out")],
                               capture_output=True, text=True, env=offline_env(), timeout=900)  # fmt: skip
-        if done.returncode != 0 or not (staging / "export" / "model.onnx").is_file():
-            raise InfinityUnavailable(f"exporting {source} to ONNX failed:\n{done.stderr[-3000:]}")
-        shutil.copy(staging / "export" / "model.onnx", staging / "model" / "model.onnx")
+        if done.returncode != 0 or not (staging / "out" / produced).is_file():
+            raise InfinityUnavailable(f"{what} failed for {base}:\n{done.stderr[-3000:]}")
+        shutil.copy(staging / "out" / produced, staging / "model" / produced)
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging / "model", target)
@@ -129,26 +136,13 @@ def onnx_int8_folder(model_dir: str | os.PathLike[str], cache: str | os.PathLike
     target = plain.with_name(plain.name + "-int8")
     if (target / "model_quantized.onnx").is_file():
         return target
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=plain.parent))
-    try:
-        shutil.copytree(plain, staging / "model")
-        code = (
-            "import sys\nfrom optimum.onnxruntime import ORTQuantizer\n"
-            "from optimum.onnxruntime.configuration import AutoQuantizationConfig\n"
-            "q = ORTQuantizer.from_pretrained(sys.argv[1], file_name='model.onnx')\n"
-            "q.quantize(save_dir=sys.argv[2], quantization_config=AutoQuantizationConfig.avx512_vnni(is_static=False))\n"
-        )
-        done = subprocess.run([str(_python()), "-c", code, str(plain), str(staging / "quantized")],
-                              capture_output=True, text=True, env=offline_env(), timeout=900)  # fmt: skip
-        if done.returncode != 0 or not (staging / "quantized" / "model_quantized.onnx").is_file():
-            raise InfinityUnavailable(f"quantizing {plain} failed:\n{done.stderr[-3000:]}")
-        shutil.copy(staging / "quantized" / "model_quantized.onnx", staging / "model" / "model_quantized.onnx")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging / "model", target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    code = (
+        "import sys\nfrom optimum.onnxruntime import ORTQuantizer\n"
+        "from optimum.onnxruntime.configuration import AutoQuantizationConfig\n"
+        "q = ORTQuantizer.from_pretrained(sys.argv[1], file_name='model.onnx')\n"
+        "q.quantize(save_dir=sys.argv[2], quantization_config=AutoQuantizationConfig.avx512_vnni(is_static=False))\n"
+    )
+    return _made_in_peer_venv(target, plain, code, "model_quantized.onnx", "quantizing to int8")
 
 
 def _get(url: str, timeout: float = 2.0) -> int:
