@@ -395,9 +395,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         gradcache_chunk_size=run.gradcache_chunk_size,
         max_batch_tokens=run.max_batch_tokens,
     )
-    # Our bar shows the components (none under --quiet); the default printer would print each log,
-    # and the final {'train_runtime': ...}, as a dict.
-    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(PrinterCallback)  # our bar shows the components (none with --quiet); the default would print each log as a dict
     logger.info("training %s on %s, objective %s", config.model.name, train_set.summary(), objective_config)
     started = time.perf_counter()
     with loop_swaps(embedder, model, tokenized, getattr(collator, "pad_id", None), run):
