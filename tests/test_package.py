@@ -55,3 +55,22 @@ def test_the_installed_version_is_the_package_version() -> None:
 def test_no_import_cycles() -> None:
     out = subprocess.run([sys.executable, str(CYCLES_TOOL), str(SRC.parent), "anglekit"], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "cycles 0", out.stdout
+
+
+MAX_FUNCTION_LINES = 80
+DATA_TABLES = {("reproduce/tables.py", "build_tables")}
+"""Functions that are data tables (one entry per line), exempt from the length limit."""
+
+
+def test_no_function_is_longer_than_80_lines() -> None:
+    import ast
+
+    long = []
+    for path in sorted(SRC.rglob("*.py")):
+        relative = path.relative_to(SRC).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (relative, node.name) not in DATA_TABLES:
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{relative}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, "split these into named steps: " + "; ".join(long)
