@@ -31,6 +31,8 @@ folder, e.g. a copy small enough to carry to a machine without the PyPI package)
 ENCODER_DTYPE = os.environ.get("GPU_CHECK_ENCODER_DTYPE")
 """``--dtype`` for loading the encoder to train, serve and encode on the CPU (``$GPU_CHECK_ENCODER_DTYPE``,
 e.g. fp32 for a copy stored in fp16); unset: as stored."""
+ENCODER_LOAD = ["--dtype", ENCODER_DTYPE] if ENCODER_DTYPE else []
+"""The flags that load :data:`ENCODER` as ``$GPU_CHECK_ENCODER_DTYPE`` says (none when it is unset)."""
 LLM = "pypi:smollm2-135m-instruct"
 STEP_NAMES = ("train_bf16", "train_bf16_unpad", "lora_4bit", "torchrun_1", "encode_cuda", "serve_cuda", "onnx_cuda")
 
@@ -90,7 +92,7 @@ def train_args(scratch: Path, name: str, model: str, steps: int, batch: int, *ex
         "--quiet",
         "--save-steps",
         str(steps),
-        *(["--dtype", ENCODER_DTYPE] if model == ENCODER and ENCODER_DTYPE else []),
+        *(ENCODER_LOAD if model == ENCODER else []),
         *extra,
     ], out
 
@@ -175,8 +177,7 @@ def step_encode_cuda(scratch: Path, steps: int) -> dict[str, Any]:
         figures[f"{dtype}_seconds_with_load"] = time.perf_counter() - started
     head = scratch / "head.txt"
     head.write_text("\n".join(sample[:256]) + "\n", encoding="utf-8")
-    cpu_dtype = ["--dtype", ENCODER_DTYPE] if ENCODER_DTYPE else []
-    anglekit("encode", ENCODER, "--input", str(head), "--output", str(scratch / "cpu.npy"), "--device", "cpu", *cpu_dtype, "--quiet")
+    anglekit("encode", ENCODER, "--input", str(head), "--output", str(scratch / "cpu.npy"), "--device", "cpu", *ENCODER_LOAD, "--quiet")
     cpu = np.load(scratch / "cpu.npy")
     for dtype in ("fp32", "fp16", "bf16"):
         gpu_vectors = np.load(scratch / f"encode-{dtype}.npy")[:256].astype(np.float32)
@@ -197,20 +198,7 @@ def step_serve_cuda(scratch: Path, steps: int) -> dict[str, Any]:
     port = free_port()
     log = (scratch / "serve.log").open("w", encoding="utf-8")
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "anglekit",
-            "serve",
-            ENCODER,
-            "--device",
-            "cuda",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            *(["--dtype", ENCODER_DTYPE] if ENCODER_DTYPE else []),
-        ],  # fmt: skip
+        [sys.executable, "-m", "anglekit", "serve", ENCODER, "--device", "cuda", "--host", "127.0.0.1", "--port", str(port), *ENCODER_LOAD],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
