@@ -281,3 +281,21 @@ def test_fast_dropout_trains_end_to_end_and_is_recorded(tiny_bert_dir: Path, pai
     assert not any(isinstance(m, FastDropout) for m in embedder.modules())
     saved = json.loads((tmp_path / "run" / "train_config.json").read_text(encoding="utf-8"))["train"]
     assert saved["fast_dropout"] is True
+
+
+@pytest.mark.parametrize("key", ["compact_embeddings", "fast_dropout"])
+@pytest.mark.parametrize(("value", "message"), [("yes", "must be bool"), (3, "must be bool"), ([1], "must be bool"), (None, "may not be empty")])
+def test_the_swap_settings_refuse_what_is_not_a_bool(key: str, value: Any, message: str) -> None:
+    from anglekit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"{key} {message}"):
+        TrainConfig.from_dict({key: value})
+
+
+@pytest.mark.parametrize("flag", ["--compact-embeddings=3", "--fast-dropout=no"])
+def test_the_swap_flags_take_no_value(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from anglekit.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", flag])
+    assert exit_info.value.code == 2 and "ignored explicit argument" in capsys.readouterr().err
