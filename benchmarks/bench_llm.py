@@ -109,7 +109,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lora-dropout", type=float, default=0.1)
     parser.add_argument("--max-length", type=int, default=96, help="tokens per input, prompt included (default: 96)")
     parser.add_argument("--gradient-checkpointing", action="store_true", help="trade compute for activation memory")
+    parser.add_argument("--checkpoint-every", type=int, default=1, help="with --gradient-checkpointing: every n-th layer recomputes (default: 1, every layer)")
     parser.add_argument("--no-fast-dropout", action="store_true", help="torch's dropout masks (anglekit's fast_dropout off)")
+    parser.add_argument("--no-fp32-attention", action="store_true", help="attention in bf16 under CPU autocast (anglekit's fp32_attention off)")
     parser.add_argument("--eval-batch-size", type=int, default=64)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = torch's default)")
@@ -119,7 +121,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", default=None, help="JSON result path (default: benchmarks/results/bench_llm-...json)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    for name in ("max_steps", "batch_size", "max_length", "lora_rank", "eval_batch_size"):
+    for name in ("max_steps", "batch_size", "max_length", "lora_rank", "eval_batch_size", "checkpoint_every"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be positive")
     if args.eval_limit is not None and args.eval_limit < 3:
@@ -155,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     root = data_root(args.data_dir)
     stsb = root / "stsb"
     suffix = ("-bf16weights" if args.model_dtype == "bf16" else "") + ("-checkpointing" if args.gradient_checkpointing else "")
+    suffix += f"-every{args.checkpoint_every}" if args.gradient_checkpointing and args.checkpoint_every > 1 else ""
     suffix += "-torchdropout" if args.no_fast_dropout else ""
+    suffix += "-bf16attention" if args.no_fp32_attention else ""
     suffix += "-smoke" if args.eval_limit else ""
     out_path = Path(args.out) if args.out else HERE / "results" / f"bench_llm-{args.objective}-{args.precision}-{args.device}{suffix}.json"
 
@@ -183,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                 warmup_ratio=0.05,
                 precision=args.precision,
                 gradient_checkpointing=args.gradient_checkpointing,
+                checkpoint_every=args.checkpoint_every,
                 fast_dropout=not args.no_fast_dropout,
+                fp32_attention=not args.no_fp32_attention,
                 attn_implementation=args.attn_implementation,
                 eval_batch_size=args.eval_batch_size,
                 seed=args.seed,
@@ -214,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.reset_peak_memory_stats()
         with contextlib.redirect_stdout(sys.stderr):
             result = train(config)
+        train_peak = peak_rss_mb()  # loading and training; the reload for scoring below comes after
         trained = Embedder.from_pretrained(result.model_dir, dtype=args.model_dtype, device=device)
         after = score(trained)
 
@@ -233,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         "model_dtype": args.model_dtype or "fp32",
         "model_dtype_asked": dtype_asked,
         "gradient_checkpointing": args.gradient_checkpointing,
+        "checkpoint_every": args.checkpoint_every if args.gradient_checkpointing else None,
         "fast_dropout": not args.no_fast_dropout,
+        "fp32_attention": not args.no_fp32_attention,
         "attn_implementation": args.attn_implementation,
         "cpu_bf16_flags": bf16_flags_present(),
         "device": args.device,
@@ -246,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         "train_seconds": result.train_seconds,
         "seconds_per_step": result.train_seconds / max(1, result.steps),
         "pairs_per_second": result.pairs_per_second,
+        "peak_rss_train_mb": train_peak,
         "peak_rss_mb": peak_rss_mb(),
         "peak_cuda_mb": torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else None,
         "versions": versions(),
@@ -262,11 +272,13 @@ def main(argv: list[str] | None = None) -> int:
     if zero_shot is not None:
         lines.append(f"{'zero-shot':<22} {zero_shot['spearman']:>14.2f} {zero_shot['pearson']:>13.2f}")
     lines.append(f"{'LoRA, ' + args.objective:<22} {after['spearman']:>14.2f} {after['pearson']:>13.2f}")
-    memory = f"peak RSS {row['peak_rss_mb']:.0f} MB" + (f", peak CUDA {row['peak_cuda_mb']:.0f} MB" if row["peak_cuda_mb"] is not None else "")
+    memory = f"peak RSS {row['peak_rss_train_mb']:.0f} MB training, {row['peak_rss_mb']:.0f} MB with the scoring" + (
+        f", peak CUDA {row['peak_cuda_mb']:.0f} MB" if row["peak_cuda_mb"] is not None else ""
+    )
     lines.append(
         f"steps {row['steps']}, {row['seconds_per_step']:.2f} s/step, {row['pairs_per_second']:.1f} pairs/s, batch {args.batch_size}, "
         f"{row['precision_used'] or args.precision} autocast, {row['model_dtype']} weights"
-        f"{', gradient checkpointing' if args.gradient_checkpointing else ''} on {args.device}, {memory}"
+        f"{f', gradient checkpointing (every {args.checkpoint_every} layer(s))' if args.gradient_checkpointing else ''} on {args.device}, {memory}"
     )
     lines.append(f"written to {out_path}")
     print("\n".join(lines))

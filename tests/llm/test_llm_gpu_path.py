@@ -151,7 +151,7 @@ def _lora_gradients(tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch, *, ch
     """LoRA gradients of a fixed loss on the tiny Llama, and how many times its MLP blocks ran."""
     from transformers.models.llama import modeling_llama
 
-    from anglekit.training.run import enable_gradient_checkpointing
+    from anglekit.training.checkpointing import enable_gradient_checkpointing
 
     embedder = Embedder.from_pretrained(tiny_llama_dir, device="cpu", dtype="fp32")
     base = unwrap(embedder.backbone)

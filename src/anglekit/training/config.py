@@ -340,6 +340,12 @@ class TrainerSection:
         help="auto (bf16 autocast on GPUs that support it, else fp16 on GPU; bf16 autocast on CPUs with avx512_bf16/amx_bf16, else fp32), fp32, fp16 (GPU only), bf16. Weights stay fp32 and the objective computes in fp32; the choice is in results.json.",
     )
     gradient_checkpointing: bool = setting(False, help="Recompute activations in the backward pass (less memory, slower).")
+    checkpoint_every: int = setting(
+        1,
+        minimum=1,
+        help="With gradient_checkpointing: every n-th transformer layer recomputes, the others keep their activations "
+        "(1: every layer; 2: half the layers, for memory and time between full checkpointing and none).",
+    )
     gradcache_chunk_size: int | None = setting(
         None,
         minimum=1,
@@ -387,6 +393,11 @@ class TrainerSection:
         True,
         help="On CPUs, dropout masks from 16 random bits per element (p rounded to a multiple of 1/65536; "
         "3x faster than torch's masks, the same distribution).",
+    )
+    fp32_attention: bool = setting(
+        True,
+        help="On CPUs under bf16 autocast, attention without dropout computes in fp32 (torch's bf16 attention "
+        "kernels for CPUs are 3-6x slower than fp32 on short sequences; the maths is at least as exact).",
     )
     torch_compile: bool = setting(
         False,

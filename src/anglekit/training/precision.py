@@ -52,6 +52,13 @@ class Precision:
         # then it runs each forward under torch.autocast("cpu", dtype=torch.bfloat16).
         return {"bf16": self.name == "bf16", "fp16": self.name == "fp16", "use_cpu": self.on_cpu}
 
+    @property
+    def autocast_dtype(self) -> Any:
+        """The ``torch.dtype`` the forward passes autocast to, None for fp32."""
+        import torch
+
+        return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.name)
+
 
 def _accelerator(device: str | None) -> str:
     """ "cuda", "mps" or "cpu": where the Trainer will run."""

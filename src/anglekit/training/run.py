@@ -207,16 +207,6 @@ def _schedule(config: TrainerSection, evaluating: bool) -> dict[str, Any]:
     return {"eval_strategy": "steps", "eval_steps": eval_steps, "save_strategy": "steps", "save_steps": save_steps}
 
 
-def enable_gradient_checkpointing(model: Any) -> None:
-    """Recompute activations in the backward pass (non-reentrant, so it works when the inputs of
-    the checkpointed blocks need no gradient, as with LoRA on frozen embeddings)."""
-    kwargs = {"use_reentrant": False}
-    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-    else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-
-
 def load_embedder(config: TrainConfig, device: str | None) -> Any:
     """The embedder to train: the model (or the base + ``init_adapters``), with the run's prompt,
     pooling, attention, dtype and k-bit settings, memory helpers, and LoRA adapters when asked."""
@@ -241,7 +231,9 @@ def load_embedder(config: TrainConfig, device: str | None) -> Any:
 
         prepare_for_kbit_training(base, gradient_checkpointing=config.trainer.gradient_checkpointing)
     elif config.trainer.gradient_checkpointing:
-        enable_gradient_checkpointing(base)
+        from anglekit.training.checkpointing import enable_gradient_checkpointing
+
+        enable_gradient_checkpointing(base, config.trainer.checkpoint_every)
     if lora.enabled:
         settings = lora.settings()
         embedder.add_lora(rank=settings.rank, alpha=settings.alpha, dropout=settings.dropout, target_modules=settings.target_modules)
@@ -398,7 +390,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     trainer.remove_callback(PrinterCallback)  # our bar shows the components (none with --quiet); the default would print each log as a dict
     logger.info("training %s on %s, objective %s", config.model.name, train_set.summary(), objective_config)
     started = time.perf_counter()
-    with loop_swaps(embedder, model, tokenized, getattr(collator, "pad_id", None), run):
+    with loop_swaps(embedder, model, tokenized, getattr(collator, "pad_id", None), run, precision.autocast_dtype):
         trainer.train(resume_from_checkpoint=resume_from)
     seconds = time.perf_counter() - started
     return _finish(config, trainer, embedder, objective_config, train_set.summary(), test_set, before, seconds, tokenize_seconds, task.unit,
@@ -406,15 +398,20 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
 
 
 @contextmanager
-def loop_swaps(embedder: Any, model: Any, tokenized: Any, pad_id: int | None, run: TrainerSection) -> Iterator[None]:
-    """The training loop's module swaps, undone after it: compact embeddings (exact) and fast
-    dropout (the same distribution, cheaper masks on CPUs)."""
+def loop_swaps(embedder: Any, model: Any, tokenized: Any, pad_id: int | None, run: TrainerSection, autocast: Any = None) -> Iterator[None]:
+    """The training loop's module swaps, undone after it: compact embeddings (exact), fast dropout
+    (the same distribution, cheaper masks on CPUs) and, under ``autocast`` (a dtype), attention in
+    fp32 on CPUs and no LoRA input casts."""
+    from anglekit.llm.lora import unwrap
+    from anglekit.training.autocast_swaps import fp32_attention, uncast_lora_inputs
     from anglekit.training.fast_dropout import faster_dropout
     from anglekit.training.vocab_rows import compacted
 
     with (
         compacted(embedder, model, tokenized, enabled=run.compact_embeddings, weight_decay=run.weight_decay, optim=run.optim, pad_id=pad_id),
         faster_dropout(model, enabled=run.fast_dropout, device=embedder.device),
+        fp32_attention(unwrap(embedder.backbone), enabled=run.fp32_attention, device=embedder.device, autocast_dtype=autocast),
+        uncast_lora_inputs(model, autocast_dtype=autocast),
     ):
         yield
 
