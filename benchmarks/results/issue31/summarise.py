@@ -1,27 +1,31 @@
 """Issue 31's throughput target over three bench_serve runs: anglekit at its best against infinity
 at its best (the faster of its torch, ONNX and ONNX-int8 rows in each run), cell by cell.
 
-    .venv/bin/python benchmarks/results/issue31/summarise.py   # reads bench_serve_run{1,2,3}.json here
+    .venv/bin/python benchmarks/results/issue31/summarise.py [DIR]   # reads DIR/bench_serve_run{1,2,3}.json
 
-Prints a markdown table and writes summary.json beside this script.
+DIR defaults to this script's folder. Prints a markdown table and writes DIR/summary.json.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-INFINITY = ("infinity-torch", "infinity-onnx", "infinity-onnx-int8")
-ANGLEKIT = ("anglekit", "anglekit-int8")
+INFINITY = ("infinity-torch", "infinity-torch-bf16", "infinity-onnx", "infinity-onnx-int8")
+ANGLEKIT = ("anglekit", "anglekit-int8", "anglekit-bf16")
 
 
 def main() -> None:
-    runs = [json.loads(p.read_text()) for p in sorted(HERE.glob("bench_serve_run[0-9].json"))]
+    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE
+    runs = [json.loads(p.read_text()) for p in sorted(folder.glob("bench_serve_run[0-9].json"))]
+    if not runs:
+        raise SystemExit(f"no bench_serve_run<N>.json in {folder}")
     cells = sorted({(r["size"], r["concurrency"]) for run in runs for r in run["rows"]})
     out = []
     lines = [
-        "| sentences x concurrency | anglekit-int8 sent/s (runs) | anglekit torch | infinity best (engine per run) | ratio per run | min ratio | p99 ratio per run |",
+        "| sentences x concurrency | anglekit's best sent/s (row per run) | anglekit torch | infinity best (engine per run) | ratio per run | min ratio | p99 ratio per run |",
         "|---|---|---|---|---|---|---|",
     ]
     for size, conc in cells:
@@ -41,9 +45,10 @@ def main() -> None:
         def joined(key: str, fmt: str) -> str:
             return ", ".join(fmt.format(r[key]) for r in per_run if r[key] is not None)
 
+        mine = ", ".join("{:.0f} ({})".format(r["anglekit_sps"], r["anglekit"].removeprefix("anglekit-")) for r in per_run)
         engines = ", ".join("{:.0f} ({})".format(r["infinity_sps"], r["infinity"].removeprefix("infinity-")) for r in per_run)
         lines.append(
-            f"| {size} x {conc} | {joined('anglekit_sps', '{:.0f}')} | {joined('torch_sps', '{:.0f}')} | {engines} | "
+            f"| {size} x {conc} | {mine} | {joined('torch_sps', '{:.0f}')} | {engines} | "
             f"{joined('ratio', '{:.2f}')} | {min(r['ratio'] for r in per_run):.2f} | {joined('p99_ratio', '{:.2f}')} |"
         )
     met = all(c["min_ratio"] >= 1.5 for c in out)
@@ -52,7 +57,7 @@ def main() -> None:
     lines.append(
         f"{len(runs)} runs; >= 1.5x infinity's best in every cell and run: {'yes' if met else 'no'}; p99 lower at concurrency 32 in every run: {'yes' if p99 else 'no'}"
     )
-    (HERE / "summary.json").write_text(json.dumps({"runs": len(runs), "cells": out, "target_met": met, "p99_lower_at_32": p99}, indent=2) + "\n")
+    (folder / "summary.json").write_text(json.dumps({"runs": len(runs), "cells": out, "target_met": met, "p99_lower_at_32": p99}, indent=2) + "\n")
     print("\n".join(lines))
 
 
