@@ -64,11 +64,6 @@ def keep_bits(like: Tensor, threshold: int) -> Tensor:
     return bits >= threshold - LEVELS // 2
 
 
-def keep_mask(like: Tensor, threshold: int, scale: float) -> Tensor:
-    """A tensor shaped and typed as ``like``: ``scale`` where an element is kept, 0 where dropped."""
-    return keep_bits(like, threshold).to(like.dtype) * scale
-
-
 class _MaskedScale(torch.autograd.Function):
     """``x * keep * scale`` in one pass, saving only the bool ``keep`` for the backward pass."""
 
