@@ -250,6 +250,14 @@ def test_checkpoint_every_refuses_values_out_of_range_or_type(value: Any) -> Non
         TrainConfig.from_dict({"checkpoint_every": value})
 
 
+def test_checkpoint_every_needs_checkpointing_and_no_kbit_loading() -> None:
+    with pytest.raises(ConfigError, match="only applies with gradient_checkpointing"):
+        TrainConfig.from_dict({"checkpoint_every": 2})
+    with pytest.raises(ConfigError, match="does not combine with load_in_kbit"):
+        TrainConfig.from_dict({"checkpoint_every": 2, "gradient_checkpointing": True, "load_in_kbit": 4, "lora": True})
+    assert TrainConfig.from_dict({"checkpoint_every": 2, "gradient_checkpointing": True}).trainer.checkpoint_every == 2
+
+
 @pytest.mark.parametrize("value", ["0", "1.5", "x", ""])
 def test_the_checkpoint_every_flag_refuses_bad_values(value: str, capsys: pytest.CaptureFixture[str]) -> None:
     from anglekit.cli import main

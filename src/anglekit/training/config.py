@@ -409,6 +409,8 @@ class TrainerSection:
         check_fields(self)
         if self.resume and self.overwrite_output_dir:
             raise ConfigError("resume and overwrite_output_dir contradict each other: continue the run in output_dir, or replace it")
+        if self.checkpoint_every > 1 and not self.gradient_checkpointing:
+            raise ConfigError(f"checkpoint_every {self.checkpoint_every} only applies with gradient_checkpointing (--gradient-checkpointing)")
         from transformers.trainer_utils import SchedulerType
         from transformers.training_args import OptimizerNames
 
@@ -468,6 +470,8 @@ class TrainConfig:
             )
         if self.model.load_in_kbit is not None and not self.lora.active:
             raise ConfigError("a k-bit model cannot be trained directly; add --lora (QLoRA) or --init-adapters")
+        if self.model.load_in_kbit is not None and self.trainer.checkpoint_every > 1:
+            raise ConfigError("checkpoint_every does not combine with load_in_kbit: the k-bit preparation checkpoints every layer")
         if self.trainer.gradcache_chunk_size is not None and self.objective.ese:
             raise ConfigError(
                 "gradcache_chunk_size does not combine with ese: ESE's loss reads every layer's output, and GradCache caches "
