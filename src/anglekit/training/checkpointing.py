@@ -42,9 +42,10 @@ def _switch_off_between(model: Any, every: int) -> None:
     """Keeps checkpointing in layers 0, every, 2 * every, ... of ``model``'s checkpointing layers."""
     try:
         from transformers.modeling_layers import GradientCheckpointingLayer
-    except ImportError:
-        GradientCheckpointingLayer = None  # noqa: N806
-    layers = [m for m in model.modules() if GradientCheckpointingLayer is not None and isinstance(m, GradientCheckpointingLayer)]
+    except ImportError:  # transformers < 4.52: no per-layer switch
+        layers = []
+    else:
+        layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
     if not layers:
         raise ConfigError(
             f"checkpoint_every {every}: {type(model).__name__} has no per-layer checkpointing switch "
