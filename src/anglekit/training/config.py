@@ -24,6 +24,7 @@ from typing import Any
 
 from anglekit.config import OldName, check_fields, negate, read_sections, same_setting, setting, setting_group, settings_of
 from anglekit.errors import ConfigError
+from anglekit.llm.attention import ATTENTION_CHOICES
 from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.model.load_settings import LoadSettings
 
@@ -65,14 +66,14 @@ class ModelSection:
     load_in_kbit: int | None = setting(None, choices=(4, 8), help="Load the backbone in 4 or 8 bits (bitsandbytes, CUDA only): QLoRA with --lora.")
     attn_implementation: str = setting(
         "auto",
-        choices=("auto", "eager", "sdpa", "flash_attention_2"),
+        choices=ATTENTION_CHOICES,
         help="Attention kernel: auto (flash_attention_2 on CUDA when flash_attn is installed and the model supports it, "
-        "else sdpa when supported, else eager), or one by name (an error where it cannot run). docs/gpu.md.",
+        "with --unpad else torch_varlen, else sdpa when supported, else eager), or one by name (an error where it cannot run). docs/gpu.md.",
     )
     unpad: bool = setting(
         False,
         help="Attend over unpadded variable-length batches (ModernBERT-style); needs a model supporting flash_attention_2 "
-        "and that kernel (CUDA + flash_attn), else an error.",
+        "and a variable-length kernel on CUDA: flash_attention_2 (flash_attn) or torch_varlen (torch's own), else an error.",
     )
 
     def __post_init__(self) -> None:
