@@ -246,7 +246,9 @@ def test_auto_choice_is_logged_and_recorded(
     assert result.precision == expected
     assert seen.dtypes == {torch.bfloat16 if expected == "bf16" else torch.float32}  # autocast really on (or off)
     assert seen.fused is True  # transformers' default optim, adamw_torch_fused, runs on the CPU (8x foreach AdamW's step there)
-    assert json.loads((tmp_path / "run" / "results.json").read_text())["precision"] == expected
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["precision"] == expected
+    assert "peak_gpu_memory_mb" in results and results["peak_gpu_memory_mb"] is None  # a CPU run: no GPU figure
     records = helpers.read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert records[0]["event"] == "train_begin" and records[0]["precision"] == expected and records[0]["precision_requested"] == "auto"
     assert [r["step"] for r in records if "loss" in r] == [1, 2]

@@ -54,6 +54,9 @@ class TrainResult:
     """True when ``--resume`` found the run finished and changed nothing."""
     precision: str | None = None
     """The arithmetic the run used (fp32, bf16, fp16; what ``auto`` chose); None in older results."""
+    peak_gpu_memory_mb: float | None = None
+    """Peak GPU memory torch allocated up to the end of training (``torch.cuda.max_memory_allocated``,
+    before the test scoring); None where the run did not use CUDA."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +73,7 @@ class TrainResult:
             "after": self.after,
             "best_checkpoint": self.best_checkpoint,
             "precision": self.precision,
+            "peak_gpu_memory_mb": self.peak_gpu_memory_mb,
         }
 
     @classmethod
@@ -538,6 +542,7 @@ def _finish(config: TrainConfig, trainer: Any, embedder: Any, objective_config: 
     writer = trainer.is_world_process_zero()
     card = training_card(config, objective_config, train_summary=train_summary, steps=trainer.state.global_step, seconds=seconds, before=before)
     model_dir = embedder.save_pretrained(out / "model", card=card) if writer else out / "model"
+    gpu_peak = torch.cuda.max_memory_allocated() / 2**20 if embedder.device.type == "cuda" else None
     after = _test_scores(embedder, run.eval_batch_size, config.data.test_data, test_set)
     pairs = trainer.pairs_trained
     result = TrainResult(
@@ -554,6 +559,7 @@ def _finish(config: TrainConfig, trainer: Any, embedder: Any, objective_config: 
         after=after,
         best_checkpoint=trainer.state.best_model_checkpoint,
         precision=precision,
+        peak_gpu_memory_mb=gpu_peak,
     )
     if writer:
         if after:
