@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train (default: cpu, the protocol's)")
     parser.add_argument("--no-compact-embeddings", action="store_true", help="train every input-embedding row (anglekit's compact_embeddings off)")
     parser.add_argument("--no-fast-dropout", action="store_true", help="torch's dropout masks (anglekit's fast_dropout off)")
+    parser.add_argument("--unpad", action="store_true", help="anglekit's --unpad: attention over unpadded batches (CUDA: flash_attn or torch_varlen)")
     common.add_common_args(parser)
     args = parser.parse_args(argv)
     common.set_threads(args.threads)
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_batch_tokens=args.max_batch_tokens,
                 compact_embeddings=not args.no_compact_embeddings,
                 fast_dropout=not args.no_fast_dropout,
+                unpad=args.unpad,
             )
         )
         result = train(config)
@@ -111,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             "max_batch_tokens": args.max_batch_tokens,
             "compact_embeddings": not args.no_compact_embeddings,
             "fast_dropout": not args.no_fast_dropout,
+            "unpad": args.unpad,
+            "peak_gpu_memory_mb": result.peak_gpu_memory_mb,
             "levers": {(False, False): "default", (False, True): "compact-only", (True, True): "none"}.get(
                 (args.no_compact_embeddings, args.no_fast_dropout), "custom"
             ),

