@@ -1,0 +1,75 @@
+"""Run a module's computation through a cheaper function for the training loop, per instance.
+
+:func:`instance_forwards` gives every module of exactly the listed classes an instance-level
+``forward`` (the class, its ``state_dict`` and every other module are untouched) for the body of a
+``with`` block and removes it afterwards, whatever happens. Before the first module of a class is
+swapped, ``agrees(module)`` must confirm that the class's own ``forward`` and the replacement
+compute the same thing in this installation (a guard against a library release that changes the
+maths under the same class name); a class that does not agree is logged and left alone. Modules
+whose ``forward`` is already replaced on the instance (hooks, hub kernels) are left alone too.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import types
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+
+def imported_classes(names: Sequence[tuple[str, str]]) -> tuple[type[nn.Module], ...]:
+    """The ``(module, class)`` names among the modules already imported: a class whose module was
+    never imported cannot be in any model, so nothing is imported here."""
+    found = []
+    for module_name, class_name in names:
+        cls = getattr(sys.modules.get(module_name), class_name, None)
+        if isinstance(cls, type) and issubclass(cls, nn.Module):
+            found.append(cls)
+    return tuple(found)
+
+
+@contextmanager
+def instance_forwards(
+    model: nn.Module,
+    classes: tuple[type[nn.Module], ...],
+    forward: Callable[..., Any],
+    *,
+    agrees: Callable[[nn.Module], bool],
+    label: str,
+) -> Iterator[int]:
+    """For the body, every module of ``model`` whose type is one of ``classes`` runs ``forward``
+    (bound to the module) where ``agrees`` accepted its class; yields how many do."""
+    checked: dict[type, bool] = {}
+    swapped: list[tuple[nn.Module, types.MethodType]] = []
+    try:
+        for module in model.modules():
+            cls = type(module)
+            if cls not in classes or "forward" in module.__dict__:
+                continue
+            if cls not in checked:
+                try:
+                    checked[cls] = agrees(module)
+                except (RuntimeError, TypeError, ValueError) as exc:  # the probe itself failed: nothing is swapped
+                    logger.warning("%s: %s could not be checked (%s); left as it is", label, cls.__name__, exc)
+                    checked[cls] = False
+                else:
+                    if not checked[cls]:
+                        logger.warning("%s: %s computes something else in this installation; left as it is", label, cls.__name__)
+            if checked[cls]:
+                bound = types.MethodType(forward, module)
+                module.forward = bound  # type: ignore[method-assign]
+                swapped.append((module, bound))
+        yield len(swapped)
+    finally:
+        for module, bound in swapped:
+            if module.__dict__.get("forward") is bound:
+                del module.__dict__["forward"]
+
+
+__all__ = ["imported_classes", "instance_forwards"]
