@@ -112,6 +112,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--checkpoint-every", type=int, default=1, help="with --gradient-checkpointing: every n-th layer recomputes (default: 1, every layer)")
     parser.add_argument("--no-fast-dropout", action="store_true", help="torch's dropout masks (anglekit's fast_dropout off)")
     parser.add_argument("--no-fp32-attention", action="store_true", help="attention in bf16 under CPU autocast (anglekit's fp32_attention off)")
+    parser.add_argument("--no-fused-layers", action="store_true", help="transformers' own RMSNorm and MLP forwards (anglekit's fused_layers off)")
     parser.add_argument("--eval-batch-size", type=int, default=64)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = torch's default)")
@@ -160,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     suffix += f"-every{args.checkpoint_every}" if args.gradient_checkpointing and args.checkpoint_every > 1 else ""
     suffix += "-torchdropout" if args.no_fast_dropout else ""
     suffix += "-bf16attention" if args.no_fp32_attention else ""
+    suffix += "-plainlayers" if args.no_fused_layers else ""
     suffix += "-smoke" if args.eval_limit else ""
     out_path = Path(args.out) if args.out else HERE / "results" / f"bench_llm-{args.objective}-{args.precision}-{args.device}{suffix}.json"
 
@@ -190,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 checkpoint_every=args.checkpoint_every,
                 fast_dropout=not args.no_fast_dropout,
                 fp32_attention=not args.no_fp32_attention,
+                fused_layers=not args.no_fused_layers,
                 attn_implementation=args.attn_implementation,
                 eval_batch_size=args.eval_batch_size,
                 seed=args.seed,
@@ -243,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         "checkpoint_every": args.checkpoint_every if args.gradient_checkpointing else None,
         "fast_dropout": not args.no_fast_dropout,
         "fp32_attention": not args.no_fp32_attention,
+        "fused_layers": not args.no_fused_layers,
         "attn_implementation": args.attn_implementation,
         "cpu_bf16_flags": bf16_flags_present(),
         "device": args.device,

@@ -163,10 +163,12 @@ def test_lora_inputs_keep_autocasts_dtype_in_the_context(tiny_llama_dir: Path) -
         assert all(getattr(m, "cast_input_dtype_enabled", True) for m in embedder.modules())
 
 
-def test_a_bf16_lora_run_uses_both_swaps_and_saves_the_original_attention(
+def test_a_bf16_lora_run_uses_the_swaps_and_saves_the_original_attention(
     tiny_llama_dir: Path, pair_file: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="anglekit.training.autocast_swaps")
+    caplog.set_level(logging.INFO, logger="anglekit.training.fused_norm")
+    caplog.set_level(logging.INFO, logger="anglekit.training.fused_mlp")
     settings = {
         "model": str(tiny_llama_dir), "train_data": str(pair_file), "output_dir": str(tmp_path / "run"), "prompt": "paper",
         "lora": True, "lora_rank": 4, "max_steps": 3, "batch_size": 4, "positive_threshold": 4.0, "device": "cpu",
@@ -177,10 +179,13 @@ def test_a_bf16_lora_run_uses_both_swaps_and_saves_the_original_attention(
     messages = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("fp32 attention: bf16 autocast on a CPU") for m in messages)
     assert any(m.startswith("LoRA input casts: off") for m in messages)
+    assert "fused RMSNorm: 5 norm(s) keep their input and an fp32 rstd per row for backward" in messages  # 2 layers x 2 + the final norm
+    assert "fused MLP: 2 gated MLP(s) keep gate and up, not silu(gate), for backward" in messages
     saved = json.loads((tmp_path / "run" / "train_config.json").read_text(encoding="utf-8"))["train"]
-    assert saved["fp32_attention"] is True and saved["checkpoint_every"] == 2
+    assert saved["fp32_attention"] is True and saved["checkpoint_every"] == 2 and saved["fused_layers"] is True
     reloaded = Embedder.from_pretrained(result.model_dir, device="cpu")
     assert reloaded.backbone.config._attn_implementation != FP32_SDPA
+    assert not any("forward" in m.__dict__ for m in reloaded.modules())
     written = [p.read_text(encoding="utf-8") for p in Path(result.model_dir).rglob("*.json")]
     assert written and not any(FP32_SDPA in text for text in written)
 

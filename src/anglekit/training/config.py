@@ -400,6 +400,12 @@ class TrainerSection:
         help="On CPUs under bf16 autocast, attention without dropout computes in fp32 (torch's bf16 attention "
         "kernels for CPUs are 3-6x slower than fp32 on short sequences; the maths is at least as exact).",
     )
+    fused_layers: bool = setting(
+        True,
+        help="On CPUs, the RMSNorms and SiLU-gated MLPs of Llama-style decoders (Llama, Mistral, Qwen2/3, SmolLM3) run as autograd "
+        "functions that keep less for the backward pass (the same forward, bit for bit), and LoRA layers add their update inside "
+        "one matmul (the sum rounded once).",
+    )
     torch_compile: bool = setting(
         False,
         aliases=("torch_compile",),

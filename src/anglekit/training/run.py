@@ -404,16 +404,23 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
 @contextmanager
 def loop_swaps(embedder: Any, model: Any, tokenized: Any, pad_id: int | None, run: TrainerSection, autocast: Any = None) -> Iterator[None]:
     """The training loop's module swaps, undone after it: compact embeddings (exact), fast dropout
-    (the same distribution, cheaper masks on CPUs) and, under ``autocast`` (a dtype), attention in
-    fp32 on CPUs and no LoRA input casts."""
+    (the same distribution, cheaper masks on CPUs), fused RMSNorms and gated MLPs (the same
+    forward, less kept for backward) and LoRA updates added inside one matmul (on CPUs) and, under ``autocast`` (a dtype),
+    attention in fp32 on CPUs and no LoRA input casts."""
     from anglekit.llm.lora import unwrap
     from anglekit.training.autocast_swaps import fp32_attention, uncast_lora_inputs
     from anglekit.training.fast_dropout import faster_dropout
+    from anglekit.training.fused_mlp import fused_mlps
+    from anglekit.training.fused_norm import fused_rms_norms
+    from anglekit.training.lora_update import fused_lora
     from anglekit.training.vocab_rows import compacted
 
     with (
         compacted(embedder, model, tokenized, enabled=run.compact_embeddings, weight_decay=run.weight_decay, optim=run.optim, pad_id=pad_id),
         faster_dropout(model, enabled=run.fast_dropout, device=embedder.device),
+        fused_rms_norms(model, enabled=run.fused_layers, device=embedder.device),
+        fused_mlps(model, enabled=run.fused_layers, device=embedder.device),
+        fused_lora(model, enabled=run.fused_layers, device=embedder.device),
         fp32_attention(unwrap(embedder.backbone), enabled=run.fp32_attention, device=embedder.device, autocast_dtype=autocast),
         uncast_lora_inputs(model, autocast_dtype=autocast),
     ):
