@@ -187,3 +187,12 @@ def test_train_config_accepts_torch_varlen() -> None:
 
     config = TrainConfig.from_dict({"train_data": "x.jsonl", "attn_implementation": "torch_varlen", "unpad": True})
     assert config.model.attn_implementation == "torch_varlen"
+
+
+def test_registering_needs_a_mask_function_transformers_has() -> None:
+    from anglekit.llm.registry import register_attention
+
+    assert register_attention("anglekit_test_no_mask", varlen.varlen_attention_forward, "no_such_mask_function") is False
+    from transformers import AttentionInterface
+
+    assert "anglekit_test_no_mask" not in AttentionInterface._global_mapping  # nothing half-registered

@@ -126,14 +126,9 @@ def varlen_attention_forward(
 def register() -> bool:
     """Registers :data:`TORCH_VARLEN` (attention and FlashAttention's padding-mask function) with
     transformers; False where this transformers has no attention interfaces (before 4.53)."""
-    try:
-        from transformers import AttentionInterface
-        from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
-    except ImportError:
-        return False
-    AttentionInterface.register(TORCH_VARLEN, varlen_attention_forward)
-    AttentionMaskInterface.register(TORCH_VARLEN, flash_attention_mask)
-    return True
+    from anglekit.llm.registry import register_attention
+
+    return register_attention(TORCH_VARLEN, varlen_attention_forward, "flash_attention_mask")
 
 
 __all__ = ["TORCH_VARLEN", "kernel_available", "kernel_dtype", "register", "unpad_layout", "varlen_attention_forward"]

@@ -47,14 +47,9 @@ def sdpa_in_fp32(module: Any, query: torch.Tensor, key: torch.Tensor, value: tor
 
 def _register() -> bool:
     """Registers :data:`FP32_SDPA` (attention and mask) with transformers; False where it cannot."""
-    try:
-        from transformers import AttentionInterface
-        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-    except ImportError:
-        return False
-    AttentionInterface.register(FP32_SDPA, sdpa_in_fp32)
-    AttentionMaskInterface.register(FP32_SDPA, sdpa_mask)
-    return True
+    from anglekit.llm.registry import register_attention
+
+    return register_attention(FP32_SDPA, sdpa_in_fp32, "sdpa_mask")
 
 
 @contextmanager

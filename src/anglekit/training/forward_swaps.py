@@ -23,6 +23,15 @@ from torch import nn
 logger = logging.getLogger(__name__)
 
 
+LLAMA_STYLE: tuple[tuple[str, str], ...] = (("llama", "Llama"), ("mistral", "Mistral"), ("qwen2", "Qwen2"), ("qwen3", "Qwen3"), ("smollm3", "SmolLM3"))
+"""(transformers module, class prefix) of the decoders built like Llama (RMSNorm, SiLU-gated MLP)."""
+
+
+def llama_style(suffix: str) -> tuple[tuple[str, str], ...]:
+    """``(module, class)`` of each :data:`LLAMA_STYLE` family's class named ``<Prefix><suffix>``."""
+    return tuple((f"transformers.models.{module}.modeling_{module}", f"{prefix}{suffix}") for module, prefix in LLAMA_STYLE)
+
+
 def imported_classes(names: Sequence[tuple[str, str]]) -> tuple[type[nn.Module], ...]:
     """The ``(module, class)`` names among the modules already imported: a class whose module was
     never imported cannot be in any model, so nothing is imported here."""
@@ -72,4 +81,4 @@ def instance_forwards(
                 del module.__dict__["forward"]
 
 
-__all__ = ["imported_classes", "instance_forwards"]
+__all__ = ["LLAMA_STYLE", "imported_classes", "instance_forwards", "llama_style"]

@@ -26,17 +26,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from anglekit.training.forward_swaps import imported_classes, instance_forwards
+from anglekit.training.forward_swaps import imported_classes, instance_forwards, llama_style
 
 logger = logging.getLogger(__name__)
 
-MLP_CLASSES: tuple[tuple[str, str], ...] = (
-    ("transformers.models.llama.modeling_llama", "LlamaMLP"),
-    ("transformers.models.mistral.modeling_mistral", "MistralMLP"),
-    ("transformers.models.qwen2.modeling_qwen2", "Qwen2MLP"),
-    ("transformers.models.qwen3.modeling_qwen3", "Qwen3MLP"),
-    ("transformers.models.smollm3.modeling_smollm3", "SmolLM3MLP"),
-)
+MLP_CLASSES: tuple[tuple[str, str], ...] = llama_style("MLP")
 """(module, class) of the transformers MLPs computing ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``."""
 
 SILU_CLASSES = ("SiLU", "SiLUActivation")

@@ -33,17 +33,11 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from anglekit.training.forward_swaps import imported_classes, instance_forwards
+from anglekit.training.forward_swaps import imported_classes, instance_forwards, llama_style
 
 logger = logging.getLogger(__name__)
 
-NORM_CLASSES: tuple[tuple[str, str], ...] = (
-    ("transformers.models.llama.modeling_llama", "LlamaRMSNorm"),
-    ("transformers.models.mistral.modeling_mistral", "MistralRMSNorm"),
-    ("transformers.models.qwen2.modeling_qwen2", "Qwen2RMSNorm"),
-    ("transformers.models.qwen3.modeling_qwen3", "Qwen3RMSNorm"),
-    ("transformers.models.smollm3.modeling_smollm3", "SmolLM3RMSNorm"),
-)
+NORM_CLASSES: tuple[tuple[str, str], ...] = llama_style("RMSNorm")
 """(module, class) of the transformers norms whose ``forward`` is exactly Llama's maths: ``weight *
 (x.float() * rsqrt(mean(x.float() ** 2) + eps)).to(x.dtype)``. Not Gemma's (``1 + weight``, scaled
 in fp32 before the cast) nor other variants."""
