@@ -81,4 +81,29 @@ def instance_forwards(
                 del module.__dict__["forward"]
 
 
-__all__ = ["LLAMA_STYLE", "imported_classes", "instance_forwards", "llama_style"]
+@contextmanager
+def on_cpus(
+    model: nn.Module,
+    *,
+    enabled: bool,
+    device: Any,
+    classes: tuple[type[nn.Module], ...],
+    forward: Callable[..., Any],
+    agrees: Callable[[nn.Module], bool],
+    label: str,
+    done: str,
+) -> Iterator[int]:
+    """:func:`instance_forwards` where it was measured, on CPUs and when ``enabled`` (else
+    nothing is swapped: yields 0); logs ``"<label>: <count> <done>"`` when some module was."""
+    import torch
+
+    if not enabled or torch.device(device).type != "cpu":
+        yield 0
+        return
+    with instance_forwards(model, classes, forward, agrees=agrees, label=label) as count:
+        if count:
+            logging.getLogger(forward.__module__).info("%s: %d %s", label, count, done)
+        yield count
+
+
+__all__ = ["LLAMA_STYLE", "imported_classes", "instance_forwards", "llama_style", "on_cpus"]

@@ -16,9 +16,7 @@ with the same dropout masks). Measured on CPUs only, so used on CPUs only.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -26,9 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from anglekit.training.forward_swaps import imported_classes, instance_forwards, llama_style
-
-logger = logging.getLogger(__name__)
+from anglekit.training.forward_swaps import imported_classes, llama_style, on_cpus
 
 MLP_CLASSES: tuple[tuple[str, str], ...] = llama_style("MLP")
 """(module, class) of the transformers MLPs computing ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``."""
@@ -84,17 +80,12 @@ def _same_maths(mlp: nn.Module) -> bool:
     return torch.equal(outputs[0], outputs[1])
 
 
-@contextmanager
-def fused_mlps(model: nn.Module, *, enabled: bool, device: torch.device | str) -> Iterator[int]:
+def fused_mlps(model: nn.Module, *, enabled: bool, device: torch.device | str) -> AbstractContextManager[int]:
     """For the body, every SiLU-gated MLP of ``model`` whose class is one of :data:`MLP_CLASSES`
     computes its gate with :func:`swiglu` (on CPUs, when ``enabled``); yields how many do."""
-    if not enabled or torch.device(device).type != "cpu":
-        yield 0
-        return
-    with instance_forwards(model, imported_classes(MLP_CLASSES), _fused_forward, agrees=_same_maths, label="fused MLP") as count:
-        if count:
-            logger.info("fused MLP: %d gated MLP(s) keep gate and up, not silu(gate), for backward", count)
-        yield count
+    classes = imported_classes(MLP_CLASSES)
+    done = "gated MLP(s) keep gate and up, not silu(gate), for backward"
+    return on_cpus(model, enabled=enabled, device=device, classes=classes, forward=_fused_forward, agrees=_same_maths, label="fused MLP", done=done)
 
 
 __all__ = ["MLP_CLASSES", "fused_mlps", "swiglu"]

@@ -24,18 +24,14 @@ it is used on CPUs only.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from anglekit.training.forward_swaps import imported_classes, instance_forwards, llama_style
-
-logger = logging.getLogger(__name__)
+from anglekit.training.forward_swaps import imported_classes, llama_style, on_cpus
 
 NORM_CLASSES: tuple[tuple[str, str], ...] = llama_style("RMSNorm")
 """(module, class) of the transformers norms whose ``forward`` is exactly Llama's maths: ``weight *
@@ -114,15 +110,10 @@ def _same_maths(norm: nn.Module) -> bool:
     return True
 
 
-@contextmanager
-def fused_rms_norms(model: nn.Module, *, enabled: bool, device: torch.device | str) -> Iterator[int]:
+def fused_rms_norms(model: nn.Module, *, enabled: bool, device: torch.device | str) -> AbstractContextManager[int]:
     """For the body, every module of ``model`` whose class is one of :data:`NORM_CLASSES` (exactly)
     runs :func:`rms_norm_forward` (on CPUs, when ``enabled``); yields how many do. Modules whose
     ``forward`` is already replaced on the instance (hooks, hub kernels) are left alone."""
-    if not enabled or torch.device(device).type != "cpu":
-        yield 0
-        return
-    with instance_forwards(model, imported_classes(NORM_CLASSES), _fused_forward, agrees=_same_maths, label="fused RMSNorm") as count:
-        if count:
-            logger.info("fused RMSNorm: %d norm(s) keep their input and an fp32 rstd per row for backward", count)
-        yield count
+    classes = imported_classes(NORM_CLASSES)
+    done = "norm(s) keep their input and an fp32 rstd per row for backward"
+    return on_cpus(model, enabled=enabled, device=device, classes=classes, forward=_fused_forward, agrees=_same_maths, label="fused RMSNorm", done=done)

@@ -21,19 +21,15 @@ whatever happens.
 
 from __future__ import annotations
 
-import logging
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from anglekit.training.fast_dropout import FastDropout, keep_bits
-from anglekit.training.forward_swaps import instance_forwards
-
-logger = logging.getLogger(__name__)
+from anglekit.training.forward_swaps import on_cpus
 
 TOLERANCE = 1e-5
 """Largest relative difference from PEFT's forward accepted by the fp32 probe (rounding order)."""
@@ -103,17 +99,11 @@ def lora_layer_classes() -> tuple[type[nn.Module], ...]:
     return (cls,) if isinstance(cls, type) else ()
 
 
-@contextmanager
-def fused_lora(model: nn.Module, *, enabled: bool, device: torch.device | str) -> Iterator[int]:
+def fused_lora(model: nn.Module, *, enabled: bool, device: torch.device | str) -> AbstractContextManager[int]:
     """For the body, every PEFT LoRA ``Linear`` of ``model`` adds its plain adapters' updates with
     :func:`add_update` (on CPUs, when ``enabled``); yields how many layers do."""
-    if not enabled or torch.device(device).type != "cpu":
-        yield 0
-        return
-    with instance_forwards(model, lora_layer_classes(), _fused_forward, agrees=_agrees, label="fused LoRA") as count:
-        if count:
-            logger.info("fused LoRA: %d adapted layer(s) add their update inside one matmul", count)
-        yield count
+    done = "adapted layer(s) add their update inside one matmul"
+    return on_cpus(model, enabled=enabled, device=device, classes=lora_layer_classes(), forward=_fused_forward, agrees=_agrees, label="fused LoRA", done=done)
 
 
 __all__ = ["add_update", "fused_lora"]
