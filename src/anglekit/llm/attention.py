@@ -68,18 +68,14 @@ def choose_attention(model: Any, requested: str | None, device_type: str, *, unp
         return SDPA if supports(model, SDPA) else EAGER
     if not supports(model, requested):
         raise ConfigError(f"attn_implementation {requested}: {name} does not support it; use auto, eager" + ("" if requested == SDPA else " or sdpa"))
-    if requested == FLASH_ATTENTION_2:
-        if device_type != "cuda":
-            raise ConfigError(f"attn_implementation {requested} runs on CUDA only, the model is on {device_type}; use auto or sdpa")
-        if not flash_attn_installed():
-            raise ConfigError(f"attn_implementation {requested} needs the 'flash_attn' package (pip install flash-attn); use auto or sdpa")
-    if requested == TORCH_VARLEN:
-        if device_type != "cuda":
-            raise ConfigError(f"attn_implementation {requested} runs on CUDA only, the model is on {device_type}; use auto or sdpa")
-        if not varlen.kernel_available():
-            raise ConfigError(
-                f"attn_implementation {requested} needs a CUDA build of torch with FlashAttention and a GPU of compute capability 8.0+; use auto or sdpa"
-            )
+    if requested in VARLEN_KERNELS and device_type != "cuda":
+        raise ConfigError(f"attn_implementation {requested} runs on CUDA only, the model is on {device_type}; use auto or sdpa")
+    if requested == FLASH_ATTENTION_2 and not flash_attn_installed():
+        raise ConfigError(f"attn_implementation {requested} needs the 'flash_attn' package (pip install flash-attn); use auto or sdpa")
+    if requested == TORCH_VARLEN and not varlen.kernel_available():
+        raise ConfigError(
+            f"attn_implementation {requested} needs a CUDA build of torch with FlashAttention and a GPU of compute capability 8.0+; use auto or sdpa"
+        )
     return requested
 
 

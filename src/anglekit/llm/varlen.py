@@ -19,13 +19,10 @@ transformers does for FlashAttention. Grouped-query key/value heads are repeated
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:  # torch is imported where it is used: anglekit.llm.attention (and the CLI's --help) stay light
     import torch
-
-logger = logging.getLogger(__name__)
 
 TORCH_VARLEN = "torch_varlen"
 """The name the attention (and its mask function) is registered under in transformers."""
