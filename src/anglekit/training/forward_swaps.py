@@ -81,6 +81,23 @@ def instance_forwards(
                 del module.__dict__["forward"]
 
 
+def probe_both(module: nn.Module, forward: Callable[..., Any], weight: Any) -> tuple[Any, Any]:
+    """``module``'s class forward and ``forward`` on the same probe (2 x 3 rows of ``weight``'s input
+    width, device and dtype), each from the same random state (so any dropout draws alike), without
+    gradients, under autocast to ``weight``'s dtype where it is a half one (as in training, where
+    autocast handles fp32 adapters on a half base); the caller's random state is left as it was."""
+    import torch
+
+    probe = torch.randn(2, 3, weight.shape[-1], generator=torch.Generator().manual_seed(0)).to(weight.device, weight.dtype)
+    half = weight.dtype in (torch.bfloat16, torch.float16)
+    outputs = []
+    with torch.no_grad(), torch.random.fork_rng(devices=[]), torch.autocast(weight.device.type, dtype=weight.dtype, enabled=half):
+        for run in (type(module).forward, forward):
+            torch.manual_seed(0)
+            outputs.append(run(module, probe))
+    return outputs[0], outputs[1]
+
+
 @contextmanager
 def on_cpus(
     model: nn.Module,
@@ -106,4 +123,4 @@ def on_cpus(
         yield count
 
 
-__all__ = ["LLAMA_STYLE", "imported_classes", "instance_forwards", "llama_style", "on_cpus"]
+__all__ = ["LLAMA_STYLE", "imported_classes", "instance_forwards", "llama_style", "on_cpus", "probe_both"]

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from anglekit.training.forward_swaps import imported_classes, llama_style, on_cpus
+from anglekit.training.forward_swaps import imported_classes, llama_style, on_cpus, probe_both
 
 MLP_CLASSES: tuple[tuple[str, str], ...] = llama_style("MLP")
 """(module, class) of the transformers MLPs computing ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``."""
@@ -70,14 +70,7 @@ def _same_maths(mlp: nn.Module) -> bool:
     weight = getattr(getattr(mlp, "gate_proj", None), "weight", None)
     if not isinstance(weight, Tensor):
         return False
-    probe = torch.randn(2, 3, weight.shape[-1], generator=torch.Generator().manual_seed(0)).to(weight.device, weight.dtype)
-    half = weight.dtype in (torch.bfloat16, torch.float16)  # as in training: autocast handles fp32 adapters on a half base
-    outputs = []
-    with torch.no_grad(), torch.random.fork_rng(devices=[]), torch.autocast(weight.device.type, dtype=weight.dtype, enabled=half):
-        for forward in (type(mlp).forward, _fused_forward):
-            torch.manual_seed(0)
-            outputs.append(forward(mlp, probe))
-    return torch.equal(outputs[0], outputs[1])
+    return torch.equal(*probe_both(mlp, _fused_forward, weight))
 
 
 def fused_mlps(model: nn.Module, *, enabled: bool, device: torch.device | str) -> AbstractContextManager[int]:

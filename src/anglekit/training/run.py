@@ -405,8 +405,8 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
 def loop_swaps(embedder: Any, model: Any, tokenized: Any, pad_id: int | None, run: TrainerSection, autocast: Any = None) -> Iterator[None]:
     """The training loop's module swaps, undone after it: compact embeddings (exact), fast dropout
     (the same distribution, cheaper masks on CPUs), fused RMSNorms and gated MLPs (the same
-    forward, less kept for backward) and LoRA updates added inside one matmul (on CPUs) and, under ``autocast`` (a dtype),
-    attention in fp32 on CPUs and no LoRA input casts."""
+    forward, less kept for backward) and LoRA updates added inside one matmul (on CPUs) and,
+    under ``autocast`` (a dtype), attention in fp32 on CPUs and no LoRA input casts."""
     from anglekit.llm.lora import unwrap
     from anglekit.training.autocast_swaps import fp32_attention, uncast_lora_inputs
     from anglekit.training.fast_dropout import faster_dropout
