@@ -42,6 +42,8 @@ LoRA steps then train a randomly initialised model of that architecture and size
 speed and memory are the real model's, its STS-B scores mean nothing. For machines the weights
 cannot be carried to."""
 OUT = Path(os.environ.get("GPU_CHECK_OUT") or OUT)
+LLM_LABEL = f"random {LLM_RANDOM}" if LLM_RANDOM else LLM
+"""What the LoRA steps' JSON names as their model."""
 STEP_NAMES = (
     "train_bf16",
     "train_bf16_unpad",
@@ -191,7 +193,7 @@ def lora_args(scratch: Path, name: str, steps: int, *extra: str) -> tuple[list[s
 def step_lora_bf16(scratch: Path, steps: int) -> dict[str, Any]:
     argv, out = lora_args(scratch, "lora_bf16", steps)
     anglekit(*argv)
-    return {"model": "random " + LLM_RANDOM if LLM_RANDOM else LLM, **results_of(out)}
+    return {"model": LLM_LABEL, **results_of(out)}
 
 
 def step_lora_bf16_unpad(scratch: Path, steps: int) -> dict[str, Any]:
@@ -199,7 +201,7 @@ def step_lora_bf16_unpad(scratch: Path, steps: int) -> dict[str, Any]:
     agreement = unpadded_agreement(llm(scratch), kernel, [])
     argv, out = lora_args(scratch, "lora_bf16_unpad", steps, "--attn-implementation", kernel, "--unpad")
     anglekit(*argv)
-    return {"model": "random " + LLM_RANDOM if LLM_RANDOM else LLM, "attention": kernel, "min_cosine_vs_sdpa": agreement, **results_of(out)}
+    return {"model": LLM_LABEL, "attention": kernel, "min_cosine_vs_sdpa": agreement, **results_of(out)}
 
 
 def step_lora_4bit(scratch: Path, steps: int) -> dict[str, Any]:
@@ -207,7 +209,7 @@ def step_lora_4bit(scratch: Path, steps: int) -> dict[str, Any]:
         raise Skip("bitsandbytes is not installed (pip install 'anglekit[llm]' bitsandbytes)")
     argv, out = lora_args(scratch, "lora_4bit", steps, "--load-in-kbit", "4", "--gradient-checkpointing")
     anglekit(*argv)
-    return {"model": "random " + LLM_RANDOM if LLM_RANDOM else LLM, **results_of(out)}
+    return {"model": LLM_LABEL, **results_of(out)}
 
 
 def step_torchrun_1(scratch: Path, steps: int) -> dict[str, Any]:
