@@ -351,3 +351,23 @@ def test_precision_flags_of_export_encode_and_serve(tiny_bert_dir: Path, tmp_pat
     assert backend.precision == "fp32"
     with pytest.raises(ConfigError, match="onnxruntime runs the exported graph in fp32"):
         load_backend("onnx", str(export_onnx(Embedder.from_pretrained(tiny_bert_dir, device="cpu"), tmp_path / "onnx")), precision="bf16")
+
+
+@pytest.mark.parametrize("model_dir", ["tiny_bert_dir", "tiny_llama_dir"])
+def test_batches_are_padded_to_a_multiple_of_8_with_the_vectors_of_exact_padding(
+    model_dir: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = Embedder.from_pretrained(request.getfixturevalue(model_dir), max_length=30, device="cpu")
+    loaded = OpenVinoEmbedder.from_pretrained(export_openvino(model, tmp_path / "ov"))
+    ids = loaded.tokenize_unpadded(TEXTS)
+    assert loaded.pad_multiple == 8 and OnnxEmbedder.pad_multiple == 1
+    widths = {loaded.pad([ids[i], ids[j]])["input_ids"].shape[1] for i in range(len(ids)) for j in range(len(ids))}
+    assert all(w % 8 == 0 or w == 30 for w in widths) and 30 in widths and len(widths) > 1  # never past max_length
+    left = loaded.tokenizer.padding_side == "left"
+    padded = loaded.pad([ids[1], ids[0]])["attention_mask"]
+    assert padded[0, -1 if left else 0] == 1 and padded[0, 0 if left else -1] == 0
+    rounded = loaded.encode(TEXTS, 2)
+    monkeypatch.setattr(loaded, "pad_multiple", 1)
+    assert {loaded.pad([ids[1], ids[0]])["input_ids"].shape[1]} == {max(len(ids[0]), len(ids[1]))}
+    np.testing.assert_allclose(rounded, loaded.encode(TEXTS, 2), atol=FP32_TOLERANCE)
+    np.testing.assert_allclose(rounded, model.encode(TEXTS, 2), atol=FP32_TOLERANCE)

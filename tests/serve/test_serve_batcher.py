@@ -303,3 +303,56 @@ def test_a_lone_client_is_never_held_back(tiny_backend: Callable[..., Any]) -> N
     finally:
         batcher.close()
     assert waited(batcher) == 0, "it waited for clients that were not coming"
+
+
+# ---------------------------------------------------------------- warming input shapes up
+def test_warmup_shapes_are_the_cheapest_first_within_the_bounds() -> None:
+    from anglekit.serve.batcher import WARMUP_BATCH, warmup_shapes
+
+    shapes = warmup_shapes(64, 16384, 40, 8)
+    assert {w for _, w in shapes} == {8, 16, 24, 32, 40} and max(b for b, _ in shapes) == WARMUP_BATCH
+    assert len(shapes) == len(set(shapes)) == WARMUP_BATCH * 5
+    tokens = [b * w for b, w in shapes]
+    assert tokens == sorted(tokens) and shapes[:3] == [(1, 8), (1, 16), (2, 8)]
+    assert all(b <= 3 for b, _ in warmup_shapes(3, 16384, 40, 8))
+    assert all(b * w <= 50 for b, w in warmup_shapes(64, 50, 40, 8)) and warmup_shapes(64, 50, 40, 8)
+    assert warmup_shapes(4, 100, 5, 8) == [(1, 8), (2, 8), (3, 8), (4, 8)]  # a max width under the multiple: one width
+
+
+class _Shapes:
+    """A backend that records the shapes it was asked for and pads like OpenVINO (``multiple``)."""
+
+    def __init__(self, inner: Any, multiple: int, cost: float = 0.0) -> None:
+        self.inner, self.pad_multiple, self.cost = inner, multiple, cost
+        self.dim, self.max_length, self.normalize = inner.dim, inner.max_length, inner.normalize
+        self.shapes: list[tuple[int, int]] = []
+
+    def tokenize(self, texts: Sequence[str], role: Any, *, truncate: bool) -> list[list[int]]:
+        return self.inner.tokenize(texts, role, truncate=truncate)
+
+    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        assert len({len(ids) for ids in token_ids}) == 1 or len(self.shapes) < 2, "warm-up rows of one batch have one width"
+        self.shapes.append((len(token_ids), max(len(ids) for ids in token_ids)))
+        if self.cost:
+            threading.Event().wait(self.cost)
+        return self.inner.embed(token_ids)
+
+
+def test_warmup_runs_the_shapes_of_a_per_shape_runtime_within_its_time(tiny_backend: Callable[..., Any]) -> None:
+    from anglekit.serve.batcher import warmup_shapes
+
+    backend = _Shapes(tiny_backend(), 8)
+    batcher = Batcher(backend, max_batch_tokens=16384, max_batch_size=4, max_queue=100)
+    done = batcher.warmup(60.0)
+    expected = warmup_shapes(4, 16384, backend.max_length, 8)
+    assert done == len(expected) and backend.shapes[2:] == expected  # after the one-text and full-batch passes
+    slow = _Shapes(tiny_backend(), 8, cost=0.05)
+    done = Batcher(slow, max_batch_tokens=16384, max_batch_size=4, max_queue=100).warmup(0.2)
+    assert 1 <= done <= 5 and len(slow.shapes) == 2 + done  # stops at its deadline
+
+
+@pytest.mark.parametrize(("multiple", "seconds"), [(1, 60.0), (8, 0.0)])
+def test_warmup_runs_two_passes_for_other_runtimes_or_without_time(tiny_backend: Callable[..., Any], multiple: int, seconds: float) -> None:
+    backend = _Shapes(tiny_backend(), multiple)
+    assert Batcher(backend, max_batch_tokens=16384, max_batch_size=4, max_queue=100).warmup(seconds) == 0
+    assert len(backend.shapes) == 2

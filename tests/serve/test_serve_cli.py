@@ -58,6 +58,7 @@ def test_help_lists_the_server_flags_and_imports_neither_fastapi_nor_torch() -> 
         (["--max-batch-tokens", "0"], "--max-batch-tokens: must be >= 1, got 0"),
         (["--payload-limit", "-1"], "--payload-limit: must be >= 1, got -1"),
         (["--threads", "0"], "--threads: must be >= 1, got 0"),
+        (["--warmup-seconds", "-1"], "--warmup-seconds: must be >= 0, got -1"),
         (["--api-key", " "], "api_key may not be empty"),
     ],
 )
@@ -66,7 +67,7 @@ def test_bad_settings_are_errors(argv: list[str], words: str, capsys: pytest.Cap
     assert code == 2 and words in err, err
 
 
-@pytest.mark.parametrize("argv", [["--backend", "tensorflow"], ["--max-queue", "many"], ["--unknown"]])
+@pytest.mark.parametrize("argv", [["--backend", "tensorflow"], ["--max-queue", "many"], ["--warmup-seconds", "soon"], ["--unknown"]])
 def test_bad_flags_are_argparse_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = helpers.run_cli(["serve", "some-model", *argv], capsys)
     assert code == 2 and "usage:" in err

@@ -406,6 +406,9 @@ class OnnxEmbedder(EncodeAPI):
     backend = "onnx"
     precision = "fp32"
     """What the runtime computes in: onnxruntime runs an fp32 graph in fp32 (CUDA: TF32 off)."""
+    pad_multiple = 1
+    """Batches are padded to a multiple of this many tokens (onnxruntime: 1, exactly the longest
+    text; padding to 8 measured 0.88-0.91x on MiniLM)."""
 
     def __init__(self, session: Any, tokenizer: Any, config: EmbedderConfig, *, source: str = "", info: dict[str, Any] | None = None) -> None:
         self.session = session
@@ -499,7 +502,8 @@ class OnnxEmbedder(EncodeAPI):
     def pad(self, sequences: Sequence[Sequence[int]], device: Any = None) -> dict[str, np.ndarray]:
         from anglekit.model.padding import pad_token_ids
 
-        out = pad_token_ids(sequences, self.tokenizer.pad_token_id, left=self.tokenizer.padding_side == "left")
+        left = self.tokenizer.padding_side == "left"
+        out = pad_token_ids(sequences, self.tokenizer.pad_token_id, left=left, multiple=self.pad_multiple, cap=self.config.max_length)
         return {k: v.numpy() for k, v in out.items()}
 
     def embed_padded(self, batch: dict[str, Any], normalize: bool) -> np.ndarray:

@@ -83,7 +83,7 @@ class ServerState:
             indexes = load_indexes(self.settings.index, backend)
             s = self.settings
             batcher = Batcher(backend, max_batch_tokens=s.max_batch_tokens, max_batch_size=s.max_batch_size, max_queue=s.max_queue, metrics=self.metrics)
-            batcher.warmup()
+            batcher.warmup(s.warmup_seconds)
         except BaseException as exc:  # noqa: BLE001 - reported through /health and on_failure
             if isinstance(exc, AnglekitError):
                 log.error("loading the model failed: %s", exc)

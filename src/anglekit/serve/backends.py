@@ -67,6 +67,8 @@ class TorchBackend:
     """Why a request may not choose its layer (None: it may, ``early_exit`` is true)."""
     runs_every_layer = False
     """The model cannot stop at an earlier layer (an exported graph)."""
+    pad_multiple = 1
+    """Batches are padded to exactly their longest text."""
 
     def _describe(self, embedder: Any) -> None:
         self.dim = embedder.dim
@@ -139,6 +141,9 @@ class EncoderBackend(TorchBackend):
     def __init__(self, embedder: Any) -> None:  # noqa: D107 - no torch module to put in eval mode
         self.embedder = embedder
         self._describe(embedder)
+        self.pad_multiple: int = getattr(embedder, "pad_multiple", 1)
+        """The runtime pads batches to a multiple of this many tokens (> 1: it prepares kernels per
+        input shape, and the server warms the common shapes up at start)."""
 
     def _embed(self, token_ids: Sequence[Sequence[int]], layer: int | None = None) -> np.ndarray:
         with getattr(self.embedder, "_encoding", contextlib.nullcontext)():  # the context its encode loop runs in

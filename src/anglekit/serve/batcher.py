@@ -81,6 +81,22 @@ def _resolve(future: asyncio.Future[Embedded], result: Embedded | None, error: B
         future.set_result(result)  # type: ignore[arg-type]
 
 
+WARMUP_WIDTH = 128
+"""The widest batch (in tokens) :meth:`Batcher.warmup` prepares shapes for."""
+
+WARMUP_BATCH = 32
+"""The largest batch size :meth:`Batcher.warmup` prepares shapes for."""
+
+
+def warmup_shapes(max_batch_size: int, max_batch_tokens: int, max_width: int, multiple: int) -> list[tuple[int, int]]:
+    """(batch size, width) pairs a batcher's small batches take, cheapest (fewest tokens) first:
+    sizes up to ``max_batch_size`` (and :data:`WARMUP_BATCH`), widths the multiples of ``multiple``
+    up to ``max_width``, within ``max_batch_tokens``."""
+    widths = range(multiple, max(max_width, multiple) + 1, multiple)
+    shapes = [(b, w) for b in range(1, min(max_batch_size, WARMUP_BATCH) + 1) for w in widths if b * w <= max_batch_tokens]
+    return sorted(shapes, key=lambda shape: (shape[0] * shape[1], shape[0]))
+
+
 class Batcher:
     """Merges concurrent :meth:`embed` calls into length-ordered batches run on one worker thread."""
 
@@ -112,11 +128,30 @@ class Batcher:
         self._thread: threading.Thread | None = None
 
     # ----------------------------------------------------------------- life cycle
-    def warmup(self) -> None:
-        """Run a few forward passes (one text, a full batch), on the calling thread, before :meth:`start`."""
+    def warmup(self, seconds: float = 0.0) -> int:
+        """Run a few forward passes (one text, a full batch), on the calling thread, before :meth:`start`.
+
+        A backend whose runtime prepares its kernels for each new input shape (``pad_multiple`` > 1:
+        OpenVINO pads widths to that multiple) then also runs the shapes small batches take, cheapest
+        first (batch size x width), for at most ``seconds``, so that the first requests do not pay
+        for them. The number of shapes run."""
         ids = self.backend.tokenize(["warm up the model"] * self.max_batch_size, None, truncate=True)
         self.backend.embed(ids[:1])
         self.backend.embed(ids)
+        multiple = getattr(self.backend, "pad_multiple", 1)
+        if multiple <= 1 or seconds <= 0:
+            return 0
+        text = ids[0]
+        deadline = time.perf_counter() + seconds
+        done = 0
+        for size, width in warmup_shapes(self.max_batch_size, self.max_batch_tokens, min(self.backend.max_length, WARMUP_WIDTH), multiple):
+            if time.perf_counter() >= deadline:
+                break
+            row = (text[:-1] * width)[: width - 1] + text[-1:] if width > 1 else text[:1]
+            self.backend.embed([row] * size)
+            done += 1
+        log.info("warmed %d input shapes in %.1f s", done, seconds - max(0.0, deadline - time.perf_counter()))
+        return done
 
     def start(self) -> None:
         if self._thread is None:
@@ -363,4 +398,4 @@ class Batcher:
                 self._finish(job, Embedded(job.vectors, sum(len(seq) for seq in job.ids)))  # type: ignore[arg-type]
 
 
-__all__ = ["Batcher", "Embedded"]
+__all__ = ["WARMUP_BATCH", "WARMUP_WIDTH", "Batcher", "Embedded", "warmup_shapes"]

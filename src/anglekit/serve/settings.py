@@ -47,6 +47,12 @@ class ServeSettings:
         "--index (an index is queried with the model it was built with), and not for models trained with ESE (their "
         "requests may choose a layer). --no-int8-export: the PyTorch weights.",
     )
+    warmup_seconds: float = setting(
+        5.0,
+        minimum=0,
+        help="At start, for a runtime that prepares its kernels per input shape (OpenVINO), run the shapes small batches "
+        "take for at most this long, so that the first requests do not pay for them (0: only two warm-up passes).",
+    )
     threads: int | None = setting(None, minimum=1, help="CPU threads of the backend (default: torch's, usually one per core).")
     quiet: bool = setting(False, help="No access log (one line per request).")
 
