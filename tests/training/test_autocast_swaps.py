@@ -24,17 +24,29 @@ from anglekit.training.run import train
 # ====================================================================== fast dropout's saved mask
 
 
-def test_fast_dropout_saves_one_bool_for_backward_and_its_gradient_is_the_mask() -> None:
+def test_fast_dropout_saves_one_byte_for_backward_and_its_gradient_is_the_mask() -> None:
     saved: list[torch.Tensor] = []
     x = torch.randn(64, 48, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
         torch.manual_seed(3)
         out = FastDropout(0.25).train()(x)
-    assert [t.dtype for t in saved] == [torch.bool] and saved[0].shape == x.shape
+    assert [t.dtype for t in saved] == [torch.uint8] and saved[0].shape == x.shape
+    assert set(saved[0].unique().tolist()) == {0, 1}  # a 0/1 mask, about a quarter dropped
+    assert 0.2 < 1 - saved[0].float().mean().item() < 0.3
     out.backward(torch.ones_like(out))
     scale = 1 / (1 - round(0.25 * LEVELS) / LEVELS)
     assert torch.equal(x.grad, saved[0].float() * scale)  # type: ignore[arg-type]
-    assert torch.equal(out, torch.where(saved[0], x * scale, 0.0))  # fp32: exactly x * keep * scale
+    assert torch.equal(out, torch.where(saved[0].bool(), x * scale, 0.0))  # fp32: exactly x * keep * scale
+
+
+def test_keep_bits_is_a_uint8_view_of_the_comparison_with_the_same_masks() -> None:
+    x = torch.empty(333, 17)
+    torch.manual_seed(11)
+    keep = keep_bits(x, round(0.1 * LEVELS))
+    torch.manual_seed(11)
+    words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(-(1 << 63), (1 << 63) - 1)
+    expected = words.view(torch.int16)[: x.numel()].view(x.shape).int() + LEVELS // 2 >= round(0.1 * LEVELS)
+    assert keep.dtype == torch.uint8 and torch.equal(keep.bool(), expected)
 
 
 def test_fast_dropout_scales_bf16_in_fp32_arithmetic() -> None:
@@ -45,7 +57,7 @@ def test_fast_dropout_scales_bf16_in_fp32_arithmetic() -> None:
     torch.manual_seed(5)
     out = module(x)
     torch.manual_seed(5)
-    keep = keep_bits(x, module.threshold)
+    keep = keep_bits(x, module.threshold).bool()
     ratio = (out.double()[keep] / x.double()[keep]).mean().item()
     assert ratio == pytest.approx(module.scale, rel=2e-4)
     assert bool((out[~keep] == 0).all())
