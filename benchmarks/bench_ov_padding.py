@@ -110,7 +110,11 @@ def main() -> int:
                     done = subprocess.run(argv, capture_output=True, text=True, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
                     rows.setdefault(key, []).append(json.loads(done.stdout.strip().splitlines()[-1]))
                     print(f"{key:34s} cold {rows[key][-1]['cold']:7.0f}  warm {rows[key][-1]['warm']:7.0f} sent/s", flush=True)
-    print(f"\n{'runtime':22s} {'batch':>5s} " + " ".join(f"{'cold x' + str(m):>10s} {'warm x' + str(m):>10s}" for m in args.multiples) + "   ratio x8/x1 cold, warm")
+    print(
+        f"\n{'runtime':22s} {'batch':>5s} "
+        + " ".join(f"{'cold x' + str(m):>10s} {'warm x' + str(m):>10s}" for m in args.multiples)
+        + "   ratio x8/x1 cold, warm"
+    )
     summary = []
     for batch in args.batches:
         for runtime in runtimes:
