@@ -408,7 +408,7 @@ class OnnxEmbedder(EncodeAPI):
     """What the runtime computes in: onnxruntime runs an fp32 graph in fp32 (CUDA: TF32 off)."""
     pad_multiple = 1
     """Batches are padded to a multiple of this many tokens (onnxruntime: 1, exactly the longest
-    text; padding to 8 measured 0.88-0.91x on MiniLM)."""
+    text; padding to 8 measured 0.79-0.95x on MiniLM, ``benchmarks/bench_ov_padding.py``)."""
 
     def __init__(self, session: Any, tokenizer: Any, config: EmbedderConfig, *, source: str = "", info: dict[str, Any] | None = None) -> None:
         self.session = session

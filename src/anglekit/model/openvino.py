@@ -255,7 +255,7 @@ class OpenVinoEmbedder(OnnxEmbedder):
     """Batches are padded to a multiple of 8 tokens: OpenVINO's CPU plugin prepares its kernels for
     each new input shape (4 ms a shape in bf16, 16 ms in static int8, for MiniLM on an AMX CPU),
     so fewer distinct widths mean fewer of those stalls, and the aligned shapes run no slower
-    (benchmarks/README.md, "Padding OpenVINO batches")."""
+    (benchmarks/README.md, "Padding OpenVINO batches to 8 tokens, and warming shapes up")."""
 
     def __init__(self, compiled: Any, tokenizer: Any, config: EmbedderConfig, *, source: str = "", info: dict[str, Any] | None = None) -> None:
         super().__init__(compiled, tokenizer, config, source=source, info=info)
