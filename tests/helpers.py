@@ -123,6 +123,21 @@ def build_tiny_llama(directory: Path, *, seed: int = 0, layers: int = 2) -> Path
     return directory
 
 
+def tiny_lora_llama(dtype: Any, target_modules: list[str], **lora: Any) -> Any:
+    """A random 2-layer Llama (hidden 64, MLP 160, GQA 4/2) in ``dtype`` with PEFT LoRA adapters
+    (r 4, alpha 8, dropout 0.1, non-zero init; ``lora`` overrides) on ``target_modules``, in
+    training mode; seeded, so every call builds the same model. In memory, nothing saved."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, max_position_embeddings=64)  # fmt: skip
+    settings = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.1, "target_modules": target_modules, "init_lora_weights": False, **lora}
+    return get_peft_model(LlamaForCausalLM(config).to(dtype), LoraConfig(**settings)).train()
+
+
 def build_tiny_gpt2(directory: Path, *, seed: int = 0) -> Path:
     """A random 2-layer GPT-2 (architecture ``GPT2LMHeadModel``: absolute position embeddings) with
     the tiny Llama's tokenizer (no pad token, left padding)."""

@@ -14,6 +14,8 @@ from torch import Tensor
 from anglekit.training.fast_dropout import faster_dropout
 from anglekit.training.fused_mlp import MLP_CLASSES, fused_mlps, swiglu
 
+import helpers
+
 BF16 = torch.bfloat16
 
 
@@ -70,15 +72,7 @@ def test_keeps_gate_and_up_only() -> None:
 
 
 def _tiny_lora_llama(dtype: torch.dtype) -> Any:
-    from peft import LoraConfig, get_peft_model
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=2, max_position_embeddings=64)  # fmt: skip
-    model = LlamaForCausalLM(config).to(dtype)
-    targets = ["q_proj", "v_proj", "gate_proj", "up_proj", "down_proj"]
-    return get_peft_model(model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.1, target_modules=targets, init_lora_weights=False)).train()
+    return helpers.tiny_lora_llama(dtype, ["q_proj", "v_proj", "gate_proj", "up_proj", "down_proj"])
 
 
 def _loss_and_grads(model: Any, autocast: bool) -> tuple[Tensor, dict[str, Tensor]]:

@@ -14,6 +14,8 @@ from anglekit.training.autocast_swaps import uncast_lora_inputs
 from anglekit.training.fast_dropout import faster_dropout
 from anglekit.training.lora_update import add_update, fused_lora
 
+import helpers
+
 BF16 = torch.bfloat16
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -41,14 +43,7 @@ def test_add_update_is_the_scaled_sum_in_place() -> None:
 
 
 def _tiny_lora_llama(dtype: torch.dtype, **lora: Any) -> Any:
-    from peft import LoraConfig, get_peft_model
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=2, max_position_embeddings=64)  # fmt: skip
-    settings = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.1, "target_modules": TARGETS, "init_lora_weights": False, **lora}
-    return get_peft_model(LlamaForCausalLM(config).to(dtype), LoraConfig(**settings)).train()
+    return helpers.tiny_lora_llama(dtype, TARGETS, **lora)
 
 
 def _step(model: Any, autocast: bool) -> tuple[Tensor, dict[str, Tensor], Any]:
