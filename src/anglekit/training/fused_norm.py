@@ -117,3 +117,6 @@ def fused_rms_norms(model: nn.Module, *, enabled: bool, device: torch.device | s
     classes = imported_classes(NORM_CLASSES)
     done = "norm(s) keep their input and an fp32 rstd per row for backward"
     return on_cpus(model, enabled=enabled, device=device, classes=classes, forward=_fused_forward, agrees=_same_maths, label="fused RMSNorm", done=done)
+
+
+__all__ = ["NORM_CLASSES", "fused_rms_norms", "rms_norm_forward"]
