@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,7 +19,7 @@ from anglekit.model.embedder import Embedder
 from anglekit.training.autocast_swaps import FP32_SDPA, fp32_attention, uncast_lora_inputs
 from anglekit.training.checkpointing import enable_gradient_checkpointing
 from anglekit.training.config import TrainConfig
-from anglekit.training.fast_dropout import LEVELS, FastDropout, keep_bits
+from anglekit.training.fast_dropout import LEVELS, SEED_RANGE, FastDropout, cpu_keep_bits, device_keep_bits, keep_bits
 from anglekit.training.run import train
 
 # ====================================================================== fast dropout's saved mask
@@ -39,14 +40,52 @@ def test_fast_dropout_saves_one_byte_for_backward_and_its_gradient_is_the_mask()
     assert torch.equal(out, torch.where(saved[0].bool(), x * scale, 0.0))  # fp32: exactly x * keep * scale
 
 
-def test_keep_bits_is_a_uint8_view_of_the_comparison_with_the_same_masks() -> None:
+def test_device_keep_bits_is_a_uint8_view_of_the_comparison_of_16_bit_lanes() -> None:
     x = torch.empty(333, 17)
     torch.manual_seed(11)
-    keep = keep_bits(x, round(0.1 * LEVELS))
+    keep = device_keep_bits(x, round(0.1 * LEVELS))
     torch.manual_seed(11)
     words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(-(1 << 63), (1 << 63) - 1)
     expected = words.view(torch.int16)[: x.numel()].view(x.shape).int() + LEVELS // 2 >= round(0.1 * LEVELS)
     assert keep.dtype == torch.uint8 and torch.equal(keep.bool(), expected)
+
+
+def test_cpu_keep_bits_compares_pcg64_lanes_seeded_by_one_torch_draw() -> None:
+    x = torch.empty(333, 17)  # 5661 elements: not a multiple of 4, the last word's lanes partly unused
+    torch.manual_seed(11)
+    keep = keep_bits(x, round(0.1 * LEVELS))
+    torch.manual_seed(11)
+    seed = int(torch.randint(SEED_RANGE, ()))
+    words = np.random.PCG64(seed).random_raw((x.numel() + 3) // 4)
+    lanes = [(int(word) >> (16 * i)) & 0xFFFF for word in words for i in range(4)][: x.numel()]  # little-endian lanes
+    expected = torch.tensor([lane >= round(0.1 * LEVELS) for lane in lanes]).view(x.shape)
+    assert keep.dtype == torch.uint8 and keep.shape == x.shape and torch.equal(keep.bool(), expected)
+
+
+def test_cpu_masks_follow_torch_s_seed_and_saved_state() -> None:
+    x = torch.empty(4096)
+    torch.manual_seed(7)
+    first, second = keep_bits(x, 6554), keep_bits(x, 6554)
+    assert not torch.equal(first, second)  # each mask its own draw
+    torch.manual_seed(7)
+    assert torch.equal(keep_bits(x, 6554), first)
+    state = torch.get_rng_state()
+    again = keep_bits(x, 6554)
+    torch.set_rng_state(state)
+    assert torch.equal(keep_bits(x, 6554), again) and torch.equal(again, second)
+    torch.manual_seed(8)
+    assert not torch.equal(keep_bits(x, 6554), first)
+
+
+@pytest.mark.parametrize("threshold", [1, 6554, 32768, 65535])
+def test_cpu_keep_bits_keep_each_element_with_the_lane_probability(threshold: int) -> None:
+    torch.manual_seed(0)
+    keep = cpu_keep_bits(1 << 20, threshold)
+    assert keep.dtype == torch.uint8 and keep.shape == (1 << 20,) and set(keep.unique().tolist()) <= {0, 1}
+    expected = 1 - threshold / LEVELS
+    for lane in keep.view(-1, 4).T.double():  # each of a word's four 16-bit lanes, the top one included
+        assert abs(lane.mean().item() - expected) < 0.004
+    assert cpu_keep_bits(0, threshold).shape == (0,)
 
 
 def test_fast_dropout_scales_bf16_in_fp32_arithmetic() -> None:
