@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from anglekit.errors import ConfigError, DataError
+from anglekit.text import is_blank
 
 __all__ = [
     "EXTENSIONS",
@@ -116,8 +117,8 @@ def short_repr(value: Any, limit: int = 60) -> str:
 def text_problem(value: Any) -> tuple[str, str] | None:
     """``(reason, message)`` when ``value`` is not a usable text, else ``None``."""
     if isinstance(value, str):
-        if not value or value.isspace():
-            return "empty text", "text is empty" if not value else "text is blank (whitespace only)"
+        if is_blank(value):
+            return "empty text", "text is empty" if not value else f"text is blank (only whitespace or invisible characters: {short_repr(value)})"
         return None
     if value is None:
         return "empty text", "text is missing (null)"
