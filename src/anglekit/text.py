@@ -10,6 +10,7 @@ but special tokens, so its embedding says nothing about it. Nothing here imports
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 __all__ = ["INVISIBLE_EXTRA", "is_blank", "is_invisible"]
@@ -29,6 +30,18 @@ def is_invisible(ch: str) -> bool:
     return ch.isspace() or ch in INVISIBLE_EXTRA or unicodedata.category(ch) in ("Cf", "Cc")
 
 
+_ASCII_VISIBLE = re.compile(r"[!-~]")
+"""A printable ASCII character: a text holding one is not blank (the common case, decided in C)."""
+
+
 def is_blank(text: str) -> bool:
     """Whether ``text`` is empty, or holds only whitespace and invisible characters (:func:`is_invisible`)."""
-    return all(is_invisible(ch) for ch in text)
+    first = text[:1]
+    if first.isalnum() and first not in INVISIBLE_EXTRA:  # the common case: one check of the first character
+        return False
+    if _ASCII_VISIBLE.search(text):
+        return False
+    for ch in text:
+        if not (ch.isspace() or ch in INVISIBLE_EXTRA or unicodedata.category(ch) in ("Cf", "Cc")):
+            return False
+    return True

@@ -383,6 +383,18 @@ def test_invisible_only_text_is_blank_in_every_reader(tmp_path: Path, text: str)
     assert_where(exc, path, 1, "negative")
 
 
+@pytest.mark.parametrize(
+    ("header", "missing", "typo"),
+    [("text1,text2,lable", "label", "lable"), ("text1,txet2,label", "text2", "txet2"), ("sentence1,sentnce2,score", "text2", "sentnce2")],
+)
+def test_a_misspelt_pair_column_is_named(tmp_path: Path, header: str, missing: str, typo: str) -> None:
+    path = tmp_path / "p.csv"
+    path.write_text(header + "\na,b,1\n", encoding="utf-8")
+    with pytest.raises(DataError, match=rf"missing column '{missing}'.*; '{typo}' looks like a misspelling of '\w+'; available columns") as exc:
+        read_pairs(path)
+    assert_where(exc, path, None, missing)
+
+
 def test_jsonl_row_is_the_line_number(tmp_path: Path) -> None:
     path = tmp_path / "p.jsonl"
     path.write_text('{"text1": "a", "text2": "b", "label": 1}\n\n\n{"text1": "a", "text2": 5, "label": 1}\n')
