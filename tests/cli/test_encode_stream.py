@@ -127,3 +127,51 @@ def test_kill_9_then_resume_gives_the_bytes_of_an_uninterrupted_run(tmp_path: Pa
         assert (out / name).stat().st_mtime_ns == mtime, f"{name} was recomputed"
     manifest = json.loads((out / "manifest.json").read_text())
     assert (manifest["rows"], manifest["shards"]) == (60, 15)
+
+
+def _zero_model(tiny_bert_dir: Path, folder: Path) -> Path:
+    """The tiny BERT with its last LayerNorm zeroed: every token state, so every embedding, is all zeros."""
+    import torch
+
+    from anglekit.model.embedder import Embedder
+
+    model = Embedder.from_pretrained(tiny_bert_dir, device="cpu")
+    norm = model.backbone.encoder.layer[-1].output.LayerNorm
+    with torch.no_grad():
+        norm.weight.zero_()
+        norm.bias.zero_()
+    model.save_pretrained(folder)
+    return folder
+
+
+def test_normalize_warns_about_zero_vectors_with_their_rows(tmp_path: Path, tiny_bert_dir: Path, capsys: pytest.CaptureFixture[str], caplog) -> None:
+    zero = _zero_model(tiny_bert_dir, tmp_path / "zero")
+    _corpus(tmp_path / "c.txt", 7)
+    code, out, err = helpers.run_cli(
+        ["encode", str(zero), "--input", str(tmp_path / "c.txt"), "--output", str(tmp_path / "v.npy"), "--normalize", "--quiet"], capsys
+    )
+    assert code == 0 and "wrote 7 x 32 vectors" in out, err  # legal input: written, with a warning
+    assert f"anglekit encode: warning: {tmp_path / 'c.txt'}: 7 of 7 vectors are all zeros (rows 1, 2, 3, 4, 5, ...)" in err, err
+    assert not np.load(tmp_path / "v.npy").any()
+    code, out, err = helpers.run_cli(
+        ["encode", str(tiny_bert_dir), "--input", str(tmp_path / "c.txt"), "--output", str(tmp_path / "w.npy"), "--normalize"], capsys
+    )
+    assert code == 0 and "all zeros" not in err
+    with caplog.at_level("WARNING", logger="anglekit.corpus.encode"):
+        argv = ["encode", str(zero), "--input", str(tmp_path / "c.txt"), "--output-dir", str(tmp_path / "out"), "--shard-size", "4", "--normalize", "--quiet"]
+        code, out, err = helpers.run_cli(argv, capsys)
+    assert code == 0, err
+    messages = [r.getMessage().split(": the model")[0] for r in caplog.records if "all zeros" in r.getMessage()]
+    assert messages == [f"{tmp_path / 'c.txt'}: shard 0: 4 of 4 vectors are all zeros (rows 1, 2, 3, 4)",
+                        f"{tmp_path / 'c.txt'}: shard 1: 3 of 3 vectors are all zeros (rows 5, 6, 7)"], messages  # fmt: skip
+
+
+def test_zero_rows_message_names_the_first_rows_and_the_count() -> None:
+    from anglekit.model.encoding import zero_rows_message
+
+    vectors = np.ones((20, 4), dtype=np.float32)
+    assert zero_rows_message(vectors) is None
+    vectors[[2, 3, 7, 11, 12, 13, 19]] = 0
+    vectors[5] = [0, 0, 0, 1e-30]  # tiny but not zero: it normalises to a unit vector
+    message = zero_rows_message(vectors, first_row=101)
+    assert message is not None and message.startswith("7 of 20 vectors are all zeros (rows 103, 104, 108, 112, 113, ...)")

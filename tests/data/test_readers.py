@@ -345,6 +345,56 @@ def test_bad_jsonl_rows(tmp_path: Path, obj, field, text) -> None:
     assert_where(exc, path, 2, field)
 
 
+INVISIBLE_ONLY = ["\u200b", "\ufeff", "\u3164", "\u115f", "\u2060", "\u200b \u200d\u2060", "\u00a0\u3000\t", "\u3164\ufe0f", "\u200e\u200f\x07"]
+"""Texts that show nothing: zero-width space, BOM, Hangul fillers, word joiner, mixes with whitespace."""
+
+
+def test_is_blank_against_the_characters_one_by_one() -> None:
+    from anglekit.text import is_blank
+
+    for text in INVISIBLE_ONLY + ["", "   "]:
+        assert is_blank(text), repr(text)
+    for text in ["a", "\u200ba", "\u3164\u3131", "é", "中", "\U0001f600", "0", "\u00ad-"]:
+        assert not is_blank(text), repr(text)
+
+
+@pytest.mark.parametrize("text", INVISIBLE_ONLY)
+def test_invisible_only_text_is_blank_in_every_reader(tmp_path: Path, text: str) -> None:
+    from anglekit.data import read_sentences, read_triplets
+
+    path = write_jsonl(tmp_path / "p.jsonl", [{"text1": "x", "text2": "y", "label": 0}, {"text1": "a", "text2": text, "label": 1}])
+    with pytest.raises(DataError, match="text is blank") as exc:
+        read_pairs(path)
+    assert_where(exc, path, 2, "text2")
+    path = write_csv(tmp_path / "p.csv", ["text1", "text2", "label"], [("a", "b", 1), (text, "d", 2)])
+    with pytest.raises(DataError, match="blank") as exc:
+        read_pairs(path)
+    assert_where(exc, path, 2, "text1")
+    with pytest.raises(DataError, match="empty") as exc:
+        PairDataset(["a", "b"], ["c", text], [0.0, 1.0], source="mem")
+    assert_where(exc, "mem", 2, "text2")
+    path = write_jsonl(tmp_path / "s.jsonl", [{"text": "fine"}, {"text": text}])
+    with pytest.raises(DataError, match="blank") as exc:
+        read_sentences(path)
+    assert_where(exc, path, 2, "text")
+    path = write_jsonl(tmp_path / "t.jsonl", [{"anchor": "a", "positive": "b", "negative": text}])
+    with pytest.raises(DataError, match="blank") as exc:
+        read_triplets(path)
+    assert_where(exc, path, 1, "negative")
+
+
+@pytest.mark.parametrize(
+    ("header", "missing", "typo"),
+    [("text1,text2,lable", "label", "lable"), ("text1,txet2,label", "text2", "txet2"), ("sentence1,sentnce2,score", "text2", "sentnce2")],
+)
+def test_a_misspelt_pair_column_is_named(tmp_path: Path, header: str, missing: str, typo: str) -> None:
+    path = tmp_path / "p.csv"
+    path.write_text(header + "\na,b,1\n", encoding="utf-8")
+    with pytest.raises(DataError, match=rf"missing column '{missing}'.*; '{typo}' looks like a misspelling of '\w+'; available columns") as exc:
+        read_pairs(path)
+    assert_where(exc, path, None, missing)
+
+
 def test_jsonl_row_is_the_line_number(tmp_path: Path) -> None:
     path = tmp_path / "p.jsonl"
     path.write_text('{"text1": "a", "text2": "b", "label": 1}\n\n\n{"text1": "a", "text2": 5, "label": 1}\n')

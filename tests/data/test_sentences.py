@@ -185,6 +185,31 @@ def test_triplet_errors_name_file_row_and_field(tmp_path: Path) -> None:
         read_triplets(csv_path, columns={"query": "anchor"})
 
 
+@pytest.mark.parametrize("typo", ["negatve", "negativ", "Negative", "hard_negtive", "hardneg"])
+def test_a_misspelt_negative_column_is_an_error_not_pairs(tmp_path: Path, typo: str) -> None:
+    """It used to be ignored: the rows trained as (anchor, positive) pairs without a word."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"anchor": "a", "positive": "p", typo: "n"}) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=rf"field '{typo}': column '{typo}' looks like a misspelling of '(negative|hard_negative|hard_neg)'") as exc:
+        read_triplets(path)
+    assert str(path) in str(exc.value) and exc.value.field == typo and "train as (anchor, positive) pairs" in str(exc.value)
+    assert read_triplets(path, columns={"negative": typo}).negative == ["n"]  # mapped: read as the negatives
+
+
+def test_columns_that_are_not_typos_still_make_pairs(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"anchor": "a", "positive": "p", "id": 3, "source": "x", "label": 1}) + "\n", encoding="utf-8")
+    assert read_triplets(path).negative is None
+
+
+@pytest.mark.parametrize(("header", "missing", "typo"), [("anchr,positive", "anchor", "anchr"), ("anchor,positve", "positive", "positve")])
+def test_a_misspelt_required_column_is_named_in_the_missing_column_error(tmp_path: Path, header: str, missing: str, typo: str) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(header + "\na,b\n", encoding="utf-8")
+    with pytest.raises(DataError, match=rf"missing column '{missing}'.*; '{typo}' looks like a misspelling of '{missing}'; available columns"):
+        read_triplets(path)
+
+
 def test_triplets_from_python_data_and_column_mapping(tmp_path: Path) -> None:
     ds = read_triplets([("a", "p", "n"), ("b", "q", "m")])
     assert ds.negative == ["n", "m"]

@@ -161,7 +161,12 @@ def test_bad_input_is_refused_and_changes_nothing(model: Any) -> None:
         with pytest.raises(ConfigError, match="k must be a positive integer"):
             index.search_vectors(np.ones((1, DIM)), k)  # type: ignore[arg-type]
     with pytest.raises(DataError, match="queries"):
-        index.search([""])
+        index.search([])
+    for query in ("", "\u200b\u3164", "\ufeff \u2060"):
+        with pytest.raises(DataError, match=r"query 2 is blank \(only whitespace or invisible characters\)"):
+            index.search(["dog", query])
+    with pytest.raises(DataError, match="item 2: text is blank"):
+        index.add(["p", "q"], ["dog", "\u115f\u200b"])
     with pytest.raises(ConfigError, match="kind"):
         VectorIndex.create(model, kind="ivf")
     with pytest.raises(ConfigError, match="quantize"):

@@ -20,6 +20,7 @@ from anglekit.losses import ObjectiveOutput
 from anglekit.losses.registry import (
     FAMILIES,
     ObjectiveFamily,
+    Term,
     all_presets,
     get_objective,
     knob_overrides,
@@ -120,6 +121,73 @@ def test_knobs_are_yaml_keys_and_flat_keys(toy: ObjectiveFamily, tmp_path: Path)
 def test_an_unregistered_knob_is_an_unknown_setting() -> None:
     with pytest.raises(ConfigError, match=r"unknown setting\(s\) \['toy_scale'\]"):
         TrainConfig.from_dict({"toy_scale": 2.0})
+
+
+GIVEN = {
+    "cosine_tau": 0.1,
+    "ibn_tau": 0.1,
+    "ibn_similarity": "angle",
+    "ibn_detect_duplicates": False,
+    "angle_tau": 0.5,
+    "angle_variant": "phase",
+    "hard_negative_weight": 2.0,
+}
+"""A non-default value of each knob that acts through one term only."""
+
+COSINE, IBN, ANGLE = ["cosine_tau"], ["ibn_tau", "ibn_similarity", "ibn_detect_duplicates"], ["angle_tau", "angle_variant"]
+INERT = {
+    "paper": [],
+    "paper-phase": [],
+    "official-defaults": COSINE,
+    "cosine": IBN + ANGLE,
+    "angle": COSINE + IBN,
+    "angle-phase": COSINE + IBN,
+    "ibn": COSINE + ANGLE,
+    "simcse-unsup": ["hard_negative_weight"],
+    "simace-unsup": ["hard_negative_weight"],
+    "simcse-sup": [],
+    "simace-sup": [],
+}
+"""Per built-in preset, the knobs whose only term is off there (written out from the presets' weights)."""
+
+
+@pytest.mark.parametrize("preset", sorted(INERT))
+def test_a_knob_of_a_term_that_is_off_warns_once_each(preset: str, caplog: pytest.LogCaptureFixture) -> None:
+    family = next(f for f in FAMILIES.values() if preset in f.presets)
+    given = {key: value for key, value in GIVEN.items() if key in family.knobs}
+    with caplog.at_level("WARNING", logger="anglekit.losses.registry"):
+        overrides = knob_overrides(preset, given)
+    assert overrides == {family.knobs[key].name: value for key, value in given.items()}  # still applied: legal, just inert
+    messages = [r.getMessage() for r in caplog.records]
+    flags = ["--" + key.replace("_", "-") for key in INERT[preset]]
+    assert len(messages) == len(flags), messages
+    for flag, message in zip(flags, messages):
+        assert message.startswith(f"{flag} ") and f"does nothing: in the objective {preset!r}" in message, message
+    if preset == "angle":
+        assert messages[0] == "--cosine-tau 0.1 does nothing: in the objective 'angle' the cosine term weighs 0 (cosine_weight 0)"
+    if preset == "simcse-unsup":
+        assert "the batches are sentences, which have no hard negatives" in messages[0]
+
+
+def test_a_weight_given_with_its_settings_turns_them_on(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="anglekit.losses.registry"):
+        knob_overrides("angle", {"cosine_weight": 0.5, "cosine_tau": 0.1})
+        knob_overrides("paper", {"angle_weight": 0.0, "angle_tau": 0.5, "ibn_tau": 0.1})
+    assert [r.getMessage() for r in caplog.records] == ["--angle-tau 0.5 does nothing: in the objective 'paper' the angle term weighs 0 (angle_weight 0)"]
+
+
+def test_terms_name_fields_of_their_config() -> None:
+    with pytest.raises(ConfigError, match=r"term 'toy' names fields \['tau'\] that ToyConfig lacks"):
+        ObjectiveFamily(
+            name="bad", config_cls=ToyConfig, presets={"b": ToyConfig()}, build=ToyLoss, batch_kind="pairs", terms=(Term("toy", ("tau",), weight="scale"),)
+        )
+    with pytest.raises(ConfigError, match="a weight field or an active condition"):
+        Term("toy", ("scale",))
+    family = ObjectiveFamily(
+        name="toy2", config_cls=ToyConfig, presets={"toy2-small": ToyConfig(scale=0.5)}, build=ToyLoss, batch_kind="pairs",
+        terms=(Term("big", ("scale",), active=lambda c: c.scale > 1, off="the scale is small"),),
+    )  # fmt: skip
+    assert family.terms[0].why_off(ToyConfig(scale=0.5)) == "the scale is small" and family.terms[0].why_off(ToyConfig(scale=2)) is None
 
 
 def test_anglekit_train_trains_a_registered_family(

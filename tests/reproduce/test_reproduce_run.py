@@ -139,6 +139,42 @@ def test_max_steps_zero_is_refused_before_anything_is_written(tmp_path, capsys, 
     assert code == 2 and "--max-steps" in err and not out.exists(), err
 
 
+@pytest.mark.parametrize("device", ["tpu", "mps", "cuda:0", "CPU", ""])
+def test_a_device_reproduce_cannot_use_is_refused_as_the_flag_is_parsed(tmp_path, capsys, data_root, device):
+    """Refused by the parser, before data/ or cells/ exist (it used to fail inside the first cell)."""
+    out = tmp_path / "o"
+    code, _, err = helpers.run_cli(["reproduce", "pooling", "--device", device, "--output-dir", str(out), "--data-root", str(data_root)], capsys)
+    assert code == 2 and "--device" in err and repr(device) in err and not out.exists(), err
+    assert "choose from 'auto', 'cpu', 'cuda'" in err
+
+
+def test_reproduce_help_lists_exactly_the_devices_it_accepts(capsys):
+    code, out, _ = helpers.run_cli(["reproduce", "--help"], capsys)
+    text = " ".join(out.split())
+    assert code == 0 and "--device {auto,cpu,cuda}" in text
+    assert "mps" not in text and "cuda:N" not in text
+
+
+def test_device_cuda_without_a_gpu_is_refused_before_anything_is_written(tmp_path, capsys, data_root, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "o"
+    code, _, err = helpers.run_cli(["reproduce", "pooling", "--device", "cuda", "--output-dir", str(out), "--data-root", str(data_root)], capsys)
+    assert code == 2 and "--device cuda: no CUDA GPU is available here" in err and err.count("\n") == 1 and not out.exists(), err
+    with pytest.raises(ConfigError, match="device"):
+        ReproduceConfig(device="mps")
+
+
+def test_device_auto_is_the_default_device(tmp_path, tiny_bert_dir, data_root):
+    """auto is recorded as no device, like the default: cells keyed by it are reused by a rerun with either."""
+    for device in (None, "auto"):
+        out = tmp_path / str(device)
+        config = ReproduceConfig(seeds=(0,), output_dir=str(out), model=str(tiny_bert_dir), data_root=str(data_root), device=device, report_only=True)
+        result = reproduce(["pooling"], config)
+        assert result.missing > 0 and json.loads((out / "pooling.json").read_text())["protocol"]["device"] is None
+
+
 def test_max_steps_bounds_in_the_api():
     from anglekit.reproduce.config import ReproduceConfig
     from anglekit.reproduce.protocol import make_protocol

@@ -35,6 +35,7 @@ BAD_EMBEDDINGS = [
     (b'{"input": ["ok", "\\t\\n\\r"]}', 400, "invalid_request", "input", "input[1] is blank"),
     (b'{"input": ["\\u00a0\\u3000", "ok"]}', 400, "invalid_request", "input", "input[0] is blank"),
     (b'{"input": "\\u200b\\ufeff "}', 400, "invalid_request", "input", "input is blank"),
+    (b'{"input": ["ok", "\\u3164\\u115f\\u2060"]}', 400, "invalid_request", "input", "input[1] is blank"),
     (b'{"input": 5}', 400, "invalid_request", "input", "string or an array"),
     (b'{"input": {"text": "a"}}', 400, "invalid_request", "input", "string or an array"),
     (b'{"input": ["a", 5]}', 400, "invalid_request", "input", "input[1] must be a string"),

@@ -114,3 +114,43 @@ def test_parquet_and_saved_datasets_are_read_in_record_batches(tmp_path: Path, m
         read_pairs(path, columns={"text1": "q", "text2": "d", "label": "y"})
     lenient = read_pairs(path, columns={"text1": "q", "text2": "d", "label": "y"}, lenient=True)
     assert len(lenient) == 9 and lenient.skipped == {"empty text": 1}
+
+
+@pytest.mark.parametrize(
+    ("objective", "label", "threshold", "refused"),
+    [
+        ("cosine", 3.0, None, "the cosine term rank"),
+        ("angle", 1.0, None, "the angle term rank"),
+        ("paper", 0.0, 1.0, "the cosine and angle terms rank pairs by label, and one label leaves nothing to rank; the in-batch-negative term needs positives (label >= 1)"),
+        ("ibn", 2.0, 4.0, "the in-batch-negative term needs positives (label >= 4)"),
+        ("ibn", 5.0, 4.0, None),  # every pair a positive: the in-batch negatives still train
+        ("paper", 1.0, 1.0, None),
+    ],
+)  # fmt: skip
+def test_labels_all_equal_are_refused_before_the_model_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, objective: str, label: float, threshold: float | None, refused: str | None
+) -> None:
+    import anglekit.training.run as run
+
+    path = tmp_path / "same.jsonl"
+    rows = helpers.make_pairs(12, seed=1)
+    path.write_text("".join(json.dumps({**r, "label": label}) + "\n" for r in rows), encoding="utf-8")
+
+    class Loaded(Exception):
+        pass
+
+    def load_embedder(*args: Any, **kwargs: Any) -> None:
+        raise Loaded
+
+    monkeypatch.setattr(run, "load_embedder", load_embedder)
+    config = TrainConfig.from_dict({"model": "unused-model", "output_dir": str(tmp_path / "run"), "train_data": str(path), "objective": objective,
+                                    "positive_threshold": threshold, "device": "cpu", "quiet": True})  # fmt: skip
+    monkeypatch.setattr(run, "check", lambda c: (run.task_for(c.objective.name), {}))  # no model files to inspect
+    if refused is None:
+        with pytest.raises(Loaded):
+            train(config)
+        return
+    with pytest.raises(DataError, match=f"every one of the 12 labels is {label:g}, so the objective '{objective}' would train at loss 0") as exc:
+        train(config)
+    assert refused in str(exc.value) and str(path) in str(exc.value) and exc.value.field == "label"
+    assert not (tmp_path / "run" / "train_config.json").exists()

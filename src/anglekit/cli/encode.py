@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     from anglekit.data.readers import read_texts
     from anglekit.model.embedder import Embedder
+    from anglekit.model.encoding import zero_rows_message
 
     output = Path(args.output)
     if output.suffix != ".npy":
@@ -72,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
     texts = read_texts(args.input, column=args.column)
     model = Embedder.from_pretrained(args.model, settings=load_settings(args))
     vectors = model.encode(texts, batch_size=args.batch_size, normalize=args.normalize, show_progress=not args.quiet, role=args.role)
+    if (model.config.normalize if args.normalize is None else args.normalize) and (message := zero_rows_message(vectors, where=f"{args.input}: ")):
+        print(f"anglekit encode: warning: {message}", file=sys.stderr)
     with atomic_path(output) as tmp:
         with open(tmp, "wb") as handle:
             np.save(handle, vectors)

@@ -39,6 +39,7 @@ from anglekit.corpus.shards import (
 from anglekit.errors import ConfigError, DataError, DiskFullError, OutputError
 from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
 from anglekit.model import DEFAULT_BATCH_SIZE
+from anglekit.model.encoding import zero_rows_message
 from anglekit.version import __version__
 
 __all__ = ["EncodeReport", "encode_corpus"]
@@ -292,6 +293,8 @@ def _run(job: _Job, model: Any, worker: int, progress: Callable[[int], None] | N
             if problem not in ("missing", ""):
                 logger.warning("%s: shard %d is redone: %s", folder, index, problem)
             vectors = model.encode(chunk.texts, job.batch_size, normalize=job.normalize, role=job.role)
+            if job.normalize and (message := zero_rows_message(vectors, first_row=chunk.start + 1, where=f"{job.input}: shard {index}: ")):
+                logger.warning("%s", message)
             _write_shard(folder, index, chunk.start, chunk.ids, vectors, job.shard_format)
             encoded += 1
         if progress is not None:

@@ -149,7 +149,8 @@ class _PairSink(Sink):
                     chosen.append(name)
                     break
             else:
-                raise missing_column(self.source, tried[0], tried, available)
+                known = [n for field in PAIR_FIELDS for n in (field, *PAIR_ALIASES[field], *self.columns.values())]
+                raise missing_column(self.source, tried[0], tried, available, taken=known)
         return chosen
 
     def add(self, row: int, values: Sequence[Any], names: Sequence[str]) -> None:

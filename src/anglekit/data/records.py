@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from anglekit.errors import ConfigError, DataError
+from anglekit.text import is_blank
 
 __all__ = ["PairDataset", "PairRecord", "SentenceDataset", "TripletDataset", "TripletRecord", "check_label_range"]
 
@@ -101,7 +102,7 @@ class PairDataset:
             for i, text in enumerate(column):
                 if not isinstance(text, str):
                     raise DataError(f"text must be a str, got {type(text).__name__}", source=where, row=i + 1, field=column_name)
-                if not text or text.isspace():
+                if is_blank(text):
                     raise DataError("text is empty", source=where, row=i + 1, field=column_name)
         bad = np.flatnonzero(~np.isfinite(self.labels))
         if bad.size:
@@ -257,7 +258,7 @@ class SentenceDataset:
         for i, text in enumerate(self.texts):
             if not isinstance(text, str):
                 raise DataError(f"text must be a str, got {type(text).__name__}", source=where, row=i + 1, field="text")
-            if not text or text.isspace():
+            if is_blank(text):
                 raise DataError("text is empty", source=where, row=i + 1, field="text")
         self.skipped = {str(k): int(v) for k, v in dict(self.skipped).items()}
 
@@ -368,7 +369,7 @@ class TripletDataset:
             for i, text in enumerate(column):
                 if not isinstance(text, str):
                     raise DataError(f"text must be a str, got {type(text).__name__}", source=where, row=i + 1, field=column_name)
-                if not text or text.isspace():
+                if is_blank(text):
                     raise DataError("text is empty", source=where, row=i + 1, field=column_name)
         self.skipped = {str(k): int(v) for k, v in dict(self.skipped).items()}
 

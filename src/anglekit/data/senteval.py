@@ -38,6 +38,7 @@ import numpy as np
 
 from anglekit.data.sources import KNOWN_LATIN1_FILES, TextFile, read_lines
 from anglekit.errors import DataError
+from anglekit.text import is_blank
 
 __all__ = [  # KNOWN_LATIN1_FILES, TextFile and read_lines are re-exported from anglekit.data.sources
     "BINARY_TASK_FILES",
@@ -324,7 +325,7 @@ class LabelledSentences:
 
     @property
     def n_empty(self) -> int:
-        return sum(1 for t in self.texts if not t.strip())
+        return sum(1 for t in self.texts if is_blank(t))
 
 
 BINARY_TASK_FILES: dict[str, tuple[str, str, str]] = {

@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import csv
+import difflib
 import io
 import itertools
 import json
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from anglekit.errors import ConfigError, DataError
+from anglekit.text import is_blank
 
 __all__ = [
     "EXTENSIONS",
@@ -54,6 +56,7 @@ __all__ = [
     "load_from_disk",
     "load_hub_dataset",
     "looks_like_path",
+    "misspelt_column",
     "missing_column",
     "pick_split",
     "read_lines",
@@ -116,8 +119,8 @@ def short_repr(value: Any, limit: int = 60) -> str:
 def text_problem(value: Any) -> tuple[str, str] | None:
     """``(reason, message)`` when ``value`` is not a usable text, else ``None``."""
     if isinstance(value, str):
-        if not value or value.isspace():
-            return "empty text", "text is empty" if not value else "text is blank (whitespace only)"
+        if is_blank(value):
+            return "empty text", "text is empty" if not value else f"text is blank (only whitespace or invisible characters: {short_repr(value)})"
         return None
     if value is None:
         return "empty text", "text is missing (null)"
@@ -197,11 +200,30 @@ class Sink:
             logger.warning("%s: lenient read skipped %d of %d rows: %s", self.source, total, self.rows_seen, detail)
 
 
-def missing_column(source: str, wanted: str, tried: Sequence[str], available: Sequence[str]) -> DataError:
-    """The error for a column that is not there, listing the columns that are."""
+def misspelt_column(available: Sequence[str], known: Sequence[str]) -> tuple[str, str] | None:
+    """``(column, known name)`` for the first of ``available`` that is not a ``known`` name but
+    close to one (a typo: ``negatve`` for ``negative``, ``anchr`` for ``anchor``), else None."""
+    for column in available:
+        if column in known:
+            continue
+        close = difflib.get_close_matches(str(column), known, n=1, cutoff=MISSPELLING_CUTOFF)
+        if close:
+            return str(column), close[0]
+    return None
+
+
+MISSPELLING_CUTOFF = 0.8
+"""difflib's similarity above which a column name reads as a misspelling of a known one."""
+
+
+def missing_column(source: str, wanted: str, tried: Sequence[str], available: Sequence[str], taken: Sequence[str] = ()) -> DataError:
+    """The error for a column that is not there, listing the columns that are (and the one that
+    looks like a misspelling of a name tried, if any; ``taken``: columns that are other fields')."""
     names = ", ".join(repr(a) for a in available) or "none"
     looked = " or ".join(repr(t) for t in tried)
-    return DataError(f"missing column {looked}; available columns: {names}", source=source, field=wanted)
+    typo = misspelt_column([c for c in available if c not in taken], tried)
+    hint = f"; {typo[0]!r} looks like a misspelling of {typo[1]!r}" if typo is not None else ""
+    return DataError(f"missing column {looked}{hint}; available columns: {names}", source=source, field=wanted)
 
 
 def check_columns(columns: Mapping[str, str] | None, allowed: Sequence[str]) -> dict[str, str]:

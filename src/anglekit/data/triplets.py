@@ -41,6 +41,7 @@ from anglekit.data.sources import (
     load_hub_dataset,
     looks_like_path,
     missing_column,
+    misspelt_column,
     pick_split,
     scan_columns,
     scan_file,
@@ -99,8 +100,17 @@ class _TripletSink(Sink):
             name = next((n for n in tried if n in present), None)
             if name is None:
                 if canonical == "negative" and canonical not in self.columns:
+                    typo = misspelt_column([c for c in available if c not in chosen and c not in NLI_COLUMNS], tried)
+                    if typo is not None:  # not optional then: it would silently train as pairs
+                        raise DataError(
+                            f"column {typo[0]!r} looks like a misspelling of {typo[1]!r}: rename it, or map it with "
+                            f"columns negative={typo[0]} (without a negative column the rows train as (anchor, positive) pairs)",
+                            source=self.source,
+                            field=typo[0],
+                        )
                     break  # optional
-                raise missing_column(self.source, tried[0], tried, available)
+                known = [n for field in TRIPLET_FIELDS for n in (field, *TRIPLET_ALIASES[field], *self.columns.values())]
+                raise missing_column(self.source, tried[0], tried, available, taken=known)
             chosen.append(name)
         self.with_negative = len(chosen) == 3
         return chosen

@@ -39,6 +39,7 @@ from anglekit.index.quantize import QUANTIZATIONS, binary_codes, block_scorer, i
 from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
 from anglekit.io.read import describe
 from anglekit.model import DEFAULT_BATCH_SIZE
+from anglekit.text import is_blank
 from anglekit.version import __version__
 
 __all__ = ["INDEX_FILE", "KINDS", "Hit", "IndexSettings", "VectorIndex", "model_record"]
@@ -373,8 +374,11 @@ class VectorIndex:
         of :class:`Hit` for one string, a list of lists for a list. ``options``: see :meth:`search_vectors`."""
         single = isinstance(queries, str)
         items = [queries] if single else queries
-        if not isinstance(items, Sequence) or not all(isinstance(q, str) and q.strip() for q in items):
+        if not isinstance(items, Sequence) or not items or not all(isinstance(q, str) for q in items):
             raise DataError("queries must be a non-empty string or a list of non-empty strings")
+        blank = next((i for i, q in enumerate(items) if is_blank(q)), None)
+        if blank is not None:
+            raise DataError(f"query {blank + 1} is blank (only whitespace or invisible characters): {items[blank]!r}")
         vectors = self._model().encode(list(items), batch_size, normalize=True, role="query")
         rows = self.search_hits(vectors, k, **options)
         return rows[0] if single else rows

@@ -27,6 +27,11 @@ The objective module takes the batch kind's tensors and returns an
 ``(anchors, positives[, hard_negatives], *, anchor_ids, positive_ids, negative_ids, offset)`` (as
 :class:`~anglekit.losses.contrastive.ContrastiveObjective`).
 
+A family lists its *terms* (:class:`Term`): which knobs act only through one term, and when that
+term is off (its weight is 0, or a condition on the config). A knob given for a term that is off
+changes nothing; :func:`knob_overrides` logs one warning per such knob (``--cosine-tau`` with the
+``angle`` preset, whose cosine term weighs 0), for every family through this one declaration.
+
 A plugin is a module that calls :func:`register_objective_family` once when imported; import it
 before the command line is built (e.g. in the script that calls ``anglekit.cli.main``) and its
 presets and knobs are there::
@@ -46,6 +51,7 @@ families' configs are in :mod:`anglekit.losses.configs` and their modules are im
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,19 +61,50 @@ from anglekit.errors import ConfigError
 from anglekit.losses._common import preset_with_overrides
 from anglekit.losses.configs import CONTRASTIVE_PRESETS, PRESETS, ContrastiveConfig, ObjectiveConfig
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "FAMILIES",
     "ObjectiveFamily",
+    "Term",
     "all_presets",
     "build_objective",
     "family_of",
     "get_objective",
+    "inert_settings",
     "knob_overrides",
     "objective_config",
     "objective_knobs",
     "preset_batch_kind",
     "register_objective_family",
 ]
+
+
+@dataclass(frozen=True)
+class Term:
+    """One term of a family's objective and the config fields that act only through it.
+
+    The term is off when its ``weight`` field is 0, or, for a term without a weight field, when
+    ``active(config)`` is false (``off`` says why, in the warning); its ``settings`` then do nothing.
+    """
+
+    name: str
+    settings: tuple[str, ...]
+    weight: str | None = None
+    active: Callable[[Any], bool] | None = None
+    off: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.weight is None) == (self.active is None):
+            raise ConfigError(f"term {self.name!r}: give a weight field or an active condition, not both")
+
+    def why_off(self, config: Any) -> str | None:
+        """Why the term is off in ``config`` (None when it is on)."""
+        if self.weight is not None:
+            value = getattr(config, self.weight)
+            return None if value > 0 else f"the {self.name} term weighs 0 ({self.weight} {value:g})"
+        assert self.active is not None
+        return None if self.active(config) else (self.off or f"the {self.name} term is off")
 
 
 @dataclass(frozen=True)
@@ -79,6 +116,7 @@ class ObjectiveFamily:
     preset name -> config. ``build``: config -> the objective module. ``batch_kind``: what a batch
     is (``pairs``, ``sentences``, ``triplets``), or a function of the preset's config when it
     varies. ``description``: who the knobs apply to, in error messages (default: the presets).
+    ``terms``: the objective's terms and the fields each one alone uses (:class:`Term`).
     """
 
     name: str
@@ -87,6 +125,7 @@ class ObjectiveFamily:
     build: Callable[[Any], Any]
     batch_kind: str | Callable[[Any], str]
     description: str = ""
+    terms: tuple[Term, ...] = ()
     knobs: Mapping[str, Setting] = field(init=False, repr=False, compare=False)
     """Flat key -> knob (``name``: the config field it sets), from ``config_cls``."""
 
@@ -101,6 +140,11 @@ class ObjectiveFamily:
         if not self.description:
             object.__setattr__(self, "description", f"the {self.name} objectives ({', '.join(self.presets)})")
         knobs = {s.key: dataclasses.replace(s, default=None, optional=True) for s in settings_of(self.config_cls, declared_only=True)}
+        fields = {f.name for f in dataclasses.fields(self.config_cls)}
+        for term in self.terms:
+            unknown = sorted({*term.settings, *([term.weight] if term.weight else [])} - fields)
+            if unknown:
+                raise ConfigError(f"objective family {self.name!r}: term {term.name!r} names fields {unknown} that {self.config_cls.__name__} lacks")
         object.__setattr__(self, "knobs", knobs)
 
     def kind_of(self, preset: str) -> str:
@@ -174,8 +218,31 @@ def knob_overrides(name: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
         where = f"{'applies' if len(wrong) == 1 else 'apply'} to {owner.description}, not to" if owner else "is not a setting of"
         raise ConfigError(f"{flags} {where} the objective {name!r} (its settings: {valid})")
     overrides = {family.knobs[key].name: value for key, value in given.items()}
-    objective_config(name, **overrides)
+    config = objective_config(name, **overrides)
+    for message in inert_settings(name, config, given):
+        logger.warning("%s", message)
     return overrides
+
+
+def inert_settings(name: str, config: Any, given: Mapping[str, Any]) -> list[str]:
+    """One message per knob in ``given`` (flat key -> value) that does nothing in ``config`` (preset
+    ``name``'s config with them applied) because the only term it acts through is off."""
+    family = family_of(name)
+    by_field = {knob.name: key for key, knob in family.knobs.items()}
+    out = []
+    for term in family.terms:
+        reason = term.why_off(config)
+        if reason is None:
+            continue
+        for field_name in term.settings:
+            key = by_field.get(field_name)
+            if key is not None and key in given and given[key] is not None:
+                out.append(f"{_flag(key)} {_show(given[key])} does nothing: in the objective {name!r} {reason}")
+    return out
+
+
+def _show(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def objective_config(name: str, **overrides: Any) -> Any:
@@ -219,6 +286,11 @@ register_objective_family(
         build=_angle_objective,
         batch_kind="pairs",
         description="the AnglE pair objectives (paper, cosine, ibn, ...)",
+        terms=(
+            Term("cosine", ("cosine_tau",), weight="cosine_weight"),
+            Term("in-batch-negative", ("ibn_tau", "ibn_similarity", "ibn_detect_duplicates"), weight="ibn_weight"),
+            Term("angle", ("angle_tau", "angle_variant"), weight="angle_weight"),
+        ),
     )
 )
 register_objective_family(
@@ -229,5 +301,13 @@ register_objective_family(
         build=_contrastive_objective,
         batch_kind=lambda config: config.batch_kind,
         description="the contrastive objectives (simcse-*, simace-*)",
+        terms=(
+            Term(
+                "hard-negative",
+                ("hard_negative_weight",),
+                active=lambda config: config.batch_kind == "triplets",
+                off="the batches are sentences, which have no hard negatives (use a *-sup preset and triplets)",
+            ),
+        ),
     )
 )

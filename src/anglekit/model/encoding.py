@@ -163,7 +163,24 @@ def encode_texts(
     return result
 
 
-__all__ = ["check_batch_size", "check_texts", "check_truncate_dim", "encode_texts", "prepare_tokenizer", "tokenize_texts", "truncate_rows"]
+def zero_rows_message(vectors: np.ndarray, *, first_row: int = 1, where: str = "") -> str | None:
+    """A warning naming the rows (1-based from ``first_row``: the first few, and how many) whose
+    vector is all zeros: normalising such a vector gives zeros, which match nothing. None: none are."""
+    rows = np.flatnonzero(~np.any(np.asarray(vectors) != 0, axis=-1))
+    if rows.size == 0:
+        return None
+    shown = ", ".join(str(int(r) + first_row) for r in rows[:ZERO_ROWS_SHOWN]) + (", ..." if rows.size > ZERO_ROWS_SHOWN else "")
+    return (
+        f"{where}{rows.size} of {len(vectors)} vectors are all zeros (rows {shown}): the model embeds those texts as the zero "
+        "vector, which normalising leaves at zero and which scores 0 against everything"
+    )
+
+
+ZERO_ROWS_SHOWN = 5
+"""How many zero-vector rows a warning lists."""
+
+
+__all__ = ["check_batch_size", "check_texts", "check_truncate_dim", "encode_texts", "prepare_tokenizer", "tokenize_texts", "truncate_rows", "zero_rows_message"]
 
 
 class EncodeAPI:

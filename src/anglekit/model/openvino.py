@@ -49,6 +49,7 @@ from anglekit.model.onnx import (
     only_exported_weights,
     require_runtime,
 )
+from anglekit.text import is_blank
 
 OPENVINO_FILE = "openvino_model.xml"
 OPENVINO_WEIGHTS = "openvino_model.bin"
@@ -185,7 +186,7 @@ def _calibration_texts(quantize: str | None, texts: Sequence[str] | None) -> lis
     if len(items) > MAX_CALIBRATION_TEXTS:
         raise ConfigError(f"{len(items)} calibration texts: at most {MAX_CALIBRATION_TEXTS} (a few hundred are enough)")
     for i, text in enumerate(items):
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str) or is_blank(text):
             raise ConfigError(f"calibration text {i} is {type(text).__name__} {text!r}: expected a non-empty string")
     return items
 

@@ -37,7 +37,11 @@ class ReproduceConfig:
     batch_size: int | None = setting(None, minimum=1, help="Training batch (default: the preset's).")
     learning_rate: float | None = setting(None, minimum=0, exclusive_minimum=True, help="Learning rate (default: the preset's).")
     max_length: int | None = setting(None, minimum=1, help="Max tokens in training and evaluation (default: the preset's).")
-    device: str | None = setting(None, help="cpu, cuda, cuda:N, mps (default: the best available).")
+    device: str | None = setting(
+        None,
+        choices=("auto", "cpu", "cuda"),
+        help="cpu, cuda (an error without a CUDA GPU), or auto: cuda when there is one, else the CPU (default: auto; pick GPUs with CUDA_VISIBLE_DEVICES).",
+    )
     data_root: str | None = setting(
         None,
         help="Folder of the offline datasets (default: $ANGLEKIT_DATA, else the per-user data folder "

@@ -108,7 +108,7 @@ def _nli_pairs(spec: str, root: Path, folder: Path) -> str:
     return str(path)
 
 
-def _llm_pairs(config: ReproduceConfig, root: Path, folder: Path) -> tuple[str, str, int] | None:
+def _llm_pairs(config: ReproduceConfig, protocol: Protocol, root: Path, folder: Path) -> tuple[str, str, int] | None:
     """STS-B train sentence1 texts labelled by the LLM (cached): pairs file, sentences file, pair count
     (None with --report-only when nothing was generated yet)."""
     from anglekit.data.catalog import load_stsb
@@ -121,7 +121,7 @@ def _llm_pairs(config: ReproduceConfig, root: Path, folder: Path) -> tuple[str, 
     if not pairs.is_file():
         if config.report_only:
             return None
-        generation = GenerationConfig(llms=[config.llm], device=config.device, progress=not config.quiet, cache_dir=str(folder / "generation-cache"))
+        generation = GenerationConfig(llms=[config.llm], device=protocol.device, progress=not config.quiet, cache_dir=str(folder / "generation-cache"))
         generate_pairs(sentences, pairs, generation)
     n = sum(1 for line in pairs.read_text(encoding="utf-8").splitlines() if line.strip())
     if n == 0:
@@ -147,7 +147,7 @@ def prepare_data(names: Sequence[str], config: ReproduceConfig, protocol: Protoc
         data["qnli-train"], data["qnli-test"] = _qnli_halves(root, folder)
     if "transfer-sts" in names:
         data["nli-pairs"] = _nli_pairs(config.nli_data, root, folder)
-    llm = _llm_pairs(config, root, folder) if "llm-supervised" in names else None
+    llm = _llm_pairs(config, protocol, root, folder) if "llm-supervised" in names else None
     if llm is not None:
         data["llm-pairs"], data["llm-sentences"], n = llm
         options["llm_steps"] = math.ceil(n / protocol.batch_size) * max(1, math.ceil(protocol.epochs)) if protocol.max_steps < 0 else protocol.max_steps
@@ -177,6 +177,14 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
     JSON summary per table, and one JSON per cell under ``cells/``."""
     config = config or ReproduceConfig()
     names = expand_tables(list(tables))
+    device = None if config.device in (None, "auto") else config.device  # auto: the cells' default (None keeps cell keys)
+    if device is not None and not config.report_only:
+        from anglekit.model.devices import check_device
+
+        try:
+            check_device(device)  # before any folder is made
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace(f"device {device!r}", f"--device {device}", 1)) from None
     protocol = make_protocol(
         config.preset,
         start=config.start,
@@ -186,7 +194,7 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
         learning_rate=config.learning_rate,
         epochs=config.epochs,
         max_steps=config.max_steps,
-        device=config.device,
+        device=device,
     )
     root = data_root(config.data_root)  # before anything is written
     out = Path(config.output_dir)

@@ -18,6 +18,7 @@ import numpy as np
 
 from anglekit.errors import ConfigError, DataError
 from anglekit.model import DEFAULT_BATCH_SIZE
+from anglekit.text import is_blank
 
 __all__ = ["RayEmbedder", "embed_dataset"]
 
@@ -60,7 +61,7 @@ class RayEmbedder:
             raise DataError(f"no column {self.text_column!r} in the batch; columns: {', '.join(map(repr, columns))}", field=self.text_column)
         texts = list(batch[self.text_column])
         for i, text in enumerate(texts):
-            if not isinstance(text, str) or not text.strip():
+            if not isinstance(text, str) or is_blank(text):
                 raise DataError(f"text is not a non-empty string: {type(text).__name__} {text!r:.60}", row=i + 1, field=self.text_column)
         vectors = self.model.encode(texts, self.batch_size, normalize=self.normalize, role=self.role)
         if isinstance(batch, dict):

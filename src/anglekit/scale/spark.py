@@ -20,6 +20,7 @@ import numpy as np
 
 from anglekit.errors import ConfigError, DataError
 from anglekit.model import DEFAULT_BATCH_SIZE
+from anglekit.text import is_blank
 
 __all__ = ["PredictFnFactory", "predict_fn_factory"]
 
@@ -47,7 +48,7 @@ class PredictFnFactory:
         def predict(texts: np.ndarray) -> np.ndarray:
             items = list(np.asarray(texts).reshape(-1))
             for i, text in enumerate(items):
-                if not isinstance(text, str) or not text.strip():
+                if not isinstance(text, str) or is_blank(text):
                     raise DataError(f"text is not a non-empty string: {type(text).__name__} {text!r:.60}", row=i + 1)
             return np.asarray(embedder.encode(items, self.batch_size, normalize=self.normalize, role=self.role), dtype=np.float32)
 

@@ -4,7 +4,6 @@ and rendered with orjson (vectors straight from numpy)."""
 from __future__ import annotations
 
 import base64
-import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +13,7 @@ import orjson
 from anglekit.serve.backends import Role
 from anglekit.serve.errors import InvalidRequest
 from anglekit.serve.quantized import QUANTIZED_FORMATS
+from anglekit.text import is_blank
 
 ENCODING_FORMATS = ("float", "base64", *QUANTIZED_FORMATS)
 ROLES = ("query", "document")
@@ -71,15 +71,10 @@ def parse_texts(value: Any, name: str, max_inputs: int) -> list[str]:
         if not text:
             where = name if isinstance(value, str) else f"{name}[{i}]"
             raise InvalidRequest(f"{where} is an empty string", param=name)
-        if _blank(text):
+        if is_blank(text):
             where = name if isinstance(value, str) else f"{name}[{i}]"
             raise InvalidRequest(f"{where} is blank (only whitespace or invisible characters); send some text", param=name)
     return texts
-
-
-def _blank(text: str) -> bool:
-    """Nothing to embed once whitespace and invisible format characters (zero-width space, BOM) go."""
-    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)
 
 
 @dataclass

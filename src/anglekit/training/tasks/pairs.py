@@ -20,7 +20,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from anglekit.data.stream import ArrowRows
-from anglekit.errors import ConfigError
+from anglekit.errors import ConfigError, DataError
 from anglekit.losses.combined import ObjectiveOutput
 from anglekit.losses.registry import objective_config
 from anglekit.model.padding import pad_token_ids
@@ -111,6 +111,33 @@ def default_positive_threshold(label_range: tuple[float, float] | None, labels: 
     return lower + POSITIVE_FRACTION * (upper - lower)
 
 
+def check_label_spread(name: str, config: Any, train_set: Any) -> None:
+    """A DataError naming the data and the label when every label of ``train_set`` is the same
+    and no term of preset ``name``'s ``config`` learns from that: the cosine and angle terms rank
+    pairs by label (one label: nothing to rank, the loss is 0); the in-batch-negative term trains
+    only when that label marks positives (>= ``positive_threshold``)."""
+    labels = np.asarray(train_set.labels, dtype=np.float64)
+    if len(labels) == 0 or labels.min() != labels.max():
+        return
+    value = float(labels[0])
+    threshold = getattr(config, "positive_threshold", None)
+    if getattr(config, "ibn_weight", 0) > 0 and threshold is not None and value >= threshold:
+        return  # every pair is a positive: the in-batch negatives still train
+    ranking = [t for t in ("cosine", "angle") if getattr(config, f"{t}_weight", 0) > 0]
+    why = []
+    if ranking:
+        why.append(f"the {' and '.join(ranking)} term{'s' if len(ranking) > 1 else ''} rank pairs by label, and one label leaves nothing to rank")
+    if getattr(config, "ibn_weight", 0) > 0:
+        why.append(f"the in-batch-negative term needs positives (label >= {threshold:g})")
+    source = getattr(train_set, "source", None) or getattr(train_set, "name", None) or "the training data"
+    raise DataError(
+        f"every one of the {len(labels)} labels is {value:g}, so the objective {name!r} would train at loss 0: {'; '.join(why)}; "
+        "give pairs with different labels",
+        source=str(source),
+        field="label",
+    )
+
+
 class PairTask(TrainingTask):
     """A batch is B labelled pairs, embedded as [2B, T] (first texts, then second texts) in one pass."""
 
@@ -147,6 +174,13 @@ class PairTask(TrainingTask):
         if threshold is None:
             threshold = default_positive_threshold(train_set.label_range, train_set.labels)
         return {"positive_threshold": float(threshold)}
+
+    def build_objective(self, name: str, overrides: dict[str, Any], train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
+        """As the base task's, but refused when every training label is the same and no term of the
+        objective trains on that (before the model is loaded)."""
+        objective, config = super().build_objective(name, overrides, train_set, positive_threshold)
+        check_label_spread(name, config, train_set)
+        return objective, config
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
         if isinstance(train_set, ArrowRows):
