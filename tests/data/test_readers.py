@@ -350,7 +350,7 @@ INVISIBLE_ONLY = ["\u200b", "\ufeff", "\u3164", "\u115f", "\u2060", "\u200b \u20
 
 
 def test_is_blank_against_the_characters_one_by_one() -> None:
-    from anglekit.text import is_blank
+    from anglekit.io.text import is_blank
 
     for text in INVISIBLE_ONLY + ["", "   "]:
         assert is_blank(text), repr(text)

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from anglekit.errors import ConfigError, DataError
-from anglekit.text import is_blank
+from anglekit.io.text import is_blank
 
 __all__ = ["PairDataset", "PairRecord", "SentenceDataset", "TripletDataset", "TripletRecord", "check_label_range"]
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from anglekit.data.sources import KNOWN_LATIN1_FILES, TextFile, read_lines
 from anglekit.errors import DataError
-from anglekit.text import is_blank
+from anglekit.io.text import is_blank
 
 __all__ = [  # KNOWN_LATIN1_FILES, TextFile and read_lines are re-exported from anglekit.data.sources
     "BINARY_TASK_FILES",

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from anglekit.errors import ConfigError, DataError
-from anglekit.text import is_blank
+from anglekit.io.text import is_blank
 
 __all__ = [
     "EXTENSIONS",

@@ -38,8 +38,8 @@ from anglekit.index.graph import GraphSettings, load_graph, make_graph, resolve_
 from anglekit.index.quantize import QUANTIZATIONS, binary_codes, block_scorer, int8_codes, int8_scale, rescore, top_k
 from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
 from anglekit.io.read import describe
+from anglekit.io.text import is_blank
 from anglekit.model import DEFAULT_BATCH_SIZE
-from anglekit.text import is_blank
 from anglekit.version import __version__
 
 __all__ = ["INDEX_FILE", "KINDS", "Hit", "IndexSettings", "VectorIndex", "model_record"]

@@ -1,4 +1,5 @@
-"""Files written safely: atomic writes and early writability checks (:mod:`anglekit.io.atomic`)."""
+"""Files and texts read and written safely: atomic writes and early writability checks
+(:mod:`anglekit.io.atomic`), what counts as a blank text (:mod:`anglekit.io.text`)."""
 
 from anglekit.io.atomic import (
     atomic_path,

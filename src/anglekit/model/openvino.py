@@ -30,6 +30,7 @@ import numpy as np
 
 from anglekit.errors import ConfigError
 from anglekit.io.atomic import settle_modes, staging_dir
+from anglekit.io.text import is_blank
 from anglekit.model.config import CONFIG_NAME, EmbedderConfig
 from anglekit.model.hardware import NATIVE_BF16_FLAGS
 from anglekit.model.load_settings import LoadSettings
@@ -49,7 +50,6 @@ from anglekit.model.onnx import (
     only_exported_weights,
     require_runtime,
 )
-from anglekit.text import is_blank
 
 OPENVINO_FILE = "openvino_model.xml"
 OPENVINO_WEIGHTS = "openvino_model.bin"

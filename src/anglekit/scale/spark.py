@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from anglekit.errors import ConfigError, DataError
+from anglekit.io.text import is_blank
 from anglekit.model import DEFAULT_BATCH_SIZE
-from anglekit.text import is_blank
 
 __all__ = ["PredictFnFactory", "predict_fn_factory"]
 

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import orjson
 
+from anglekit.io.text import is_blank
 from anglekit.serve.backends import Role
 from anglekit.serve.errors import InvalidRequest
 from anglekit.serve.quantized import QUANTIZED_FORMATS
-from anglekit.text import is_blank
 
 ENCODING_FORMATS = ("float", "base64", *QUANTIZED_FORMATS)
 ROLES = ("query", "document")
