@@ -15,6 +15,11 @@ Folders written by sentence-transformers 2.x to 6.x load with their own settings
 - Prompts (``config_sentence_transformers.json``): ``default_prompt_name`` becomes the general
   prompt, ``query`` and ``document`` the role prompts, as sentence-transformers' ``encode``,
   ``encode_query`` and ``encode_document`` apply them.
+- ``truncate_dim`` (``config_sentence_transformers.json``) becomes the default ``truncate_dim``, as
+  sentence-transformers 6 cuts its output (after a Normalize module anglekit renormalises, warned).
+- Every field read from these files is type-checked: a value of another type is a ConfigError
+  naming the file, the field and the value (``pooling_mode must be a mode name or a list of mode
+  names, got int 5``), never a TypeError or a silently ignored value.
 - The custom modules that ``anglekit export`` writes (``anglekit_modules.py``) are read back from
   their config and constants, never executed.
 
