@@ -83,3 +83,21 @@ def test_serve_starts_on_the_pytorch_weights(tiny_bert_dir: Path, tmp_path: Path
         backend = load_backend(None, str(folder), device="cpu", int8_export=True, announce=lines.append)
     assert isinstance(backend, TorchBackend) and lines == []
     assert any(str(folder / "onnx-int8" / "onnx_config.json") in r.getMessage() and repr(field) in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("info", "message"),
+    [([1], "expected a JSON object (the export's record), got list"), ({"hidden_size": "32"}, 'hidden_size must be a positive integer, got str "32"')],
+)
+def test_loading_an_export_checks_its_info(tiny_bert_dir: Path, tmp_path: Path, info: Any, message: str) -> None:
+    from anglekit.errors import ConfigError
+    from anglekit.model.config import EmbedderConfig
+    from anglekit.model.onnx import load_exported_parts
+
+    folder = tmp_path / "export"
+    shutil.copytree(tiny_bert_dir, folder)
+    EmbedderConfig().save(folder)
+    (folder / "onnx_config.json").write_text(json.dumps(info))
+    with pytest.raises(ConfigError) as caught:
+        load_exported_parts(folder, "onnx_config.json")
+    assert str(caught.value) == f"{folder / 'onnx_config.json'}: {message}"
