@@ -96,3 +96,8 @@ class AmbiguousBackendError(ConfigError):
         self.source = source
         self.backends = backends
         super().__init__(f"{source}: holds the files of several backends ({', '.join(backends)}); choose one with backend= (--backend)")
+
+
+class NothingGeneratedError(AnglekitError):
+    """A generation run got answers, and every one was empty: no pairs file is written (an empty
+    file would pass for a finished run). The message names the LLMs and what to change."""

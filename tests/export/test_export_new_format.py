@@ -85,7 +85,7 @@ def test_its_option_is_refused_for_another_format_and_a_bad_value_is_named(
     registered: None, tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = helpers.run_cli(["export", str(tiny_bert_dir), "--format", "onnx", "--probe-sentence", "x", "--output-dir", str(tmp_path / "o")], capsys)
-    assert code == 2 and "probe_sentence: not an option of the onnx format" in err and not (tmp_path / "o").exists()
+    assert code == 2 and "--probe-sentence: not an option of the onnx format" in err and not (tmp_path / "o").exists()
     from anglekit.errors import ExportError
 
     with pytest.raises(ExportError, match="probe_sentence must be str"):

@@ -78,9 +78,7 @@ def _format_options(format: str, declared: type | None, options: dict[str, Any])
     (checked against its type and choices), or an ExportError naming an option it does not take."""
     names = [f.name for f in dataclasses.fields(declared)] if declared is not None else []
     given = {k: v for k, v in options.items() if v is not None}
-    unknown = sorted(set(given) - set(names))
-    if unknown:
-        raise ExportError(f"{', '.join(unknown)}: not an option of the {format} format")
+    _check_options_fit(format, given)
     if declared is None:
         return {}
     values = declared(**given)
@@ -89,6 +87,49 @@ def _format_options(format: str, declared: type | None, options: dict[str, Any])
     except ConfigError as exc:
         raise ExportError(f"option {exc} (the {format} format)") from None
     return {name: getattr(values, name) for name in names}
+
+
+def _settings_by_name(format: str) -> dict[str, Any]:
+    """{field name: its Setting} of the options format ``format`` declares."""
+    from anglekit.config import settings_of
+
+    declared = format_options(format)
+    return {s.name: s for s in settings_of(declared)} if declared is not None else {}
+
+
+def _flag(name: str, value: Any) -> str:
+    """How an option given as ``name=value`` reads on the command line (``--quantize int8-static``)."""
+    for other in FORMATS:
+        setting = _settings_by_name(other).get(name)
+        if setting is not None:
+            flag = setting.flags[0]
+            return f"{flag} {value}" if setting.choices is not None and isinstance(value, str) else flag
+    return name
+
+
+def _check_options_fit(format: str, given: dict[str, Any]) -> None:
+    """An ExportError, speaking in flags, when an option given is not one of format ``format``
+    (or its value not one of its choices there), naming the formats that take them all."""
+    own = _settings_by_name(format)
+
+    def fits(settings: dict[str, Any], name: str, value: Any) -> bool:
+        setting = settings.get(name)
+        if setting is None:
+            return False
+        return setting.choices is None or not isinstance(value, str) or value in setting.choices
+
+    misfits = [name for name, value in given.items() if not fits(own, name, value)]
+    if not misfits:
+        return
+    flags = " ".join(_flag(name, given[name]) for name in misfits)
+    takers = [other for other in FORMATS if other != format and all(fits(_settings_by_name(other), n, v) for n, v in given.items())]
+    choices = [f"its {own[n].flags[0]} takes {', '.join(map(str, own[n].choices))}" for n in misfits if n in own and own[n].choices is not None]
+    message = f"{flags}: not {'an option' if len(misfits) == 1 else 'options'} of the {format} format" + (f" ({'; '.join(choices)})" if choices else "")
+    if len(takers) == 1:
+        message += f"; that is the {takers[0]} format's: --format {takers[0]} ({format_module(takers[0]).DESCRIPTION})"
+    elif takers:
+        message += f"; the {' and '.join(takers)} formats take {'it' if len(misfits) == 1 else 'them'}: --format {' or --format '.join(takers)}"
+    raise ExportError(message)
 
 
 def _embedder(model: Any, load_kwargs: dict[str, Any]) -> Any:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from anglekit.config import check_fields, same_setting, setting
-from anglekit.errors import ConfigError
+from anglekit.errors import ConfigError, NothingGeneratedError
 from anglekit.generation.backends import Backend, BackendError, GenerationParams, make_backend, parse_llm_spec
 from anglekit.generation.backends.openai_compat import RetryPolicy
 from anglekit.generation.cache import AnswerCache, cache_key
@@ -212,9 +212,13 @@ def generate_pairs(
     Returns the summary and the records written. Requests that fail for good are counted in the
     summary (``requests.failed``) and their inputs are missing from the output; rerun to retry
     them. A ``KeyboardInterrupt`` writes what is done (``summary["complete"] = False``), then re-raises.
+    Answers that are all empty raise :class:`~anglekit.errors.NothingGeneratedError` after the
+    summary is written, and no pairs file is written. A ``--cache`` (``config.cache_dir``) that is a
+    file is a ConfigError before any request.
     """
     loading = time.monotonic()
     out = Path(out)
+    cache_dir = _check_cache_dir(config.cache_dir, out)
     stats = _Stats()
     if backends is None:
         backends = build_backends(config, stats)
@@ -224,7 +228,7 @@ def generate_pairs(
                 backend.on_retry = stats.on_retry  # type: ignore[attr-defined]
     prompts = resolve_prompts(tuple(config.kinds), config.templates)
     params = config.params()
-    cache = AnswerCache(config.cache_dir or default_cache_dir(out))
+    cache = AnswerCache(cache_dir)
     started = time.monotonic()
     load_s = started - loading
 
@@ -254,7 +258,28 @@ def generate_pairs(
         )  # fmt: skip
     if progress.fatal is not None:
         raise progress.fatal
+    if result.summary.get("nothing_generated"):
+        raise NothingGeneratedError(
+            f"{out}: every one of the {len(progress.answers)} answers of {', '.join(b.llm_id for b in backends)} is empty; "
+            "no pairs file is written (raise --max-tokens, or try another model or prompt; the summary is in "
+            f"{summary_path(out)})"
+        )
     return result
+
+
+def _check_cache_dir(cache_dir: str | None, out: Path) -> Path:
+    """The answer cache's folder (``--cache``, else ``<output>.cache``), or a ConfigError naming the
+    flag when it is a file (checked before any backend is made or request sent)."""
+    if cache_dir is not None and (not isinstance(cache_dir, str) or not cache_dir.strip()):
+        raise ConfigError(f"--cache {cache_dir!r}: expected a folder path")
+    path = Path(cache_dir) if cache_dir is not None else default_cache_dir(out)
+    where = f"--cache {path}" if cache_dir is not None else f"the answer cache {path} (the default of --cache: <output>.cache)"
+    for part in (path, *path.parents):
+        if part.exists() and not part.is_dir():
+            raise ConfigError(f"{where}: {part} is a file, not a folder; name a folder for the answer cache")
+        if part.exists():
+            break
+    return path
 
 
 @dataclass
@@ -442,7 +467,9 @@ def _finish(
         for record in records:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
 
-    atomic_write(out, write)
+    nothing = bool(answers) and not interrupted and all(not str(entry.get("answer", "")).strip() for entry in answers.values())
+    if not nothing:  # every answer empty: no pairs file (generate_pairs raises NothingGeneratedError)
+        atomic_write(out, write)
     elapsed = time.monotonic() - started
     done_inputs = len({t.index for t in answers})
     cost = None
@@ -450,7 +477,8 @@ def _finish(
         cost = usage["prompt_tokens"] / 1e6 * (config.price_prompt or 0.0) + usage["completion_tokens"] / 1e6 * (config.price_completion or 0.0)
     summary: dict[str, Any] = {
         "out": str(out),
-        "complete": len(answers) == len(tasks) and not interrupted,
+        "complete": len(answers) == len(tasks) and not interrupted and not nothing,
+        "nothing_generated": nothing,
         "interrupted": interrupted,
         "llms": [b.llm_id for b in backends],
         "prompts": {kind: {"prompt_id": p.prompt_id, "template": p.template} for kind, p in prompts.items()},

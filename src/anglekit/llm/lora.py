@@ -172,9 +172,16 @@ def read_adapter_base(adapter_dir: Path) -> str | None:
     """``base_model_name_or_path`` recorded by PEFT in ``adapter_config.json`` (None if absent)."""
     try:
         data = json.loads((adapter_dir / ADAPTER_CONFIG).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{adapter_dir / ADAPTER_CONFIG}: cannot read adapter config ({exc})") from exc
-    value = data.get("base_model_name_or_path") if isinstance(data, dict) else None
+    path = adapter_dir / ADAPTER_CONFIG
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the adapter config must be a JSON object, got {type(data).__name__}")
+    value = data.get("base_model_name_or_path")
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(
+            f"{path}: base_model_name_or_path must be a model name or path (a string) or null, got {type(value).__name__} {json.dumps(value)[:80]}"
+        )
     return value or None
 
 

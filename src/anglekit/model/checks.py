@@ -79,10 +79,7 @@ def check_local_weights(folder: Path) -> None:
     for index_name in index_names:
         index_file = folder / index_name
         if index_file.is_file():
-            try:
-                shards = set(json.loads(index_file.read_text(encoding="utf-8"))["weight_map"].values())
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise ConfigError(f"{index_file}: not a readable weight index ({exc})") from None
+            shards = _index_shards(index_file)
             missing = sorted(s for s in shards if not (folder / s).is_file())
             if missing:
                 raise ConfigError(f"{folder}: weight shard(s) {missing} named in {index_name} are missing")
@@ -91,6 +88,24 @@ def check_local_weights(folder: Path) -> None:
     for path in [] if has_safetensors_weights(folder) else sorted(folder.glob("*.bin")):
         if path.name.startswith(("pytorch_model", "model")) and not zipfile.is_zipfile(path):
             raise ConfigError(f"{path}: not a complete PyTorch archive; the download or copy may be incomplete")
+
+
+def _index_shards(index_file: Path) -> set[str]:
+    """The shard files a weight index (``model.safetensors.index.json``) names; a ConfigError naming
+    the file and field when it is unreadable or ``weight_map`` is not an object of file names."""
+    try:
+        index = json.loads(index_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{index_file}: not a readable weight index ({exc})") from None
+    if not isinstance(index, dict):
+        raise ConfigError(f"{index_file}: a weight index must be a JSON object, got {describe(index)}")
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict):
+        raise ConfigError(f"{index_file}, field 'weight_map': expected an object (tensor name -> shard file), got {describe(weight_map)}")
+    for tensor, shard in weight_map.items():
+        if not isinstance(shard, str) or not shard.strip():
+            raise ConfigError(f"{index_file}, field 'weight_map.{tensor}': expected a shard file name, got {describe(shard)}")
+    return set(weight_map.values())
 
 
 def check_local_tokenizer(folder: Path) -> None:

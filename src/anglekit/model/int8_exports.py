@@ -52,12 +52,52 @@ def _read(folder: Path, backend: str) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         log.warning("%s: unreadable %s (%s); not served", folder, info_file, exc)
         return None
-    return info if isinstance(info, dict) else None
+    if not isinstance(info, dict):
+        log.warning("%s: holds %s, expected a JSON object; not served", folder / info_file, _describe(info))
+        return None
+    return info
+
+
+def _describe(value: Any) -> str:
+    return f"{type(value).__name__} {json.dumps(value)[:80] if _jsonable(value) else repr(value)[:80]}"
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _typed_fields(info: dict[str, Any], info_path: Path) -> tuple[str, str, float | None] | None:
+    """(quantize, source_fingerprint, min_cosine) of an export's info, each of the type anglekit
+    writes; a field of another type (the file edited or written by another tool) is warned about,
+    naming the file, the field and the value, and the export is not served (None)."""
+    quantize, fingerprint, check = info.get("quantize"), info.get("source_fingerprint"), info.get("check")
+    cosine = check.get("min_cosine") if isinstance(check, dict) else None
+    wrong = [
+        (field, value, expected)
+        for field, value, ok, expected in (
+            ("quantize", quantize, quantize is None or isinstance(quantize, str), "a string or null"),
+            ("source_fingerprint", fingerprint, fingerprint is None or isinstance(fingerprint, str), "a string"),
+            ("check", check, check is None or isinstance(check, dict), "an object"),
+            ("check.min_cosine", cosine, cosine is None or (isinstance(cosine, (int, float)) and not isinstance(cosine, bool)), "a number"),
+        )
+        if not ok
+    ]
+    for field, value, expected in wrong:
+        log.warning("%s: field %r is %s, expected %s; this export is not served", info_path, field, _describe(value), expected)
+    if wrong or quantize is None:
+        return None
+    return quantize, fingerprint or "", float(cosine) if cosine is not None else None
 
 
 def int8_exports(folder: str | os.PathLike[str], fingerprint: str) -> list[Int8Export]:
     """The int8 exports of the model with ``fingerprint`` in the subfolders of ``folder``, fastest
-    first (empty when ``folder`` is not a local folder or holds none)."""
+    first (empty when ``folder`` is not a local folder or holds none). An info file whose
+    ``quantize``, ``source_fingerprint`` or ``check`` is of the wrong type is passed over with a
+    warning naming the file, the field and the value."""
     root = Path(os.fspath(folder)).expanduser()
     if not root.is_dir():
         return []
@@ -65,14 +105,20 @@ def int8_exports(folder: str | os.PathLike[str], fingerprint: str) -> list[Int8E
     for sub in sorted(p for p in root.iterdir() if p.is_dir()):
         for backend in _FILES:
             info = _read(sub, backend)
-            if info is None or (backend, info.get("quantize")) not in RANK:
+            if info is None:
                 continue
-            if info.get("source_fingerprint") != fingerprint:
+            typed = _typed_fields(info, sub / _FILES[backend][1])
+            if typed is None:
+                continue
+            quantize, recorded, cosine = typed
+            if (backend, quantize) not in RANK:
+                log.warning("%s: quantize %r is not one anglekit serves for %s (%s); not served", sub / _FILES[backend][1], quantize, backend,
+                            ", ".join(q for b, q in RANK if b == backend))  # fmt: skip
+                continue
+            if recorded != fingerprint:
                 log.info("%s: an int8 %s export of other weights or settings (or of an older anglekit); not served", sub, backend)
                 continue
-            check = info.get("check") if isinstance(info.get("check"), dict) else {}
-            cosine = check.get("min_cosine")
-            found.append(Int8Export(sub, backend, str(info["quantize"]), float(cosine) if isinstance(cosine, (int, float)) else None))
+            found.append(Int8Export(sub, backend, quantize, cosine))
     return sorted(found, key=lambda e: RANK[(e.backend, e.quantize)])
 
 

@@ -378,6 +378,11 @@ def load_exported_parts(path: Path, info_file: str, **overrides: Any) -> tuple[E
             info = json.loads((path / info_file).read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path / info_file}: not valid JSON ({exc})") from None
+        if not isinstance(info, dict):
+            raise ConfigError(f"{path / info_file}: expected a JSON object (the export's record), got {type(info).__name__}")
+        hidden = info.get("hidden_size")
+        if hidden is not None and (not isinstance(hidden, int) or isinstance(hidden, bool) or hidden < 1):
+            raise ConfigError(f"{path / info_file}: hidden_size must be a positive integer, got {type(hidden).__name__} {json.dumps(hidden)[:80]}")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path))
     except (OSError, ValueError) as exc:

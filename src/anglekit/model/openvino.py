@@ -79,8 +79,9 @@ def is_openvino_folder(path: str | os.PathLike[str]) -> bool:
 
 
 def only_openvino_weights(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` holds OpenVINO weights and neither PyTorch nor ONNX ones."""
-    return only_exported_weights(path, OPENVINO_FILE, others=(ONNX_FILE,))
+    """Whether ``path`` holds OpenVINO weights and no PyTorch ones. A folder that holds an ONNX
+    export too is claimed by both backends: the registry's ambiguity error, not ONNX by default."""
+    return only_exported_weights(path, OPENVINO_FILE)
 
 
 def export_openvino(

@@ -15,6 +15,11 @@ Folders written by sentence-transformers 2.x to 6.x load with their own settings
 - Prompts (``config_sentence_transformers.json``): ``default_prompt_name`` becomes the general
   prompt, ``query`` and ``document`` the role prompts, as sentence-transformers' ``encode``,
   ``encode_query`` and ``encode_document`` apply them.
+- ``truncate_dim`` (``config_sentence_transformers.json``) becomes the default ``truncate_dim``, as
+  sentence-transformers 6 cuts its output (after a Normalize module anglekit renormalises, warned).
+- Every field read from these files is type-checked: a value of another type is a ConfigError
+  naming the file, the field and the value (``pooling_mode must be a mode name or a list of mode
+  names, got int 5``), never a TypeError or a silently ignored value.
 - The custom modules that ``anglekit export`` writes (``anglekit_modules.py``) are read back from
   their config and constants, never executed.
 
@@ -101,6 +106,59 @@ def _read_object(path: Path, what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the {what} must be a JSON object, got {type(data).__name__}")
     return data
+
+
+def _shown(value: Any) -> str:
+    """A value as an error names it: its JSON type and (shortened) value, e.g. ``int 5``."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 80 else text[:77] + '...'}"
+
+
+def _wrong(where: Any, field: str, expected: str, value: Any) -> ConfigError:
+    """``{where}: {field} must be {expected}, got {type} {value}`` (a field of another tool's file)."""
+    return ConfigError(f"{where}: {field} must be {expected}, got {_shown(value)}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_types(config: dict[str, Any], where: Any, types: dict[str, tuple[Callable[[Any], bool], str]]) -> None:
+    """A ConfigError for the first field of ``config`` (present and not null) of the wrong type."""
+    for key, (ok, expected) in types.items():
+        if config.get(key) is not None and not ok(config[key]):
+            raise _wrong(where, key, expected, config[key])
+
+
+def _is_mode(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(m, str) for m in value))
+
+
+_POOLING_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "pooling_mode": (_is_mode, "a mode name or a list of mode names"),
+    "include_prompt": (lambda v: isinstance(v, bool), "true or false"),
+    "word_embedding_dimension": (lambda v: _is_int(v) and v > 0, "a positive integer"),
+    "embedding_dimension": (lambda v: _is_int(v) and v > 0, "a positive integer"),
+    **{key: (lambda v: isinstance(v, bool), "true or false") for key in LEGACY_POOLING_KEYS},
+}
+_TRANSFORMER_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "max_seq_length": (lambda v: _is_int(v) and v > 0, "a positive integer or null"),
+    "do_lower_case": (lambda v: isinstance(v, bool), "true or false"),
+    "transformer_task": (lambda v: isinstance(v, str), "a string"),
+    "modality_config": (lambda v: isinstance(v, dict), "an object"),
+    "module_output_name": (lambda v: isinstance(v, str), "a string"),
+    "tokenizer_name_or_path": (lambda v: isinstance(v, str), "a string"),
+    "processor_kwargs": (lambda v: isinstance(v, dict), "an object"),
+    "tokenizer_args": (lambda v: isinstance(v, dict), "an object"),
+}
+_ST_CONFIG_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "model_type": (lambda v: isinstance(v, str), "a string"),
+    "default_prompt_name": (lambda v: isinstance(v, str), "a prompt name (a string) or null"),
+    "truncate_dim": (lambda v: _is_int(v) and v > 0, "a positive integer or null"),
+}
 
 
 # ----------------------------------------------------------------- module kinds
@@ -210,6 +268,7 @@ def _pooling(config_file: Path, *, through_st: bool) -> str:
     unknown = sorted(set(config) - _POOLING_KEYS)
     if unknown:
         raise UnsupportedModelError(f"{config_file}: unknown Pooling key(s) {unknown}; anglekit cannot tell how they pool")
+    _check_types(config, config_file, _POOLING_TYPES)
     read = _st_pooling_modes(config_file.parent) if through_st else None
     modes, include_prompt = read if read is not None else (pooling_modes(config), config.get("include_prompt", True))
     if include_prompt is False:
@@ -241,6 +300,11 @@ def _check_transformer_config(config: dict[str, Any], where: str) -> None:
     unknown = sorted(set(config) - _TRANSFORMER_KEYS)
     if unknown:
         raise UnsupportedModelError(f"{where}: unknown Transformer key(s) {unknown}; anglekit cannot tell what they change")
+    _check_types(config, where, _TRANSFORMER_TYPES)
+    for key in ("processor_kwargs", "tokenizer_args"):
+        given = config.get(key) or {}
+        if given.get("model_max_length") is not None and not (_is_int(given["model_max_length"]) and given["model_max_length"] > 0):
+            raise _wrong(where, f"{key}.model_max_length", "a positive integer", given["model_max_length"])
     if config.get("do_lower_case"):
         raise UnsupportedModelError(f"{where}: do_lower_case is not supported (lower-case the texts yourself)")
     task = config.get("transformer_task")
@@ -277,7 +341,10 @@ def _max_length(name: str, revision: str | None, config: dict[str, Any], model_c
     tokenizer_max = None
     tokenizer_file = _file(name, "tokenizer_config.json", revision)
     if tokenizer_file is not None:
-        tokenizer_max = _positive_int(_read_object(tokenizer_file, "tokenizer config").get("model_max_length"))
+        given = _read_object(tokenizer_file, "tokenizer config").get("model_max_length")
+        if given is not None and not (isinstance(given, (int, float)) and not isinstance(given, bool) and given > 0):
+            raise _wrong(tokenizer_file, "model_max_length", "a positive number", given)
+        tokenizer_max = _positive_int(given)
     positions = _positive_int(getattr(model_config, "max_position_embeddings", None)) if model_config is not None else None
     known = [n for n in (tokenizer_max, positions) if n is not None]
     return min(known) if known else None
@@ -296,6 +363,7 @@ def prompt_settings(config: dict[str, Any], where: str) -> dict[str, Any]:
     """anglekit's prompt settings for a ``config_sentence_transformers.json``, as sentence-transformers
     applies its prompts: ``encode`` the default prompt, ``encode_query`` the ``query`` prompt and
     ``encode_document`` the ``document`` prompt (each "" when absent, never the default)."""
+    _check_types(config, where, _ST_CONFIG_TYPES)
     kind = config.get("model_type")
     if kind not in (None, "SentenceTransformer"):
         raise UnsupportedModelError(f"{where}: model_type {kind!r} is not a SentenceTransformer (dense embeddings)")
@@ -416,14 +484,35 @@ def read_sentence_transformers_settings(
         settings["max_length"] = max_length
     st_config_file = _file(name_or_path, ST_CONFIG_FILE, revision)
     if st_config_file is not None:
-        prompts = prompt_settings(_read_object(st_config_file, "sentence-transformers config"), str(st_config_file))
+        st_config = _read_object(st_config_file, "sentence-transformers config")
+        prompts = prompt_settings(st_config, str(st_config_file))
         if "prompt" in prompts and "prompt" in settings:
             raise UnsupportedModelError(f"{st_config_file}: a default prompt and an anglekit prompt template together are not supported")
         settings.update(prompts)
+        settings.update(_truncation(st_config, st_config_file, normalize=settings["normalize"]))
     return settings
 
 
-_COMPARED = ("pooling", "normalize", "max_length")
+def _truncation(config: dict[str, Any], where: Path, *, normalize: bool) -> dict[str, Any]:
+    """``truncate_dim`` of a ``config_sentence_transformers.json`` (typed by :func:`prompt_settings`),
+    applied as sentence-transformers 3-6 apply it: ``encode`` keeps the first k coordinates of the
+    model's output. After a Normalize module sentence-transformers cuts unit vectors (so its vectors
+    are shorter than 1), while anglekit normalises after the cut: the same directions and cosine
+    similarities, at unit length; a warning says so."""
+    truncate_dim = config.get("truncate_dim")
+    if truncate_dim is None:
+        return {}
+    if normalize:
+        warnings.warn(
+            f"{where}: truncate_dim {truncate_dim} after a Normalize module: sentence-transformers cuts the unit vectors "
+            "(its vectors are shorter than 1); anglekit normalises after the cut (the same directions and cosine similarities, at unit length)",
+            UserWarning,
+            stacklevel=3,
+        )
+    return {"truncate_dim": truncate_dim}
+
+
+_COMPARED = ("pooling", "normalize", "max_length", "truncate_dim")
 
 
 def check_agreement(from_st: dict[str, Any], saved: Any, where: str) -> None:

@@ -13,6 +13,9 @@ attempt is the server's ``Retry-After`` (seconds or an HTTP date) when given, ca
 ``RetryPolicy.max_retry_after``; otherwise exponential backoff ``backoff_base * 2**attempt``
 (capped at ``backoff_max``) with up to 25% jitter.
 
+An answer whose content is not text (a number, ``null``, a list) fails that request with a
+:class:`BackendError` (counted with the failed requests; not taken as an empty answer).
+
 Other 4xx fail that request with a :class:`BackendError` quoting the server's message; 401, 403 and
 404 (bad key, unknown model) are ``fatal`` at once, and any other 4xx becomes ``fatal`` when the
 same status and message come back ``RetryPolicy.max_repeated_errors`` times in a row (default 3;
@@ -36,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from anglekit.config import setting
 from anglekit.errors import ConfigError
-from anglekit.generation.backends import BackendError, Completion, GenerationParams
+from anglekit.generation.backends import BackendError, Completion, GenerationParams, check_base_url
 
 if TYPE_CHECKING:
     import httpx
@@ -138,10 +141,8 @@ class OpenAICompatBackend:
         on_retry: Callable[[str, float], None] | None = None,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"base URL must start with http:// or https://, got {base_url!r}")
         self.model = model
-        self.base_url = base_url.rstrip("/")
+        self.base_url = check_base_url(base_url, "base_url")
         self.url = self.base_url + "/chat/completions"
         self.llm_id = f"openai:{model}@{self.base_url}"
         self.api_key_env = api_key_env
@@ -203,7 +204,10 @@ class OpenAICompatBackend:
         counts = {k: int(usage[k]) for k in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(k), (int, float))}
         with self._errors_lock:
             self._last_error, self._repeats = None, 0
-        return Completion(text if isinstance(text, str) else "", counts)
+        if not isinstance(text, str):  # a number, null (a refusal, a tool call), a list: not an answer to parse
+            field = "choices[0].message.content" if "message" in choice else "choices[0].text"
+            raise BackendError(f"{self.url}: the answer's {field} is {type(text).__name__} {str(json.dumps(text))[:80]}, not text")
+        return Completion(text, counts)
 
     def _client_error(self, status: int, reason: str, detail: str) -> BackendError:
         """The error of a non-retryable answer; ``fatal`` for 401/403/404 or a repeated status+message."""
