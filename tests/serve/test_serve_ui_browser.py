@@ -165,6 +165,7 @@ def test_a_server_error_is_shown_on_the_page(page: Any, reference: Any) -> None:
     assert error.text.startswith("Error 400: input[1] has ")
     assert f"more than the model's maximum of {reference.config.max_length} (the server runs with --no-auto-truncate)" in error.text
     assert not page.find_element(By.ID, "matrix").is_displayed()  # no stale matrix beside the error
+    assert page.find_elements(By.CSS_SELECTOR, "#matrix-legend li") == [] and page.find_element(By.ID, "compare-note").text == ""
     compare(page, "\n".join(SENTENCES[:2]))  # and the next good request clears it
     wait(page, lambda d: not d.find_element(By.ID, "compare-error").is_displayed() and d.find_element(By.ID, "matrix").is_displayed(), "the error cleared")
 

@@ -188,6 +188,7 @@
       $("compare-note").textContent = `${sentences.length} sentences, ${response.usage.prompt_tokens} tokens, ${format} vectors of ${width} dimensions`;
     } catch (err) {
       $("matrix").hidden = true;
+      $("matrix-legend").replaceChildren();
       $("compare-note").textContent = "";
       showError(error, err);
     } finally {
