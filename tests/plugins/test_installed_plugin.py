@@ -67,12 +67,15 @@ def anglekit(venv: Path, *args: str, cwd: Path | None = None) -> subprocess.Comp
     return subprocess.run([str(venv / "bin" / "anglekit"), *args], capture_output=True, text=True, timeout=600, env=_environment(), cwd=cwd)
 
 
-def test_the_fresh_environment_runs_the_installed_copies(venv: Path) -> None:
+def test_the_fresh_environment_runs_the_installed_copies_with_their_data(venv: Path) -> None:
     done = subprocess.run([str(venv / "bin" / "python"), "-c", "import anglekit, anglekit_demo_plugin; print(anglekit.__file__); print(anglekit_demo_plugin.__file__)"],
                           capture_output=True, text=True, timeout=120, env=_environment())  # fmt: skip
     assert done.returncode == 0, done.stderr
     for path in done.stdout.split():
         assert Path(path).is_relative_to(venv), path
+    installed = Path(done.stdout.split()[0]).parent  # the package data came along (the server's page)
+    for name in ("index.html", "app.js", "style.css"):
+        assert (installed / "serve" / "ui" / name).read_bytes() == (REPO / "src" / "anglekit" / "serve" / "ui" / name).read_bytes()
 
 
 def test_help_lists_every_kind_of_plugin(venv: Path) -> None:

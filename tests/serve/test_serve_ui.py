@@ -16,7 +16,7 @@ import pytest
 from anglekit.cli import main as cli_main
 from anglekit.serve.app import ROUTES, UI_FILES
 
-from serving import Running, error_of, sentences, start_server
+from serving import Running, error_of, sentences, start_server, wait_for
 
 SRC_UI = Path(__file__).resolve().parents[2] / "src" / "anglekit" / "serve" / "ui"
 
@@ -107,13 +107,8 @@ def test_info_is_503_while_the_model_loads(tiny_backend: Callable[..., Any]) -> 
             assert "still loading" in error_of(response)["message"]
             assert client.get("/").status_code == 200  # the page is there at once; it waits for the model itself
             release.set()
-            deadline = threading.Event()
-            for _ in range(600):
-                if running.state.status == "ready":
-                    break
-                deadline.wait(0.05)
+            wait_for(lambda: running.state.status == "ready", what="the model to load")
             assert client.get("/v1/info").json()["indexes"] == []
-        release.set()
 
 
 def test_no_ui_answers_404_on_the_page_and_keeps_the_api(tiny_backend: Callable[..., Any]) -> None:
