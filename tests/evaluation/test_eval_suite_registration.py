@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from anglekit.errors import ConfigError
+from anglekit.errors import ConfigError, DuplicateNameError
 from anglekit.evaluation import suites
 
 import helpers
@@ -38,11 +38,11 @@ def probe_markdown(result: dict[str, Any], *, title: str = "model") -> str:
 
 
 @pytest.fixture
-def registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def registered() -> Iterator[None]:
     """The suite registered with one call; the registry as it was after the test."""
-    monkeypatch.setattr(suites, "_RUNNERS", dict(suites._RUNNERS))
     suites.register_suite(NAME, evaluate_probe, probe_markdown)
     yield
+    suites.unregister_suite(NAME)
 
 
 def _expected(tiny_bert_dir: Path, sentence: str) -> dict[str, float]:
@@ -83,7 +83,7 @@ def test_the_python_api_runs_a_registered_suite(registered: None, tiny_bert_dir:
 
 
 def test_registration_is_checked(registered: None) -> None:
-    with pytest.raises(ConfigError, match="already registered"):
+    with pytest.raises(DuplicateNameError, match="evaluation suite 'probe-similarity' is registered already"):
         suites.register_suite(NAME, evaluate_probe, probe_markdown)
     for bad in ("", "all", "a.b"):
         with pytest.raises(ConfigError, match="suite name"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -48,9 +49,11 @@ def tolerance(model: Any) -> float:
 
 
 @pytest.fixture
-def registered(monkeypatch: pytest.MonkeyPatch) -> None:
+def registered() -> Iterator[None]:
     """The one registration (undone after the test)."""
-    monkeypatch.setitem(FORMATS, NAME, sys.modules[__name__])
+    FORMATS.register(NAME, sys.modules[__name__])
+    yield
+    FORMATS.unregister(NAME)
 
 
 def _vector(tiny_bert_dir: Path, sentence: str) -> np.ndarray:

@@ -5,6 +5,7 @@ config with one knob, one preset) gets its preset, its flag and YAML key, and tr
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from anglekit.losses.registry import (
     knob_overrides,
     objective_knobs,
     register_objective_family,
+    unregister_objective_family,
 )
 from anglekit.training.config import TrainConfig
 
@@ -62,11 +64,11 @@ TOY = ObjectiveFamily(name="toy", config_cls=ToyConfig, presets={"toy-cos": ToyC
 
 
 @pytest.fixture
-def toy(monkeypatch: pytest.MonkeyPatch) -> ObjectiveFamily:
+def toy() -> Iterator[ObjectiveFamily]:
     """The toy family, registered for one test (and removed after it)."""
-    monkeypatch.setitem(FAMILIES, TOY.name, TOY)
     BUILT.clear()
-    return register_objective_family(TOY)
+    yield register_objective_family(TOY)
+    unregister_objective_family(TOY.name)
 
 
 def test_a_registered_family_has_its_preset_knob_and_builder(toy: ObjectiveFamily) -> None:

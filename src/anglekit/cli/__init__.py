@@ -27,7 +27,13 @@ COMMANDS = (train, eval, report, encode, index, search, merge_lora, export, plot
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="anglekit", description="Train, evaluate and use AnglE text embeddings.", allow_abbrev=False)
+    parser = argparse.ArgumentParser(
+        prog="anglekit",
+        description="Train, evaluate and use AnglE text embeddings.",
+        epilog=plugins_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
     parser.add_argument("--version", action="version", version=f"anglekit {__version__}")
     parser.add_argument("--verbose", action="store_true", help="log more")
     parser.add_argument("--debug", action="store_true", help="print the traceback of an unexpected error (it is saved to a file either way)")
@@ -35,6 +41,19 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMANDS:
         module.add_parser(commands).set_defaults(_run=module.run)
     return parser
+
+
+def plugins_epilog() -> str | None:
+    """The installed plugins by kind (read from the entry points' metadata, nothing imported), or
+    None when there is none."""
+    from anglekit.plugins import GROUPS, installed_plugins
+
+    lines = []
+    for kind, group in GROUPS.items():
+        found = installed_plugins(group)
+        if found:
+            lines.append(f"  {kind.replace('_', ' ')}: " + ", ".join(f"{name} ({dist})" for name, dist in found))
+    return "installed plugins (docs/plugins.md):\n" + "\n".join(lines) if lines else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -112,4 +131,4 @@ def _save_traceback(command: str, debug: bool) -> str:
     return f" (traceback: {handle.name}; --debug prints it)"
 
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "main", "plugins_epilog"]

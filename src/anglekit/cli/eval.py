@@ -33,6 +33,16 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     return parser
 
 
+BUILTIN_SUITES = ("sts", "non-transfer", "transfer", "retrieval", "geometry")
+
+
+def _suite_names() -> list[str]:
+    """The built-in suites and the installed plugins' (their entry points' names: nothing is imported)."""
+    from anglekit.plugins import GROUPS, installed_plugins
+
+    return [*BUILTIN_SUITES, *(name for name, _ in installed_plugins(GROUPS["eval_suites"]) if name not in BUILTIN_SUITES)]
+
+
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``anglekit eval`` beyond the shared model options."""
     parser.add_argument(
@@ -48,7 +58,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="sts, non-transfer, transfer, retrieval, geometry or all (repeatable)",
+        help=f"{', '.join(_suite_names())} or all (repeatable)",
     )
     parser.add_argument(
         "--data-root",

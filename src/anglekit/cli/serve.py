@@ -23,7 +23,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         argument_default=argparse.SUPPRESS,
         help="serve a model over HTTP: OpenAI /v1/embeddings with dynamic batching",
         description="Serve a model over HTTP: POST /v1/embeddings (OpenAI; quantized encoding formats, per-request layer of ESE models), "
-        "POST /v1/search (the indexes given with --index), POST /embed, GET /v1/models, "
+        "POST /v1/search (the indexes given with --index), POST /embed, GET /v1/models, GET /v1/info, "
+        "GET / (a page to try the model: --no-ui turns it off), "
         "GET /health, GET /metrics. Concurrent requests share length-ordered batches. SIGTERM drains "
         "the requests in flight and exits 0. Needs the 'serve' extra: pip install 'anglekit[serve]'.",
     )

@@ -18,6 +18,8 @@ A new suite is one module and one call, :func:`register_suite`: its ``evaluate(e
 ``markdown(result, *, title=...)`` renders them. Its keyword-only options are its options (checked
 against their annotations); an ``out_dir`` keyword receives the run's folder and a ``title`` keyword
 the model's name. Then ``run_suite``, ``run_suites("all")`` and ``anglekit eval --suite NAME`` run it.
+An installed distribution adds a suite with an entry point of the group ``anglekit.eval_suites``
+(:mod:`anglekit.plugins`) naming a module (or object) with ``evaluate`` and ``markdown``.
 """
 
 from __future__ import annotations
@@ -40,37 +42,67 @@ from anglekit.evaluation.sts import evaluate_sts, sts_markdown
 from anglekit.evaluation.transfer import evaluate_transfer, transfer_markdown
 from anglekit.io.atomic import atomic_write_json, atomic_write_text
 from anglekit.model import DEFAULT_BATCH_SIZE
+from anglekit.plugins import GROUPS, Registry
 
-_RUNNERS: dict[str, tuple[Callable[..., dict[str, Any]], Callable[..., str]]] = {
-    "sts": (evaluate_sts, sts_markdown),
-    "non-transfer": (evaluate_nontransfer, nontransfer_markdown),
-    "transfer": (evaluate_transfer, transfer_markdown),
-    "retrieval": (evaluate_retrieval, retrieval_markdown),
-    "geometry": (evaluate_geometry, geometry_markdown),
-}
-"""The registry: suite name -> (evaluate, markdown), in the order ``run_suites("all", ...)`` runs them."""
+Runner = tuple[Callable[..., dict[str, Any]], Callable[..., str]]
+
+
+def _check_name(name: Any) -> None:
+    if not isinstance(name, str) or not name or name == "all" or "." in name or name != name.strip():
+        raise ConfigError(f"a suite name is a non-empty word other than 'all', without dots, got {name!r}")
+
+
+def _checked(name: str, runner: Any, others: dict[str, Any]) -> Runner:
+    _check_name(name)
+    if not (isinstance(runner, tuple) and len(runner) == 2 and all(callable(part) for part in runner)):
+        raise ConfigError(f"suite {name!r}: evaluate and markdown must be callables")
+    return runner
+
+
+def _from_entry_point(name: str, loaded: Any) -> Any:
+    """A plugin's suite: a module (or object) with ``evaluate`` and ``markdown``, or the pair."""
+    if isinstance(loaded, tuple):
+        return loaded
+    return (getattr(loaded, "evaluate", None), getattr(loaded, "markdown", None))
+
+
+SUITE_REGISTRY: Registry[Runner] = Registry(
+    "evaluation suite",
+    GROUPS["eval_suites"],
+    unknown=lambda name, known: ConfigError(f"unknown suite {name!r}; choose one of {', '.join(known)}"),
+    check=_checked,
+    from_entry_point=_from_entry_point,
+)
+"""The registry: suite name -> (evaluate, markdown), in the order ``run_suites("all", ...)`` runs them
+(the built-ins, then the installed plugins' suites: entry points ``anglekit.eval_suites``)."""
+SUITE_REGISTRY.register("sts", (evaluate_sts, sts_markdown))
+SUITE_REGISTRY.register("non-transfer", (evaluate_nontransfer, nontransfer_markdown))
+SUITE_REGISTRY.register("transfer", (evaluate_transfer, transfer_markdown))
+SUITE_REGISTRY.register("retrieval", (evaluate_retrieval, retrieval_markdown))
+SUITE_REGISTRY.register("geometry", (evaluate_geometry, geometry_markdown))
 
 _RUN_KEYWORDS = ("encode", "data_root", "out_dir")
 """Keywords a suite's ``evaluate`` may take that are the run's, not options."""
 
 
-def register_suite(name: str, evaluate: Callable[..., dict[str, Any]], markdown: Callable[..., str]) -> None:
+def register_suite(name: str, evaluate: Callable[..., dict[str, Any]], markdown: Callable[..., str], *, replace: bool = False) -> None:
     """Make suite ``name`` known to :func:`run_suite`, :func:`run_suites` (``"all"`` included, after
     the suites before it) and ``anglekit eval --suite NAME``. ``evaluate(encode, data_root, *,
     options...)`` returns the result (``suite``, ``columns``, ``scores``, ``details``);
-    ``markdown(result, *, title=...)`` renders it. A name already registered is a ConfigError."""
-    if not isinstance(name, str) or not name or name == "all" or "." in name or name != name.strip():
-        raise ConfigError(f"a suite name is a non-empty word other than 'all', without dots, got {name!r}")
-    if name in _RUNNERS:
-        raise ConfigError(f"suite {name!r} is already registered")
-    if not callable(evaluate) or not callable(markdown):
-        raise ConfigError(f"suite {name!r}: evaluate and markdown must be callables")
-    _RUNNERS[name] = (evaluate, markdown)
+    ``markdown(result, *, title=...)`` renders it. A name already registered is a
+    :class:`~anglekit.errors.DuplicateNameError` (a ConfigError) unless ``replace``."""
+    _check_name(name)
+    SUITE_REGISTRY.register(name, (evaluate, markdown), replace=replace)
+
+
+def unregister_suite(name: str) -> None:
+    """Forget suite ``name`` (an unknown one is a ConfigError)."""
+    SUITE_REGISTRY.unregister(name)
 
 
 def __getattr__(attribute: str) -> Any:
     if attribute == "SUITES":  # read from the registry, so that a suite registered later is listed
-        return tuple(_RUNNERS)
+        return SUITE_REGISTRY.names()
     raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
 
 
@@ -127,10 +159,8 @@ def _typed(where: str, value: Any, hint: Any) -> Any:
     return float(value) if hint is float else value
 
 
-def _get(name: str) -> tuple[Callable[..., dict[str, Any]], Callable[..., str]]:
-    if name not in _RUNNERS:
-        raise ConfigError(f"unknown suite {name!r}; choose one of {', '.join(_RUNNERS)}")
-    return _RUNNERS[name]
+def _get(name: str) -> Runner:
+    return SUITE_REGISTRY.get(name)
 
 
 def _data_root(data_root: str | os.PathLike[str] | None) -> Path:
@@ -245,7 +275,7 @@ def run_suites(names: str | Sequence[str], encode: Any, **kwargs: Any) -> dict[s
 
     Keyword arguments are those of :func:`run_suite`; suite options go in ``options={suite: {...}}``.
     """
-    selected = list(_RUNNERS) if names == "all" else ([names] if isinstance(names, str) else list(names))
+    selected = list(SUITE_REGISTRY.names()) if names == "all" else ([names] if isinstance(names, str) else list(names))
     for n in selected:
         _get(n)
     per_suite = kwargs.pop("options", {}) or {}

@@ -12,7 +12,9 @@ has ``NAME``, ``DESCRIPTION``, ``write(model, folder, card=..., **options) -> la
 or None, how)``, ``tolerance(model)`` and, when it takes options, ``Options``: a dataclass whose
 fields, declared with :func:`anglekit.config.setting` (type, default, choices, help), are the
 keywords of ``write`` and the flags of ``anglekit export`` (a list of texts is given there as a
-file of texts). A new format is one module and one entry here.
+file of texts). A new format is one module and one ``FORMATS.register(name, module)`` call, or, from
+an installed distribution, an entry point of the group ``anglekit.export_formats`` naming the module
+(:mod:`anglekit.plugins`).
 """
 
 from __future__ import annotations
@@ -32,14 +34,33 @@ from typing import Any
 from anglekit.config import check_fields
 from anglekit.errors import ConfigError, ExportError
 from anglekit.io.atomic import settle_modes, staging_dir
+from anglekit.plugins import GROUPS, Registry
 
-FORMATS: dict[str, str | ModuleType] = {
-    "sentence-transformers": "anglekit.export.sentence_transformers",
-    "onnx": "anglekit.export.onnx",
-    "openvino": "anglekit.export.openvino",
-}
+FORMAT_ATTRIBUTES = ("DESCRIPTION", "write", "verify", "tolerance")
+"""What a format module has (``Options`` too when it takes options)."""
+
+
+def _checked_format(name: str, module: Any, others: dict[str, Any]) -> str | ModuleType:
+    if isinstance(module, str):  # an import path, imported when first used
+        return module
+    missing = [attribute for attribute in FORMAT_ATTRIBUTES if not hasattr(module, attribute)]
+    if missing:
+        raise ExportError(f"export format {name!r}: its module {getattr(module, '__name__', module)!r} lacks {', '.join(missing)}")
+    return module
+
+
+FORMATS: Registry[str | ModuleType] = Registry(
+    "export format",
+    GROUPS["export_formats"],
+    unknown=lambda name, known: ExportError(f"unknown export format {name!r}; choose one of {', '.join(known)}"),
+    check=_checked_format,
+)
 """Export format name -> the module that writes it: its import path (imported when first used; the
-format modules import no torch, so ``anglekit export --help`` can list their options), or the module."""
+format modules import no torch, so ``anglekit export --help`` can list their options), or the module;
+then the installed plugins' formats (entry points ``anglekit.export_formats``)."""
+FORMATS.register("sentence-transformers", "anglekit.export.sentence_transformers")
+FORMATS.register("onnx", "anglekit.export.onnx")
+FORMATS.register("openvino", "anglekit.export.openvino")
 
 
 @dataclass
@@ -61,9 +82,7 @@ class ExportResult:
 
 def format_module(name: str) -> ModuleType:
     """The module that writes format ``name``, or an ExportError listing the formats."""
-    if name not in FORMATS:
-        raise ExportError(f"unknown export format {name!r}; choose one of {', '.join(FORMATS)}")
-    module = FORMATS[name]
+    module = FORMATS.get(name)
     return importlib.import_module(module) if isinstance(module, str) else module
 
 

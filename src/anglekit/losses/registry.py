@@ -34,7 +34,9 @@ changes nothing; :func:`knob_overrides` logs one warning per such knob (``--cosi
 
 A plugin is a module that calls :func:`register_objective_family` once when imported; import it
 before the command line is built (e.g. in the script that calls ``anglekit.cli.main``) and its
-presets and knobs are there::
+presets and knobs are there. An installed distribution declares it instead with an entry point of
+the group ``anglekit.objectives`` (:mod:`anglekit.plugins`) whose object is the family (its name is
+the family's); it is registered when the registry is first read::
 
     @dataclass(frozen=True)
     class ScaledConfig:
@@ -60,6 +62,7 @@ from anglekit.config import Setting, settings_of
 from anglekit.errors import ConfigError
 from anglekit.losses._common import preset_with_overrides
 from anglekit.losses.configs import CONTRASTIVE_PRESETS, PRESETS, ContrastiveConfig, ObjectiveConfig
+from anglekit.plugins import GROUPS, Registry
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +80,7 @@ __all__ = [
     "objective_knobs",
     "preset_batch_kind",
     "register_objective_family",
+    "unregister_objective_family",
 ]
 
 
@@ -153,19 +157,14 @@ class ObjectiveFamily:
         return kind if isinstance(kind, str) else kind(self.presets[preset])
 
 
-FAMILIES: dict[str, ObjectiveFamily] = {}
-"""Family name -> family, in registration order."""
-
-
-def register_objective_family(family: ObjectiveFamily) -> ObjectiveFamily:
-    """Make ``family``'s presets and knobs known (replacing a family of the same name); returns it.
-
-    A ConfigError when one of its presets belongs to another family, or a knob's key is declared
-    by another family with another type or range (a key is one flag).
-    """
-    for other in FAMILIES.values():
-        if other.name == family.name:
-            continue
+def _checked(name: str, family: Any, others: dict[str, ObjectiveFamily]) -> ObjectiveFamily:
+    """``family`` as registered under ``name``: its presets are its own, and a knob key another
+    family declares has the same type and range there (a key is one flag)."""
+    if not isinstance(family, ObjectiveFamily):
+        raise ConfigError(f"objective family {name!r} must be an anglekit.losses.registry.ObjectiveFamily, got {type(family).__name__}")
+    if family.name != name:
+        raise ConfigError(f"objective family {name!r}: its ObjectiveFamily is named {family.name!r}")
+    for other in others.values():
         taken = sorted(set(other.presets) & set(family.presets))
         if taken:
             raise ConfigError(f"objective family {family.name!r}: preset(s) {taken} already belong to {other.name!r}")
@@ -173,8 +172,32 @@ def register_objective_family(family: ObjectiveFamily) -> ObjectiveFamily:
             mine, theirs = family.knobs[key], other.knobs[key]
             if (mine.base, mine.item, mine.choices, mine.bounds) != (theirs.base, theirs.item, theirs.choices, theirs.bounds):
                 raise ConfigError(f"objective family {family.name!r}: knob {key!r} is declared differently by {other.name!r}")
-    FAMILIES[family.name] = family
     return family
+
+
+FAMILIES: Registry[ObjectiveFamily] = Registry(
+    "objective family",
+    GROUPS["objectives"],
+    unknown=lambda name, known: ConfigError(f"unknown objective family {name!r}; registered: {', '.join(known)}"),
+    check=_checked,
+)
+"""Family name -> family, in registration order: the built-ins, then the installed plugins'
+families (entry points ``anglekit.objectives``)."""
+
+
+def register_objective_family(family: ObjectiveFamily, *, replace: bool = False) -> ObjectiveFamily:
+    """Make ``family``'s presets and knobs known; returns it.
+
+    A :class:`~anglekit.errors.DuplicateNameError` for a family name already registered (unless
+    ``replace``); a ConfigError when one of its presets belongs to another family, or a knob's key
+    is declared by another family with another type or range (a key is one flag).
+    """
+    return FAMILIES.register(family.name, family, replace=replace)
+
+
+def unregister_objective_family(name: str) -> ObjectiveFamily:
+    """Forget the family ``name`` (its presets and knobs); returns it."""
+    return FAMILIES.unregister(name)
 
 
 def family_of(name: str) -> ObjectiveFamily:

@@ -8,6 +8,10 @@ and loads a model into an object with the Embedder's encode API.
 detection, ``--backend NAME`` (every command's choices come from :func:`backend_names`) and
 ``anglekit serve`` know it.
 
+An installed distribution adds a backend with an entry point of the group ``anglekit.backends``
+(:mod:`anglekit.plugins`): its name is the backend's name, its object an :class:`InferenceBackend`
+of that name, registered when the registry is first read.
+
 A backend's ``load`` and ``detect`` may be given as ``"module:function"`` strings, imported on
 first use: nothing here imports torch or a runtime until a model is loaded (``anglekit --help``
 stays fast).
@@ -28,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from anglekit.errors import AmbiguousBackendError, ConfigError, UnknownBackendError
+from anglekit.plugins import GROUPS, Registry
 
 DEFAULT_BACKEND = "torch"
 """The backend of a model no backend claims by its files (a hub name, a GGUF file, ...)."""
@@ -71,35 +76,44 @@ def _resolve(target: Callable[..., Any] | str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), attribute)
 
 
-_REGISTRY: dict[str, InferenceBackend] = {}
+def _check_name(name: Any) -> None:
+    if not isinstance(name, str) or not name or name == AUTO or not name.replace("-", "").replace("_", "").isalnum():
+        raise ConfigError(f"a backend name is a word of letters, digits, '-' and '_' (not {AUTO!r}), got {name!r}")
+
+
+def _checked(name: str, backend: Any, others: dict[str, Any]) -> InferenceBackend:
+    _check_name(name)
+    if not isinstance(backend, InferenceBackend):
+        raise ConfigError(f"backend {name!r} must be an anglekit.model.backends.InferenceBackend, got {type(backend).__name__}")
+    if backend.name != name:
+        raise ConfigError(f"backend {name!r}: its InferenceBackend is named {backend.name!r}")
+    return backend
+
+
+BACKENDS: Registry[InferenceBackend] = Registry("backend", GROUPS["backends"], unknown=UnknownBackendError, check=_checked)
+"""Backend name -> backend: the built-ins, then the installed plugins (entry points ``anglekit.backends``)."""
 
 
 def register_backend(backend: InferenceBackend, *, replace: bool = False) -> InferenceBackend:
-    """Add ``backend`` to the registry (``replace``: over one of the same name, else a ConfigError)."""
-    if not backend.name or backend.name == AUTO or not backend.name.replace("-", "").replace("_", "").isalnum():
-        raise ConfigError(f"a backend name is a word of letters, digits, '-' and '_' (not {AUTO!r}), got {backend.name!r}")
-    if backend.name in _REGISTRY and not replace:
-        raise ConfigError(f"backend {backend.name!r} is registered already")
-    _REGISTRY[backend.name] = backend
-    return backend
+    """Add ``backend`` to the registry (``replace``: over one of the same name, else a
+    :class:`~anglekit.errors.DuplicateNameError`)."""
+    _check_name(backend.name)
+    return BACKENDS.register(backend.name, backend, replace=replace)
 
 
 def unregister_backend(name: str) -> InferenceBackend:
     """Remove the backend ``name`` from the registry; returns it."""
-    return _REGISTRY.pop(get_backend(name).name)
+    return BACKENDS.unregister(name)
 
 
 def backend_names() -> tuple[str, ...]:
     """The registered backends' names, in registration order."""
-    return tuple(_REGISTRY)
+    return BACKENDS.names()
 
 
 def get_backend(name: str) -> InferenceBackend:
     """The backend registered as ``name``, else an :class:`~anglekit.errors.UnknownBackendError`."""
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):  # TypeError: an unhashable name
-        raise UnknownBackendError(name, backend_names()) from None
+    return BACKENDS.get(name)
 
 
 def detect_backend(source: str | os.PathLike[str]) -> InferenceBackend | None:
@@ -108,7 +122,7 @@ def detect_backend(source: str | os.PathLike[str]) -> InferenceBackend | None:
     folder = Path(os.fspath(source)).expanduser()
     if not folder.is_dir():
         return None
-    claiming = [backend for backend in _REGISTRY.values() if backend.claims(folder)]
+    claiming = [backend for backend in BACKENDS.values() if backend.claims(folder)]
     if len(claiming) > 1:
         raise AmbiguousBackendError(os.fspath(source), tuple(b.name for b in claiming))
     return claiming[0] if claiming else None
@@ -162,6 +176,7 @@ register_backend(
 
 __all__ = [
     "AUTO",
+    "BACKENDS",
     "DEFAULT_BACKEND",
     "InferenceBackend",
     "backend_names",

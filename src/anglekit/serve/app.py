@@ -8,6 +8,7 @@ request's texts through one :class:`~anglekit.serve.batcher.Batcher`.
 from __future__ import annotations
 
 import asyncio
+import importlib.resources
 import logging
 import secrets
 import threading
@@ -40,6 +41,8 @@ from anglekit.serve.errors import (
 from anglekit.serve.metrics import CONTENT_TYPE, Metrics
 from anglekit.serve.quantized import QUANTIZED_FORMATS, UNIT_RANGE, Calibration, describe, quantize
 from anglekit.serve.schemas import (
+    ENCODING_FORMATS,
+    MAX_K,
     EmbeddingsRequest,
     EmbedRequest,
     SearchRequest,
@@ -54,8 +57,19 @@ from anglekit.serve.settings import ServeSettings
 
 log = logging.getLogger(__name__)
 
-ROUTES = ("/v1/embeddings", "/v1/search", "/embed", "/v1/models", "/health", "/metrics")
-"""The routes (metrics label any other path ``other``): :data:`ROUTE_TABLE` has their handlers."""
+ROUTES = ("/v1/embeddings", "/v1/search", "/embed", "/v1/models", "/v1/info", "/health", "/metrics", "/", "/ui/app.js", "/ui/style.css")
+"""The routes (metrics label any other path ``other``): :data:`ROUTE_TABLE` and :data:`UI_FILES` have their handlers."""
+
+UI_FILES = {"/": ("index.html", "text/html; charset=utf-8"), "/ui/app.js": ("app.js", "text/javascript; charset=utf-8"),
+            "/ui/style.css": ("style.css", "text/css; charset=utf-8")}  # fmt: skip
+"""The page of ``GET /`` (``--no-ui``: none): path -> (file of the package's ``serve/ui`` folder, media type)."""
+
+UI_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-cache",
+}
+"""Headers of the page's files: it loads nothing but its own files and talks to this server only."""
 
 
 class ServerState:
@@ -335,6 +349,22 @@ async def _models(state: ServerState, request: Request) -> Response:
     return _json({"object": "list", "data": [entry]})
 
 
+async def _info(state: ServerState, request: Request) -> Response:
+    """What the page needs (503 while loading): the model's name, dimension, layers (early exit), the
+    encoding formats, the search depth and every served index."""
+    state.authorize(request)
+    backend = state.ready_batcher().backend
+    early_exit = bool(getattr(backend, "early_exit", False))
+    indexes = [{"name": s.name, "documents": s.size, "kind": s.index.settings.kind, "quantize": s.index.settings.quantize,
+                "max_k": min(MAX_K, s.size)} for s in state.indexes.values()]  # fmt: skip
+    return _json({
+        "object": "info", "model": state.model_name, "dimensions": backend.dim, "max_input_tokens": backend.max_length,
+        "normalize": bool(backend.normalize), "layers": getattr(backend, "layers", None) if early_exit else None,
+        "encoding_formats": list(ENCODING_FORMATS), "max_k": MAX_K, "max_client_batch": state.settings.max_client_batch,
+        "auto_truncate": state.settings.auto_truncate, "indexes": indexes,
+    })  # fmt: skip
+
+
 async def _health(state: ServerState, request: Request) -> Response:
     """200 once the model is loaded and warmed up; 503 while loading, after a failure, when stopping."""
     body: dict[str, Any] = {"status": state.status}
@@ -353,6 +383,7 @@ ROUTE_TABLE: tuple[tuple[str, str, Handler, bool], ...] = (
     ("POST", "/v1/search", _search, True),
     ("POST", "/embed", _embed, True),
     ("GET", "/v1/models", _models, True),
+    ("GET", "/v1/info", _info, True),
     ("GET", "/health", _health, False),
     ("GET", "/metrics", _metrics, False),
 )
@@ -395,9 +426,22 @@ def create_app(settings: ServeSettings, load: Callable[[], Backend], *, model_na
     for method, path, handler, guarded in ROUTE_TABLE:
         endpoint = _guarded(state, handler) if guarded else _plain(state, handler)
         app.add_api_route(path, endpoint, methods=[method], name=endpoint.__name__)
+    if settings.ui:
+        for path, (name, media_type) in UI_FILES.items():
+            app.add_api_route(path, _ui_file(name, media_type), methods=["GET"], include_in_schema=False, name=f"ui:{name}")
     app.add_exception_handler(StarletteHTTPException, _http_error_handler(app, state))  # type: ignore[arg-type]
     app.add_middleware(_Guard, state=state)
     return app
+
+
+def _ui_file(name: str, media_type: str) -> Callable[[], Awaitable[Response]]:
+    """The route of one file of the page, read from the package once."""
+    content = importlib.resources.files("anglekit.serve").joinpath("ui").joinpath(name).read_bytes()
+
+    async def ui_file() -> Response:
+        return Response(content, media_type=media_type, headers=UI_HEADERS)
+
+    return ui_file
 
 
 def _plain(state: ServerState, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -409,4 +453,4 @@ def _plain(state: ServerState, handler: Handler) -> Callable[[Request], Awaitabl
     return route
 
 
-__all__ = ["ROUTES", "ServerState", "create_app", "error_response"]
+__all__ = ["ROUTES", "UI_FILES", "ServerState", "create_app", "error_response"]

@@ -32,7 +32,7 @@ class ServeSettings:
     max_queue: int = setting(32768, minimum=1, help="Texts waiting or being embedded at most; a request beyond it gets 429 with Retry-After.")
     payload_limit: int = setting(4 * 1024 * 1024, minimum=1, help="Request body size limit in bytes.")
     auto_truncate: bool = setting(True, help="Truncate inputs longer than the model's max length (--no-auto-truncate: reject them, with their token count).")
-    api_key: str | None = setting(None, help=f"Require 'Authorization: Bearer KEY' on the embedding and model routes (default: ${API_KEY_ENV}, if set).")
+    api_key: str | None = setting(None, help=f"Require 'Authorization: Bearer KEY' on the embedding, model and info routes (default: ${API_KEY_ENV}, if set).")
     index: tuple[str, ...] | None = setting(
         None,
         help="Serve an index built by 'anglekit index build' over POST /v1/search: DIR or NAME=DIR (repeatable; NAME "
@@ -52,6 +52,11 @@ class ServeSettings:
         minimum=0,
         help="At start, for a runtime that prepares its kernels per input shape (OpenVINO), run the shapes small batches "
         "take for at most this long, so that the first requests do not pay for them (0: only two warm-up passes).",
+    )
+    ui: bool = setting(
+        True,
+        help="Answer GET / with a page to try the model in a browser: compare sentences (a similarity matrix) and search the "
+        "served indexes. It ships with the package and loads nothing from elsewhere (--no-ui: GET / answers 404).",
     )
     threads: int | None = setting(None, minimum=1, help="CPU threads of the backend (default: torch's, usually one per core).")
     quiet: bool = setting(False, help="No access log (one line per request).")
