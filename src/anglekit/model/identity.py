@@ -108,8 +108,8 @@ def tokenizer_identity(tokenizer: Any) -> dict[str, Any]:
 
 def bfloat16_bits(float32_bits: np.ndarray) -> np.ndarray:
     """The bfloat16 bit patterns (uint16) of float32 values given as their bits (uint32): rounded
-    to nearest, ties to even, NaN as 0x7FC0, like ``tensor.to(torch.bfloat16)``; integer operations
-    only."""
+    to nearest, ties to even, like ``tensor.to(torch.bfloat16)``, with every NaN as 0x7FC0 (torch's
+    kernels disagree on NaNs); integer operations only."""
     bits = np.ascontiguousarray(float32_bits).view(np.uint32).ravel()
     rounded = bits >> 16
     rounded &= 1
@@ -125,7 +125,7 @@ def bfloat16_bits(float32_bits: np.ndarray) -> np.ndarray:
 
 def tensor_bytes(tensor: Any) -> tuple[str, bytes]:
     """(kind, bytes) of one state-dict tensor: ``"float"`` and its bfloat16 bits for fp32, bf16 and
-    fp64 tensors; else its dtype's name and raw bytes."""
+    fp64 tensors (any NaN as 0x7FC0); else its dtype's name and raw bytes."""
     import torch
 
     value = tensor.detach()
@@ -133,7 +133,11 @@ def tensor_bytes(tensor: Any) -> tuple[str, bytes]:
         value = value.cpu()
     value = value.contiguous().reshape(-1)
     if value.dtype == torch.bfloat16:
-        return "float", value.view(torch.int16).numpy().view(np.uint16).astype("<u2", copy=False).tobytes()
+        bits = value.view(torch.int16).numpy().view(np.uint16)
+        nan = (bits & 0x7FFF) > 0x7F80
+        if nan.any():
+            bits = np.where(nan, np.uint16(0x7FC0), bits)
+        return "float", bits.astype("<u2", copy=False).tobytes()
     if value.dtype in (torch.float32, torch.float64):
         single = value.numpy().astype(np.float32, copy=False)  # float64 -> float32: IEEE rounding, no arithmetic
         return "float", bfloat16_bits(single.view(np.uint32)).astype("<u2", copy=False).tobytes()
