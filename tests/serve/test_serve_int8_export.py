@@ -112,3 +112,28 @@ def test_exports_record_their_source_and_rank_fastest_first(model_with_export: P
     assert [(e.path.name, e.backend, e.quantize) for e in found] == [
         ("c-ov-static", "openvino", "int8-static"), ("b-onnx", "onnx", "int8"), ("a-ov-weights", "openvino", "int8")]  # fmt: skip
     assert int8_exports(tmp_path / "missing", fingerprint) == [] and int8_exports(root / "e-not-a-folder.json", fingerprint) == []
+
+
+def test_the_export_is_found_on_another_thread_count_and_after_re_recording_an_old_fingerprint(model_with_export: Path, tmp_path: Path) -> None:
+    """Issue 40: the export written with one thread is served with two (the fingerprint does not
+    depend on the machine); one that recorded an older anglekit's fingerprint from another machine
+    is passed over until ``anglekit fingerprint MODEL --update EXPORT`` re-records it."""
+    import torch
+
+    from anglekit.index.fingerprints import update_fingerprint
+    from anglekit.model.embedder import Embedder
+
+    before = torch.get_num_threads()
+    try:
+        backend = load_backend(None, str(model_with_export), device="cpu", int8_export=True, threads=2)
+        assert isinstance(backend, EncoderBackend) and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    folder = _copy(model_with_export, tmp_path)
+    info_file = folder / "onnx-int8" / "onnx_config.json"
+    info = json.loads(info_file.read_text())
+    info_file.write_text(json.dumps({**info, "source_fingerprint": "0123456789abcdef"}))  # legacy scheme, written elsewhere
+    assert isinstance(load_backend(None, str(folder), device="cpu", int8_export=True), TorchBackend)
+    update_fingerprint(Embedder.from_pretrained(folder, device="cpu"), folder / "onnx-int8")
+    assert json.loads(info_file.read_text()) == info
+    assert isinstance(load_backend(None, str(folder), device="cpu", int8_export=True), EncoderBackend)

@@ -36,7 +36,7 @@ from anglekit.corpus.shards import (
     shard_files,
     shard_name,
 )
-from anglekit.errors import ConfigError, DataError, DiskFullError, OutputError
+from anglekit.errors import ConfigError, DataError, DiskFullError, ModelMismatchError, OutputError
 from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
 from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.model.encoding import zero_rows_message
@@ -113,9 +113,12 @@ def _check_arguments(shard_size: int, shard_format: str, batch_size: int, shard_
         raise ConfigError(f"role must be 'query', 'document' or None, got {role!r}")
 
 
-def _prepare_folder(folder: Path, manifest: dict[str, Any]) -> bool:
+def _prepare_folder(folder: Path, manifest: dict[str, Any], embedder: Any) -> bool:
     """Create ``folder`` with ``manifest`` (False), or check that the one there describes the same
-    encode (True: a rerun)."""
+    encode (True: a rerun). The recorded model fingerprint is checked against ``embedder`` through
+    :class:`~anglekit.model.identity.ModelIdentity`: one of the older scheme that it reproduces here
+    is accepted and re-recorded in the current scheme."""
+    from anglekit.model.identity import MIGRATE, ModelIdentity, is_current
 
     old = read_manifest(folder)
     if old is None:
@@ -124,11 +127,25 @@ def _prepare_folder(folder: Path, manifest: dict[str, Any]) -> bool:
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(folder / MANIFEST, manifest)
         return False
-    differ = [key for key in _IDENTITY if old.get(key) != manifest.get(key)]
+    differ = [key for key in _IDENTITY if key != "model_fingerprint" and old.get(key) != manifest.get(key)]
+    recorded = old.get("model_fingerprint")
+    match = ModelIdentity(embedder, current=manifest["model_fingerprint"]).match(recorded)
+    if match is None:
+        differ.insert(_IDENTITY.index("model_fingerprint"), "model_fingerprint")
     if differ:
-        raise ConfigError(
-            f"{folder} holds the shards of another encode (it differs in: {', '.join(differ)}); give another --output-dir, or delete this one to start over"
+        error = ModelMismatchError if differ == ["model_fingerprint"] else ConfigError
+        legacy = (
+            f" (its model_fingerprint {recorded} is of the older scheme, whose value changed with the thread count and CPU: if this "
+            f"model encoded those shards, re-record it without recomputing any vector: {MIGRATE.format(path=folder)})"
+            if "model_fingerprint" in differ and isinstance(recorded, str) and not is_current(recorded)
+            else ""
         )
+        raise error(
+            f"{folder} holds the shards of another encode (it differs in: {', '.join(differ)}){legacy}; give another --output-dir, or delete this one to start over"
+        )
+    if match == "legacy":
+        atomic_write_json(folder / MANIFEST, {**old, "model_fingerprint": manifest["model_fingerprint"]})
+        logger.info("%s: model fingerprint %s (older scheme) re-recorded as %s", folder, recorded, manifest["model_fingerprint"])
     return True
 
 
@@ -420,7 +437,7 @@ def encode_corpus(
         embedder = Embedder.from_pretrained(name, **kwargs)
     normalize = embedder.config.normalize if normalize is None else bool(normalize)
     manifest = _manifest(embedder, name, source, text_column, id_column, role, normalize, shard_size, shard_format)
-    resumed = _resume_note(folder, shard_id, num_shards, shard_size) if _prepare_folder(folder, manifest) else None
+    resumed = _resume_note(folder, shard_id, num_shards, shard_size) if _prepare_folder(folder, manifest, embedder) else None
     if resumed is not None:
         (say or logger.info)(f"{folder}: {resumed}")
     threads = max(1, (os.cpu_count() or 1) // workers) if workers > 1 else None

@@ -6,7 +6,9 @@
 >>> index.delete(["doc-3"]); index.save("my-index")                               # doctest: +SKIP
 >>> VectorIndex.load("my-index").search("another query")                          # doctest: +SKIP
 
-:func:`build_index` builds one from a corpus file or from the shards of ``anglekit encode``.
+:func:`build_index` builds one from a corpus file or from the shards of ``anglekit encode``;
+:func:`anglekit.index.fingerprints.update_fingerprint` re-records an older anglekit's model
+fingerprint in an index, shard folder or export (``anglekit fingerprint MODEL --update PATH``).
 """
 
 from __future__ import annotations

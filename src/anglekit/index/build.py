@@ -7,9 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from anglekit.errors import ConfigError, DataError, ModelMismatchError
+from anglekit.errors import ConfigError, DataError
 from anglekit.index.store import VectorIndex
 from anglekit.model import DEFAULT_BATCH_SIZE
+from anglekit.model.identity import ModelIdentity
 
 __all__ = ["build_index"]
 
@@ -42,11 +43,11 @@ def build_index(
             raise ConfigError("--column and --id-column apply to corpus files; shards carry their ids")
         shards = open_shards(source)
         recorded = shards.manifest
-        if recorded["model_fingerprint"] != index.model_info["fingerprint"]:
-            raise ModelMismatchError(
-                f"{source}: encoded by {recorded['model']} (fingerprint {recorded['model_fingerprint']}), "
-                f"not by this model (fingerprint {index.model_info['fingerprint']})"
-            )
+        identity = ModelIdentity(model, current=index.model_info["fingerprint"])
+        identity.check(
+            recorded.get("model_fingerprint"), what=f"{source}: encoded by {recorded.get('model')}", path=source,
+            advice="build the index from shards this model encoded, or from the corpus",
+        )  # fmt: skip
         template = model.config.template("document")
         if recorded.get("template") != template:
             raise ConfigError(

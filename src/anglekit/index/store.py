@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from anglekit.errors import ConfigError, DataError, DiskFullError, ModelMismatchError
+from anglekit.errors import ConfigError, DataError, DiskFullError
 from anglekit.index.graph import GraphSettings, load_graph, make_graph, resolve_backend
 from anglekit.index.quantize import QUANTIZATIONS, binary_codes, block_scorer, int8_codes, int8_scale, rescore, top_k
 from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
@@ -172,6 +172,8 @@ class VectorIndex:
         self._next_label = 0
         self._generation = 0
         self._model_checked = self.model is None
+        self.folder: Path | None = None
+        """The folder it was loaded from or last saved to (None: only in memory)."""
 
     # ----------------------------------------------------------------- creation
     @classmethod
@@ -215,14 +217,19 @@ class VectorIndex:
         return self.model
 
     def check_model(self, model: Any) -> None:
-        """A ModelMismatchError unless ``model`` is the one the index was built with (same fingerprint)."""
-        found = model.fingerprint()
-        if found != self.model_info["fingerprint"]:
-            raise ModelMismatchError(
-                f"this index was built with {self.model_info['name']} (fingerprint {self.model_info['fingerprint']}); "
-                f"the model given has fingerprint {found} ({getattr(model, 'source', '?')}): other weights or settings. "
-                "Search with the index's own model, or build a new index"
-            )
+        """A ModelMismatchError unless ``model`` is the one the index was built with (same
+        fingerprint, :mod:`anglekit.model.identity`). A fingerprint of the older scheme that
+        ``model`` reproduces here is accepted and replaced by the current one at the next save."""
+        from anglekit.model.identity import ModelIdentity
+
+        recorded, identity = self.model_info["fingerprint"], ModelIdentity(model)
+        found = identity.check(
+            recorded, what=f"this index was built with {self.model_info['name']}", path=self.folder or "INDEX_DIR",
+            advice="Search with the index's own model, or build a new index",
+        )  # fmt: skip
+        if found == "legacy":
+            self.model_info["fingerprint"] = identity.current
+            logger.info("%s: fingerprint %s (older scheme) matches; the next save records %s", self.folder or "index", recorded, self.model_info["fingerprint"])
 
     # ----------------------------------------------------------------- adding and deleting
     def __len__(self) -> int:
@@ -486,6 +493,7 @@ class VectorIndex:
         }
         atomic_write_json(folder / INDEX_FILE, manifest)
         self._generation = generation
+        self.folder = folder
         current = {name for name in files.values() if name}
         for path in folder.iterdir():
             name = path.name[1:] if path.name.startswith(".") and path.name.endswith(".tmp") else path.name  # a killed save's temporary file
@@ -524,6 +532,7 @@ class VectorIndex:
         index._scale = manifest.get("int8_scale")
         index._next_label = int(manifest["next_label"])
         index._generation = int(manifest["generation"])
+        index.folder = folder
         if model is not None:
             index.check_model(model)
             index._model_checked = True

@@ -12,9 +12,7 @@ and loading names lives in :mod:`anglekit.model.loading`. :meth:`Embedder.from_p
 
 from __future__ import annotations
 
-import hashlib
 import inspect
-import json
 import logging
 import os
 import shutil
@@ -32,9 +30,10 @@ from anglekit.errors import ConfigError
 from anglekit.io.atomic import settle_modes, staging_dir
 from anglekit.llm.bidirectional import enable_bidirectional, is_bidirectional
 from anglekit.llm.lora import ALL_LINEAR, DEFAULT_ALPHA, DEFAULT_DROPOUT, DEFAULT_RANK, is_peft_model, unwrap
+from anglekit.model import identity
 from anglekit.model.backends import load_encoder
 from anglekit.model.card import ModelCardData, portable_base, read_card, write_card
-from anglekit.model.config import VECTOR_NEUTRAL, EmbedderConfig, EmbedderSettings
+from anglekit.model.config import EmbedderConfig, EmbedderSettings
 from anglekit.model.devices import default_device, dtype_for_precision
 from anglekit.model.early_exit import hidden_states_to
 from anglekit.model.encoding import EncodeAPI, prepare_tokenizer, tokenize_texts
@@ -383,18 +382,15 @@ class Embedder(EncodeAPI, nn.Module):
 
     # ----------------------------------------------------------------- identity
     def fingerprint(self) -> str:
-        """A stable id of the weights and embedding settings (for caches), cheap to compute."""
-        digest = hashlib.sha256()
-        settings = {k: v for k, v in self.config.to_dict().items() if k not in VECTOR_NEUTRAL}
-        digest.update(json.dumps(settings, sort_keys=True).encode())
-        backbone_config = {k: v for k, v in unwrap(self.backbone).config.to_dict().items() if k not in ("_name_or_path", "transformers_version")}
-        digest.update(json.dumps(backbone_config, sort_keys=True, default=str).encode())
-        with torch.no_grad():
-            for name, param in self.backbone.state_dict().items():
-                values = param.detach().double()
-                stats = (tuple(param.shape), float(values.sum()), float((values * values).sum()))
-                digest.update(f"{name}{stats}".encode())
-        return digest.hexdigest()[:16]
+        """The model's identity (``"v2-"`` + 16 hex digits): a hash of its vector-changing settings,
+        backbone config, tokenizer and weights as bytes (rounded to bfloat16), the same on every
+        machine, thread count and load precision (fp32 or bf16); see :mod:`anglekit.model.identity`."""
+        return identity.fingerprint(self)
+
+    def legacy_fingerprint(self) -> str:
+        """The fingerprint of the scheme before ``v2`` (float sums of the weights: it depends on the
+        thread count and CPU); only to recognise fingerprints recorded by an older anglekit."""
+        return identity.legacy_fingerprint(self)
 
 
 def _load_options(settings: LoadSettings) -> LoadOptions:

@@ -5,7 +5,8 @@ An export is found in an immediate subfolder of the model's folder (``anglekit e
 --quantize int8``) when its info file records int8 weights, the check against the model that the
 export made and passed, and the fingerprint of the model it was exported from: only an export of
 these weights with these settings counts (a stale one, written before the weights changed, is
-passed over). Fastest first on CPUs: OpenVINO static int8 (weights and activations), onnxruntime
+passed over). The fingerprint does not depend on the machine (:mod:`anglekit.model.identity`):
+an export written with any thread count or CPU counts. Fastest first on CPUs: OpenVINO static int8 (weights and activations), onnxruntime
 dynamic int8, OpenVINO weight-only int8 (benchmarks/README.md, the encode tables).
 """
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from anglekit.model.identity import MIGRATE, ModelIdentity, is_current
 from anglekit.model.onnx import ONNX_CONFIG, ONNX_FILE
 from anglekit.model.openvino import OPENVINO_CONFIG, OPENVINO_FILE
 
@@ -93,14 +95,17 @@ def _typed_fields(info: dict[str, Any], info_path: Path) -> tuple[str, str, floa
     return quantize, fingerprint or "", float(cosine) if cosine is not None else None
 
 
-def int8_exports(folder: str | os.PathLike[str], fingerprint: str) -> list[Int8Export]:
-    """The int8 exports of the model with ``fingerprint`` in the subfolders of ``folder``, fastest
-    first (empty when ``folder`` is not a local folder or holds none). An info file whose
-    ``quantize``, ``source_fingerprint`` or ``check`` is of the wrong type is passed over with a
-    warning naming the file, the field and the value."""
+def int8_exports(folder: str | os.PathLike[str], model: Any) -> list[Int8Export]:
+    """The int8 exports of ``model`` in the subfolders of ``folder``, fastest first (empty when
+    ``folder`` is not a local folder or holds none). ``model``: the model (checked through
+    :class:`~anglekit.model.identity.ModelIdentity`: an export that recorded a fingerprint of the
+    older scheme counts when the model reproduces it here), or its fingerprint as a string. An info
+    file whose ``quantize``, ``source_fingerprint`` or ``check`` is of the wrong type is passed over
+    with a warning naming the file, the field and the value."""
     root = Path(os.fspath(folder)).expanduser()
     if not root.is_dir():
         return []
+    identity = None if isinstance(model, str) else ModelIdentity(model)
     found: list[Int8Export] = []
     for sub in sorted(p for p in root.iterdir() if p.is_dir()):
         for backend in _FILES:
@@ -115,8 +120,10 @@ def int8_exports(folder: str | os.PathLike[str], fingerprint: str) -> list[Int8E
                 log.warning("%s: quantize %r is not one anglekit serves for %s (%s); not served", sub / _FILES[backend][1], quantize, backend,
                             ", ".join(q for b, q in RANK if b == backend))  # fmt: skip
                 continue
-            if recorded != fingerprint:
-                log.info("%s: an int8 %s export of other weights or settings (or of an older anglekit); not served", sub, backend)
+            match = ("current" if recorded == model else None) if identity is None else identity.match(recorded)
+            if match is None:
+                hint = f" (its fingerprint is of the older scheme: if it is of these weights, {MIGRATE.format(path=sub)})" if not is_current(recorded) else ""
+                log.info("%s: an int8 %s export of other weights or settings%s; not served", sub, backend, hint)
                 continue
             found.append(Int8Export(sub, backend, quantize, cosine))
     return sorted(found, key=lambda e: RANK[(e.backend, e.quantize)])

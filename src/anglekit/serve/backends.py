@@ -186,7 +186,7 @@ def _int8_export_of(encoder: Any, model: str, settings: LoadSettings, threads: i
     given = set(settings.given())
     if not isinstance(encoder, Embedder) or settings.device not in (None, "cpu") or settings.precision or settings.dtype or given & set(FIXED_BY_EXPORT):
         return encoder  # an export runs on the CPU in its own precision, with the settings it was exported with
-    exports = int8_exports(model, encoder.fingerprint())
+    exports = int8_exports(model, encoder)
     if not exports:
         return encoder
     if getattr(encoder.config, "early_exit", False):
