@@ -240,3 +240,92 @@ def test_cli_default_repositories_and_failure_status(tmp_path: Path) -> None:
         )
     assert rc == 1
     assert main(["github-issues", "build", str(tmp_path / "nothing"), "--output-dir", str(tmp_path / "d")]) == 2
+
+
+def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_unfinished_collection_is_refused_with_the_command_resuming_it(
+    built: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shlex
+
+    from anglekit.cli import main
+
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    fixture = make_fixture(_specs())
+    fixture["once"] = {"/repos/acme/a/issues?page=2": [{"status": 500, "json": {}}]}
+    out = tmp_path / "c"
+    with FakeGitHub(fixture) as server:
+        first = collect(list(REPOS), out, client=GitHubClient(server.base_url, per_page=50, sleep=lambda s: None, max_retries=0))
+        assert [(r.repo, r.phase) for r in first.failed] == [("acme/a", "issues")]
+        assert main(["github-issues", "build", str(out), "--output-dir", str(tmp_path / "d"), "--seed", "3", "--split-shares", "0.6,0.2,0.2"]) == 2
+        err = _error_line(capsys)
+        assert "the collection is unfinished (1 of 2 repositories): acme/a stopped in phase 'issues'" in err
+        assert not (tmp_path / "d").exists()  # nothing written
+        command = shlex.split(err.split("resume it with: ", 1)[1])
+        assert command[:3] == ["anglekit", "github-issues", "collect"] and command[command.index("--repos") + 1] == "acme/a"
+        assert command[command.index("--base-url") + 1] == server.base_url and "--max-issues" not in command
+        # The printed command resumes it; the dataset is then the one of an uninterrupted collection.
+        assert main([*command[1:], "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["github-issues", "build", str(out), "--output-dir", str(tmp_path / "d"), "--seed", "3", "--split-shares", "0.6,0.2,0.2"]) == 0
+    for split in ("train", "valid", "test"):
+        assert (tmp_path / "d" / f"{split}.jsonl").read_bytes() == (built.out / f"{split}.jsonl").read_bytes()
+
+
+def test_missing_or_unstarted_repository_folder_is_refused(collection: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    from anglekit.cli import main
+    from anglekit.errors import DataError
+
+    broken = tmp_path / "c"
+    shutil.copytree(collection, broken)
+    shutil.rmtree(broken / "acme__b")
+    target = tmp_path / "d"
+    target.mkdir()
+    (target / "train.jsonl").write_text("earlier\n")
+    assert main(["github-issues", "build", str(broken), "--output-dir", str(target)]) == 2
+    err = _error_line(capsys)
+    assert f"error: {broken}: the collection is unfinished (1 of 2 repositories): acme/b has no folder acme__b;" in err
+    assert err.endswith(f"resume it with: anglekit github-issues collect --output-dir {broken} --repos acme/b --base-url {_manifest_url(broken)}")
+    assert sorted(p.name for p in target.iterdir()) == ["train.jsonl"] and (target / "train.jsonl").read_text() == "earlier\n"
+    (broken / "acme__b").mkdir()  # created by collect before its first page was committed
+    with pytest.raises(DataError, match=r"acme/b was not started \(acme__b/state.json is absent\)"):
+        build_dataset(broken, tmp_path / "e")
+    assert not (tmp_path / "e").exists()
+
+
+def _manifest_url(collection: Path) -> str:
+    return json.loads((collection / "collection.json").read_text())["base_url"]
+
+
+def test_resume_command_keeps_the_recorded_options_and_counts_the_rest(collection: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from anglekit.errors import DataError
+    from anglekit.github_issues.collect import resume_command
+
+    options = {"base_url": "https://api.github.com", "max_issues": 60, "candidates": "all", "duplicate_authors": ["OWNER"]}
+    assert resume_command("my issues", ["o/a", "o/b"], options) == (
+        "anglekit github-issues collect --output-dir 'my issues' --repos o/a,o/b --max-issues 60 --candidates all --duplicate-authors OWNER"
+    )
+    defaults = {"base_url": "https://api.github.com", "max_issues": None, "candidates": "signals", "duplicate_authors": ["OWNER", "MEMBER", "COLLABORATOR"]}
+    assert resume_command("c", ["o/a"], defaults) == "anglekit github-issues collect --output-dir c --repos o/a"
+    many = tmp_path / "c"
+    shutil.copytree(collection, many)
+    manifest = json.loads((many / "collection.json").read_text())
+    manifest["repos"] += ["acme/c", "acme/d", "acme/e"]
+    (many / "collection.json").write_text(json.dumps(manifest))
+    state = json.loads((many / "acme__a" / "state.json").read_text())
+    (many / "acme__a" / "state.json").write_text(json.dumps({**state, "phase": "originals"}))
+    with pytest.raises(DataError) as error:
+        build_dataset(many, tmp_path / "d")
+    message = str(error.value)
+    assert "(4 of 5 repositories): acme/a stopped in phase 'originals'; acme/c has no folder acme__c; acme/d has no folder acme__d; and 1 more;" in message
+    assert "--repos acme/a,acme/c,acme/d,acme/e" in message and "\n" not in message
+    assert not (tmp_path / "d").exists()

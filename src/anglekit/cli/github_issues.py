@@ -112,7 +112,9 @@ def _add_build(sub: Any) -> None:
         description="Positive pairs (duplicate, original), negatives from the same repository, splits by duplicate "
         "components (no issue in two splits), statistics and the paper's Figure 3 length plot.",
     )
-    build.add_argument("collection", type=Path, help="a folder written by 'github-issues collect'")
+    build.add_argument(
+        "collection", type=Path, help="a folder written by 'github-issues collect', finished (an unfinished one is refused with the command resuming it)"
+    )
     add_output_dir(build, required=True, old="--out", type=Path, help="dataset folder (train/valid/test.jsonl, github_issues.json, PNG)")
     build.add_argument("--seed", type=number(int, 0), default=42, help="seed of splits and negative sampling (default %(default)s)")
     build.add_argument(

@@ -16,7 +16,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         allow_abbrev=False,
         help="plot a run's loss components and training-dynamics probes (PNG)",
         description="Plot loss components, mean angles to positives and negatives, alignment and uniformity "
-        "from the metrics.jsonl of one or more training runs.",
+        "from the metrics.jsonl of one or more training runs. Series without a finite value, values outside a "
+        "probe's range and zeros on a log axis are left out with a warning; nothing drawable is an error and "
+        "writes no figure.",
     )
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="training output_dir(s) holding metrics.jsonl")
     add_output(parser, required=True, metavar="FILE.png", help="file to write the figure to (.png)")

@@ -254,8 +254,7 @@ def _gather(collection: str | os.PathLike[str], duplicate_authors: str | Sequenc
     repos = read_collection(collection)
     if not repos:
         raise DataError(
-            "the collection has no repositories with data: none of those in collection.json has a "
-            "<owner>__<name>/state.json with issues (was 'github-issues collect' run, and did it reach them?)",
+            "the collection has no repositories with data: collection.json lists none, or GitHub answered 404 (phase 'missing') for every one of them",
             source=os.fspath(collection),
         )
     if duplicate_authors is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from anglekit.errors import DataError
-from anglekit.github_issues.client import GitHubClient, GitHubError, NotFound
-from anglekit.github_issues.duplicates import IssueRef, find_duplicate_pairs, is_candidate, parse_authors
+from anglekit.github_issues.client import DEFAULT_BASE_URL, GitHubClient, GitHubError, NotFound
+from anglekit.github_issues.duplicates import ASSOCIATIONS, PROJECT_ASSOCIATIONS, IssueRef, find_duplicate_pairs, is_candidate, parse_authors
 from anglekit.github_issues.repos import parse_repos, repo_dirname
 from anglekit.io.atomic import atomic_write_json, out_of_space
 from anglekit.io.read import describe, read_json, require_object
 
-__all__ = ["CollectSummary", "RepoData", "collect", "read_collection", "read_manifest", "read_repo"]
+__all__ = ["CollectSummary", "RepoData", "collect", "read_collection", "read_manifest", "read_repo", "resume_command"]
 
 STATE_VERSION = 1
 _ISSUE_FIELDS = ("number", "title", "body", "state", "state_reason", "created_at", "closed_at", "html_url", "comments")
@@ -522,18 +523,55 @@ def _read_collection_manifest(path: Path) -> dict[str, Any]:
 
 
 def read_collection(out: str | os.PathLike[str]) -> list[RepoData]:
-    """Every repository of a collection folder (from ``collection.json``; missing ones skipped)."""
+    """Every repository of a finished collection folder (from ``collection.json``; those GitHub
+    answered 404 for, phase ``missing``, skipped).
+
+    A repository of ``collection.json`` whose folder is absent, or that has not reached the
+    phase ``done``, is a :class:`DataError` naming it and giving the command that resumes the
+    collection (:func:`resume_command`): a dataset built from part of a collection would look
+    complete but lack its pairs."""
     root = Path(out)
     manifest = root / "collection.json"
     if not root.is_dir():
         raise DataError("not a folder; expected a collection folder written by 'github-issues collect'", source=str(root))
     if not manifest.exists():
         raise DataError("not a collection folder (no collection.json); run 'github-issues collect' first", source=str(root))
-    repos = _read_collection_manifest(manifest).get("repos", [])
-    data = []
-    for repo in repos:
-        if (root / repo_dirname(repo) / "state.json").exists():
+    options = _read_collection_manifest(manifest)
+    data, unfinished = [], []
+    for repo in options.get("repos", []):
+        folder = root / repo_dirname(repo)
+        if not folder.is_dir():
+            unfinished.append((repo, f"{repo} has no folder {folder.name}"))
+        elif not (folder / "state.json").exists():
+            unfinished.append((repo, f"{repo} was not started ({folder.name}/state.json is absent)"))
+        else:
             item = read_repo(root, repo)
-            if item.phase != "missing":
+            if item.phase not in ("done", "missing"):
+                unfinished.append((repo, f"{repo} stopped in phase {item.phase!r}"))
+            elif item.phase == "done":
                 data.append(item)
+    if unfinished:
+        shown = "; ".join(reason for _, reason in unfinished[:3]) + (f"; and {len(unfinished) - 3} more" if len(unfinished) > 3 else "")
+        raise DataError(
+            f"the collection is unfinished ({len(unfinished)} of {len(options.get('repos', []))} repositories): {shown}; "
+            f"resume it with: {resume_command(root, [repo for repo, _ in unfinished], options)}",
+            source=str(root),
+        )
     return data
+
+
+def resume_command(out: str | os.PathLike[str], repos: Sequence[str], options: dict[str, Any] | None = None) -> str:
+    """The ``anglekit github-issues collect`` command line that resumes ``repos`` of the collection
+    ``out`` with the options its ``collection.json`` records (``options``; read when None)."""
+    options = read_manifest(out) if options is None else options
+    words = ["anglekit", "github-issues", "collect", "--output-dir", os.fspath(out), "--repos", ",".join(repos)]
+    if options.get("base_url") and options["base_url"] != DEFAULT_BASE_URL:
+        words += ["--base-url", str(options["base_url"])]
+    if isinstance(options.get("max_issues"), int) and not isinstance(options["max_issues"], bool):
+        words += ["--max-issues", str(options["max_issues"])]
+    if options.get("candidates") not in (None, "signals"):
+        words += ["--candidates", str(options["candidates"])]
+    authors = options.get("duplicate_authors")
+    if isinstance(authors, list) and authors and tuple(authors) != PROJECT_ASSOCIATIONS:
+        words += ["--duplicate-authors", "any" if tuple(authors) == ASSOCIATIONS else ",".join(map(str, authors))]
+    return shlex.join(words)
