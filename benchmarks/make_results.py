@@ -113,6 +113,10 @@ class Results:
         return float(value)
 
 
+def _numbers(values: Any) -> bool:
+    return isinstance(values, list) and bool(values) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in values)
+
+
 def _range(values: list[float], digits: int = 2) -> str:
     low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
     return low if low == high else f"{low}-{high}"
@@ -130,8 +134,8 @@ def claims() -> list[Claim]:
     def per_seed_ratio(r: Results) -> str:
         ours = r.get(train, f"rows[row={default}].train_pairs_per_s_runs")
         theirs = r.get(train, f"rows[row={st_best}].train_pairs_per_s_runs")
-        if not (isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs) and ours):
-            raise ResultsError(f"{r.root / train}: train_pairs_per_s_runs of {default} and {st_best} are not lists of one length")
+        if not (_numbers(ours) and _numbers(theirs) and len(ours) == len(theirs) and 0 not in theirs):
+            raise ResultsError(f"{r.root / train}: train_pairs_per_s_runs of {default} and {st_best} are not lists of one length of positive numbers")
         return _range([a / b for a, b in zip(ours, theirs)])
 
     def llm_recipe(r: Results) -> str:
@@ -437,10 +441,13 @@ def chart_data(results_dir: Path = RESULTS) -> dict[str, Any]:
         rows.append({"label": label, "pairs_per_s": [round(float(x), 3) for x in runs], "spearman": [round(float(x), 3) for x in scores]})
     cells = r.get("issue31-pad8/summary.json", "cells")
     serve = []
-    for cell in cells if isinstance(cells, list) else []:
-        runs = [run for run in cell.get("runs", []) if isinstance(run, dict)]
-        if not runs:
-            raise ResultsError(f"{results_dir / 'issue31-pad8/summary.json'}: a cell without runs")
+    summary = results_dir / "issue31-pad8/summary.json"
+    if not isinstance(cells, list) or not cells:
+        raise ResultsError(f"{summary}: field 'cells' is not a non-empty list")
+    for number, cell in enumerate(cells):
+        runs = cell.get("runs") if isinstance(cell, dict) else None
+        if not isinstance(runs, list) or not runs or not all(isinstance(x, dict) and _numbers([x.get("anglekit_sps"), x.get("infinity_sps")]) for x in runs):
+            raise ResultsError(f"{summary}: cells[{number}].runs must be a non-empty list of runs with numeric anglekit_sps and infinity_sps")
         serve.append(
             {
                 "cell": f"{cell.get('size')} x {cell.get('concurrency')}",

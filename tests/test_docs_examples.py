@@ -243,6 +243,18 @@ def test_marked_figures_match_their_results_files() -> None:
     assert "fig:quickstart.after" in readme and "fig:train.x_st_best" in readme
 
 
+def test_readme_results_rows_carry_their_runs_dates() -> None:
+    make_results = load_make_results()
+    claims = {claim.key: claim for claim in make_results.claims()}
+    results = make_results.Results(make_results.RESULTS)
+    rows = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if line.startswith("|") and "<!--fig:" in line]
+    assert len(rows) >= 8
+    for row in rows:
+        for key in make_results.MARKER.findall(row):
+            date = claims[key[0]].run_date(results)
+            assert f"| {date} |" in row, f"README row of {key[0]} should give its run's date {date}: {row}"
+
+
 def test_results_page_and_charts_are_current() -> None:
     make_results = load_make_results()
     assert make_results.main(["--check"]) == 0, "run: .venv/bin/python benchmarks/make_results.py"
@@ -283,6 +295,9 @@ def _results_copy(tmp_path: Path) -> Path:
         ("bench_unsup.json", '{"summary": [{"method": "simace-unsup", "stsb_test_mean": "80", "stsb_test_std": 1}]}', "is '80', not a number"),
         ("bench_search.json", "[1, 2]", "bench_search.json: no field 'rows.hnsw.queries_per_s'"),
         ("quickstart/quickstart.json", None, "quickstart.json: no such results file"),
+        ("quickstart/quickstart.json", '{"date": "yesterday"}', "quickstart.json: no field 'before.spearman'"),
+        ("issue31-pad8/summary.json", '{"cells": [{"runs": [{"ratio": 2.0}]}]}', "cells[0].runs must be a non-empty list of runs with numeric anglekit_sps"),
+        ("issue31-pad8/summary.json", '{"cells": {}}', "summary.json: field 'cells' is not a non-empty list"),
     ],
 )
 def test_make_results_names_the_file_and_field(
@@ -350,13 +365,16 @@ SUBSTITUTIONS = {
 @pytest.mark.skipif(not (DATA / "stsb").is_dir(), reason="../shared/data not present")
 def test_runnable_pages_run_offline(tmp_path: Path) -> None:
     tiny = helpers.build_tiny_bert(tmp_path / "tiny")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     work = tmp_path / "work"
     work.mkdir()
     (work / "configs").mkdir()
     for config in (ROOT / "configs").glob("*.yaml"):  # the same settings, the tiny model
         text = config.read_text(encoding="utf-8")
         for old, new in SUBSTITUTIONS.items():
-            text = text.replace(old, new.format(tiny=tiny))
+            text = text.replace(old, new.format(tiny=tiny, port=port))
         (work / "configs" / config.name).write_text(text, encoding="utf-8")
     env = {
         **os.environ,
@@ -366,9 +384,6 @@ def test_runnable_pages_run_offline(tmp_path: Path) -> None:
         "ANGLEKIT_AUTO_BF16": "0",
     }
     anglekit = f"{sys.executable} -m anglekit"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     servers: list[subprocess.Popen[str]] = []
 
     def run(code: str, where: str, lang: str) -> None:
