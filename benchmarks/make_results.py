@@ -538,7 +538,7 @@ def render_page(results_dir: Path = RESULTS) -> str:
         "The current standing of every benchmarked claim, read from the results file of its run. Timings",
         "depend on the machine and what else ran on it: each row names its hardware and date. How each",
         "benchmark runs, and the dated lab notes that led here (superseded figures included), are in",
-        "[the benchmark history](history.md).",
+        "[the benchmark history](../benchmarks/README.md).",
         "",
     ]
     section = None

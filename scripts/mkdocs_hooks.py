@@ -1,7 +1,8 @@
 """MkDocs hooks (mkdocs.yml `hooks:`): the history page is benchmarks/README.md itself.
 
 The dated lab notes stay where the benchmarks are (engineers append to them beside their runs);
-the site shows them as `history.md`, with links into docs/ rewritten to the site's pages.
+the site shows them as `history.md`, with links into docs/ rewritten to the site's pages, and the
+docs' links to `../benchmarks/README.md` (which work in the repository's view) lead to that page.
 """
 
 from __future__ import annotations
@@ -30,3 +31,12 @@ def history_markdown(text: str) -> str:
 def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, "history.md", content=history_markdown(SOURCE.read_text(encoding="utf-8"))))
     return files
+
+
+def site_links(markdown: str) -> str:
+    """A docs page's links to ``../benchmarks/README.md`` (anchors kept) made links to the history page."""
+    return re.sub(r"\]\(\.\./benchmarks/README\.md(#[^)]*)?\)", lambda m: f"](history.md{m.group(1) or ''})", markdown)
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    return site_links(markdown)

@@ -347,6 +347,9 @@ def test_history_hook_rewrites_links() -> None:
     page = hooks.history_markdown("# Benchmarks\n\nSee [gpu](../docs/gpu.md#results) and [x](https://e.org).\n")
     assert page.startswith("# Benchmark history\n") and "# Benchmarks\n" not in page
     assert "[gpu](gpu.md#results)" in page and "[x](https://e.org)" in page
+    assert (
+        hooks.site_links("[a](../benchmarks/README.md) [b](../benchmarks/README.md#training) [c](x.md)") == "[a](history.md) [b](history.md#training) [c](x.md)"
+    )
 
 
 # Running the newcomer's pages ---------------------------------------------------------------------
