@@ -208,6 +208,16 @@ def claims() -> list[Claim]:
             "get-started.md",
         ),
         Claim(
+            "quickstart.precision",
+            "Quick start",
+            "the precision `--precision auto` chose on that CPU (bf16 only where it has bf16 instructions)",
+            quick,
+            lambda r: str(r.get(quick, "precision")),
+            quick_hw,
+            "@date",
+            "get-started.md",
+        ),
+        Claim(
             "quickstart.load",
             "Quick start",
             "mean 1-minute load average of the 2-core machine during that run",
@@ -226,6 +236,16 @@ def claims() -> list[Claim]:
             amx,
             "2026-11-27",
             "training.md",
+        ),
+        Claim(
+            "train.default_pairs_per_s",
+            "Training (MiniLM, STS-B, 3 seeds)",
+            "anglekit's default: training pairs/s, mean over seeds (the quick start's loop on a quiet machine)",
+            train,
+            fmt(train, f"rows[row={default}].train_pairs_per_s_mean", ".1f"),
+            amx,
+            "2026-11-27",
+            "training.md#speed",
         ),
         Claim(
             "train.default_spearman",

@@ -291,7 +291,7 @@ def _results_copy(tmp_path: Path) -> Path:
         ("bench_unsup.json", "", "bench_unsup.json: empty file"),
         ("bench_unsup.json", "{not json", "bench_unsup.json: not JSON"),
         ("bench_unsup.json", b"\xff\xfe\x00binary", "bench_unsup.json: cannot be read as UTF-8"),
-        ("bench_unsup.json", '{"summary": []}', "bench_unsup.json: no field 'summary[method=simace-unsup].stsb_test_mean'"),
+        ("bench_unsup.json", '{"summary": []}', "bench_unsup.json: field 'summary[method=simace-unsup].stsb_test_mean': 0 items with method = 'simace-unsup'"),
         ("bench_unsup.json", '{"summary": [{"method": "simace-unsup", "stsb_test_mean": "80", "stsb_test_std": 1}]}', "is '80', not a number"),
         ("bench_search.json", "[1, 2]", "bench_search.json: no field 'rows.hnsw.queries_per_s'"),
         ("quickstart/quickstart.json", None, "quickstart.json: no such results file"),
