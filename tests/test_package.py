@@ -48,6 +48,12 @@ def test_every_package_is_named_for_a_concept_and_imports() -> None:
         importlib.import_module(f"anglekit.{name}")
 
 
+def test_the_package_docstring_names_every_subpackage() -> None:
+    packages = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").is_file())
+    listed = [line.split("``")[1] for line in (anglekit.__doc__ or "").splitlines() if line.startswith("- ``")]
+    assert sorted(listed) == packages
+
+
 def test_the_installed_version_is_the_package_version() -> None:
     assert importlib.metadata.version("anglekit") == anglekit.__version__
 

@@ -1,9 +1,25 @@
 """anglekit: train, evaluate and serve angle-optimized (AnglE) text embeddings.
 
 The root holds the public API only: :class:`Embedder` (from :mod:`anglekit.model`), the errors
-(:mod:`anglekit.errors`) and the version. Everything else lives in a package named for its
-concept: ``model``, ``data``, ``losses``, ``training``, ``evaluation``, ``llm``, ``generation``,
-``github_issues``, ``io`` and the command line, ``cli``.
+(:mod:`anglekit.errors`) and the version. Everything else lives in a package named for its concept:
+
+- ``model``: the Embedder, its typed settings, loading (hub, folders, GGUF, LoRA), pooling, backends
+- ``data``: records, readers and sources, the catalogue of known datasets
+- ``losses``: the objectives (ranking core, cosine, angle, in-batch negatives, contrastive) and their registry
+- ``training``: typed training config, tasks, the trainer and its callbacks
+- ``llm``: decoder backbones: prompts, LoRA, GGUF, bidirectional attention, k-bit loading
+- ``evaluation``: pair similarity and the papers' suites (STS, transfer, retrieval, geometry), reports
+- ``reproduce``: the papers' tables as resumable cells with seeds and paired statistics
+- ``generation``: training pairs written by LLMs
+- ``github_issues``: the long-text GitHub issues dataset
+- ``export``: sentence-transformers, ONNX and OpenVINO folders, the hub
+- ``serve``: the OpenAI-compatible HTTP server with dynamic batching
+- ``corpus``: corpora at scale: chunked reading, sharded resumable encoding
+- ``index``: search indexes (exact, HNSW; float, int8, binary)
+- ``scale``: adapters for other engines (Ray Data, Spark)
+- ``config``: typed settings and their metadata, from which the flags are generated
+- ``io``: atomic writes
+- ``cli``: the command line, one module per command
 """
 
 from __future__ import annotations

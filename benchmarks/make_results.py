@@ -1,0 +1,642 @@
+"""Write docs/results.md and its charts from the results JSON files under benchmarks/results/.
+
+Every benchmarked claim is one :class:`Claim`: what was compared, the file that holds the run,
+how its figure is read from that file, the hardware and the date of the run. The page, the charts
+and the figures quoted in README.md and docs/*.md (``<!--fig:KEY-->VALUE<!--/fig-->``, checked by
+tests/test_docs_examples.py) all come from here, so a figure cannot drift from its run.
+
+    .venv/bin/python benchmarks/make_results.py            # rewrite docs/results.md and docs/img/results/*.png
+    .venv/bin/python benchmarks/make_results.py --check    # exit 1 when either would change (CI)
+
+Errors (a missing, empty or malformed results file, a missing field) print one line naming the
+file and the field and exit 2; nothing is written then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+DOCS = ROOT / "docs"
+IMG = "img/results"
+MARKER = re.compile(r"<!--fig:([A-Za-z0-9_.-]+)-->(.*?)<!--/fig-->", re.S)
+
+
+class ResultsError(Exception):
+    """A results file or field that cannot give its claim's figure (one line: the file and the field)."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One benchmarked figure: ``value`` reads it from ``source`` (relative to the results folder)."""
+
+    key: str
+    section: str
+    what: str
+    source: str
+    value: Callable[[Results], str]
+    hardware: str
+    date: str
+    """The run's date, or ``@FIELD``: the date field of ``source`` (for files that record one)."""
+    page: str
+
+    def run_date(self, results: Results) -> str:
+        if not self.date.startswith("@"):
+            return self.date
+        value = results.get(self.source, self.date[1:])
+        if not isinstance(value, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+            raise ResultsError(f"{results.root / self.source}: field {self.date[1:]!r} is {value!r}, not a date YYYY-MM-DD")
+        return value
+
+
+class Results:
+    """Reads results files once each; every failure names the file and the field."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._cache: dict[str, Any] = {}
+
+    def load(self, source: str) -> Any:
+        if source not in self._cache:
+            path = self.root / source
+            if not path.is_file():
+                raise ResultsError(f"{path}: no such results file")
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ResultsError(f"{path}: cannot be read as UTF-8 text ({exc.__class__.__name__})") from None
+            if not text.strip():
+                raise ResultsError(f"{path}: empty file")
+            try:
+                self._cache[source] = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ResultsError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+        return self._cache[source]
+
+    def get(self, source: str, field: str) -> Any:
+        """``field`` is a dotted path; ``rows[row=NAME]`` picks the list item whose ``row`` is NAME."""
+        node = self.load(source)
+        for part in re.findall(r"(?:[^.\[]|\[[^\]]*\])+", field):  # dots inside [...] are the value's
+            if part.isdigit():
+                if not isinstance(node, list) or int(part) >= len(node):
+                    raise ResultsError(f"{self.root / source}: field {field!r}: no item {part}")
+                node = node[int(part)]
+                continue
+            match = re.fullmatch(r"(\w+)\[(\w+)=(.+)\]", part, re.S)
+            name = match.group(1) if match else part
+            if not isinstance(node, dict) or name not in node:
+                raise ResultsError(f"{self.root / source}: no field {field!r} (missing {name!r})")
+            node = node[name]
+            if match:
+                key, want = match.group(2), match.group(3)
+                found = [item for item in node if isinstance(item, dict) and str(item.get(key)) == want] if isinstance(node, list) else []
+                if len(found) != 1:
+                    raise ResultsError(f"{self.root / source}: field {field!r}: {len(found)} items with {key} = {want!r}, expected 1")
+                node = found[0]
+        return node
+
+    def number(self, source: str, field: str) -> float:
+        value = self.get(source, field)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ResultsError(f"{self.root / source}: field {field!r} is {value!r}, not a number")
+        return float(value)
+
+
+def _numbers(values: Any) -> bool:
+    return isinstance(values, list) and bool(values) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in values)
+
+
+def _range(values: list[float], digits: int = 2) -> str:
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return low if low == high else f"{low}-{high}"
+
+
+def claims() -> list[Claim]:
+    """Every benchmarked claim with its current figure's recipe, in the order of the page."""
+    train = "issue27-np-minilm/bench_train.json"
+    levers = "issue27-levers/bench_train.json"
+    default, st_best, st_default = "anglekit:paper:grouped:auto", "sentence-transformers:cosent:grouped:bf16", "sentence-transformers:cosent:random"
+    amx = "Intel Xeon (AMX), 2 threads"
+    epyc = "AMD EPYC, 2 threads"
+    quick = "quickstart/quickstart.json"
+
+    def per_seed_ratio(r: Results) -> str:
+        ours = r.get(train, f"rows[row={default}].train_pairs_per_s_runs")
+        theirs = r.get(train, f"rows[row={st_best}].train_pairs_per_s_runs")
+        if not (_numbers(ours) and _numbers(theirs) and len(ours) == len(theirs) and 0 not in theirs):
+            raise ResultsError(f"{r.root / train}: train_pairs_per_s_runs of {default} and {st_best} are not lists of one length of positive numbers")
+        return _range([a / b for a, b in zip(ours, theirs)])
+
+    def llm_recipe(r: Results) -> str:
+        ratios = [
+            r.number(f"issue27-np/run{i}-default.json", "pairs_per_second") / r.number(f"issue27-np/run{i}-fp32-reference.json", "pairs_per_second")
+            for i in (1, 2, 3, 4)
+        ]
+        return _range(ratios)
+
+    def serve_ratio(r: Results) -> str:
+        cells = r.get("issue31-pad8/summary.json", "cells")
+        if not isinstance(cells, list) or not cells:
+            raise ResultsError(f"{r.root / 'issue31-pad8/summary.json'}: field 'cells' is not a non-empty list")
+        ratios = [run["ratio"] for cell in cells for run in cell.get("runs", []) if isinstance(run, dict) and isinstance(run.get("ratio"), (int, float))]
+        if not ratios:
+            raise ResultsError(f"{r.root / 'issue31-pad8/summary.json'}: no cell has runs with a numeric 'ratio'")
+        return _range(ratios)
+
+    def mean_std(source: str, method: str) -> Callable[[Results], str]:
+        return lambda r: (
+            f"{r.number(source, f'summary[method={method}].stsb_test_mean'):.2f} ± {r.number(source, f'summary[method={method}].stsb_test_std'):.2f}"
+        )
+
+    def fmt(source: str, field: str, spec: str, scale: float = 1.0) -> Callable[[Results], str]:
+        return lambda r: format(r.number(source, field) * scale, spec)
+
+    def ratio(source_a: str, field_a: str, source_b: str, field_b: str) -> Callable[[Results], str]:
+        return lambda r: f"{r.number(source_a, field_a) / r.number(source_b, field_b):.2f}"
+
+    quick_hw = "the project's 2-core CPU, busy with other work (its load: last row)"
+    return [
+        Claim(
+            "quickstart.before",
+            "Quick start",
+            "STS-B test Spearman of all-MiniLM-L6-v2 before `scripts/quickstart.sh`",
+            quick,
+            fmt(quick, "before.spearman", ".2f"),
+            quick_hw,
+            "@date",
+            "get-started.md",
+        ),
+        Claim(
+            "quickstart.after",
+            "Quick start",
+            "STS-B test Spearman after one epoch of the paper preset (seeded: the same every run)",
+            quick,
+            fmt(quick, "after.spearman", ".2f"),
+            quick_hw,
+            "@date",
+            "get-started.md",
+        ),
+        Claim(
+            "quickstart.seconds",
+            "Quick start",
+            "training time, seconds (today's defaults; depends on the machine's load)",
+            quick,
+            fmt(quick, "train_seconds", ".0f"),
+            quick_hw,
+            "@date",
+            "get-started.md",
+        ),
+        Claim(
+            "quickstart.pairs_per_s",
+            "Quick start",
+            "training pairs/s over that time",
+            quick,
+            fmt(quick, "pairs_per_second", ".1f"),
+            quick_hw,
+            "@date",
+            "get-started.md",
+        ),
+        Claim(
+            "quickstart.precision",
+            "Quick start",
+            "the precision `--precision auto` chose on that CPU (bf16 only where it has bf16 instructions)",
+            quick,
+            lambda r: str(r.get(quick, "precision")),
+            quick_hw,
+            "@date",
+            "get-started.md",
+        ),
+        Claim(
+            "quickstart.load",
+            "Quick start",
+            "mean 1-minute load average of the 2-core machine during that run",
+            quick,
+            fmt(quick, "load.mean_1min", ".1f"),
+            quick_hw,
+            "@date",
+            "get-started.md",
+        ),
+        Claim(
+            "train.x_st_best",
+            "Training (MiniLM, STS-B, 3 seeds)",
+            "anglekit's default against sentence-transformers at its best (bf16, grouped), pairs/s per seed, x",
+            train,
+            per_seed_ratio,
+            amx,
+            "2026-11-27",
+            "training.md",
+        ),
+        Claim(
+            "train.default_pairs_per_s",
+            "Training (MiniLM, STS-B, 3 seeds)",
+            "anglekit's default: training pairs/s, mean over seeds (the quick start's loop on a quiet machine)",
+            train,
+            fmt(train, f"rows[row={default}].train_pairs_per_s_mean", ".1f"),
+            amx,
+            "2026-11-27",
+            "training.md#speed",
+        ),
+        Claim(
+            "train.default_spearman",
+            "Training (MiniLM, STS-B, 3 seeds)",
+            "anglekit's default: STS-B test Spearman, mean over seeds",
+            train,
+            fmt(train, f"rows[row={default}].spearman_mean", ".2f"),
+            amx,
+            "2026-11-27",
+            "training.md",
+        ),
+        Claim(
+            "train.st_best_spearman",
+            "Training (MiniLM, STS-B, 3 seeds)",
+            "sentence-transformers at its best: STS-B test Spearman, mean over seeds",
+            train,
+            fmt(train, f"rows[row={st_best}].spearman_mean", ".2f"),
+            amx,
+            "2026-11-27",
+            "training.md",
+        ),
+        Claim(
+            "train.x_st_default",
+            "Training (MiniLM, STS-B, 3 seeds)",
+            "anglekit's default against sentence-transformers' defaults (fp32, random batches), mean pairs/s, x",
+            levers,
+            ratio(levers, f"rows[row={default}].train_pairs_per_s_mean", levers, f"rows[row={st_default}].train_pairs_per_s_mean"),
+            amx,
+            "2026-11-26",
+            "training.md",
+        ),
+        Claim(
+            "gpu.unpad",
+            "Training (MiniLM, STS-B, 3 seeds)",
+            "`--unpad` on a GPU: pairs/s against the padded bf16 loop, x (300 steps of 64 pairs)",
+            "gpu/varlen-4bit/train_bf16_unpad.json",
+            ratio("gpu/varlen-4bit/train_bf16_unpad.json", "figures.pairs_per_second", "gpu/varlen-4bit/train_bf16.json", "figures.pairs_per_second"),
+            "NVIDIA H100 80GB",
+            "2026-11-26",
+            "gpu.md",
+        ),
+        Claim(
+            "gpu.unpad_lora",
+            "Training (MiniLM, STS-B, 3 seeds)",
+            "`--unpad` on a GPU, LoRA on a decoder of SmolLM2's architecture: pairs/s against padded, x",
+            "gpu/varlen-4bit/lora_bf16_unpad.json",
+            ratio("gpu/varlen-4bit/lora_bf16_unpad.json", "figures.pairs_per_second", "gpu/varlen-4bit/lora_bf16.json", "figures.pairs_per_second"),
+            "NVIDIA H100 80GB",
+            "2026-11-26",
+            "gpu.md",
+        ),
+        Claim(
+            "train.levers",
+            "Training (MiniLM, STS-B, 3 seeds)",
+            "compact embeddings and fast dropout together: anglekit's default against the same loop without them, mean pairs/s, x",
+            train,
+            ratio(train, f"rows[row={default}].train_pairs_per_s_mean", train, f"rows[row={default}:levers-none].train_pairs_per_s_mean"),
+            amx,
+            "2026-11-27",
+            "training.md#speed",
+        ),
+        Claim(
+            "llm.zero_shot",
+            "Decoder LLM (SmolLM2-135M, LoRA)",
+            "STS-B test Spearman, zero-shot with the paper's prompt",
+            "bench_llm-paper-fp32-cpu.json",
+            fmt("bench_llm-paper-fp32-cpu.json", "zero_shot.spearman", ".2f"),
+            epyc,
+            "2026-11-24",
+            "llm.md",
+        ),
+        Claim(
+            "llm.after",
+            "Decoder LLM (SmolLM2-135M, LoRA)",
+            "STS-B test Spearman after 200 LoRA steps (paper preset, fp32)",
+            "bench_llm-paper-fp32-cpu.json",
+            fmt("bench_llm-paper-fp32-cpu.json", "after.spearman", ".2f"),
+            epyc,
+            "2026-11-24",
+            "llm.md",
+        ),
+        Claim(
+            "llm.bf16_recipe",
+            "Decoder LLM (SmolLM2-135M, LoRA)",
+            "the bf16 recipe's pairs/s against the fp32 loop, four interleaved passes, x",
+            "issue27-np/run1-default.json",
+            llm_recipe,
+            amx,
+            "2026-11-27",
+            "llm.md",
+        ),
+        Claim(
+            "unsup.simace",
+            "Unsupervised (3 seeds)",
+            "SimACE: STS-B test Spearman, mean ± std",
+            "bench_unsup.json",
+            mean_std("bench_unsup.json", "simace-unsup"),
+            epyc,
+            "2026-11-23",
+            "unsupervised.md",
+        ),
+        Claim(
+            "unsup.simcse",
+            "Unsupervised (3 seeds)",
+            "SimCSE on the same sentences: STS-B test Spearman, mean ± std",
+            "bench_unsup.json",
+            mean_std("bench_unsup.json", "simcse-unsup"),
+            epyc,
+            "2026-11-23",
+            "unsupervised.md",
+        ),
+        Claim(
+            "encode.int8_x_st",
+            "Encoding and serving",
+            "encode, short texts: anglekit's ONNX int8 against sentence-transformers' torch fp32, x",
+            "bench_encode-pad8.json",
+            fmt("bench_encode-pad8.json", "targets[target=anglekit-onnx-int8 >= 2.5x st-torch (short)].value", ".2f"),
+            amx,
+            "2026-11-27",
+            "onnx.md",
+        ),
+        Claim(
+            "encode.torch_x_st",
+            "Encoding and serving",
+            "encode, short texts, like with like (torch fp32 both): anglekit against sentence-transformers, x",
+            "bench_encode-pad8.json",
+            fmt("bench_encode-pad8.json", "like_with_like.0.ratio_short", ".2f"),
+            amx,
+            "2026-11-27",
+            "onnx.md",
+        ),
+        Claim(
+            "serve.x_infinity",
+            "Encoding and serving",
+            "`anglekit serve` against infinity, each at its fastest: sentences/s over 8 cells x 3 runs, x",
+            "issue31-pad8/summary.json",
+            serve_ratio,
+            amx,
+            "2026-11-27",
+            "serve.md",
+        ),
+        Claim(
+            "interop.spearman",
+            "Encoding and serving",
+            "one trained model through anglekit, sentence-transformers and infinity: STS-B Spearman (all agree within 0.01)",
+            "bench_interop.json",
+            fmt("bench_interop.json", "rows[runtime=anglekit].spearman", ".2f"),
+            epyc,
+            "2026-11-24",
+            "export.md",
+        ),
+        Claim(
+            "search.hnsw_qps",
+            "Search at scale (1M sentences)",
+            "HNSW search: queries/s (exact scan: see the file)",
+            "bench_search.json",
+            fmt("bench_search.json", "rows.hnsw.queries_per_s", ".0f"),
+            epyc,
+            "2026-11-25",
+            "scale.md",
+        ),
+        Claim(
+            "search.hnsw_recall",
+            "Search at scale (1M sentences)",
+            "HNSW search: recall@10 against exact search",
+            "bench_search.json",
+            fmt("bench_search.json", "rows.hnsw.recall_at_10", ".3f"),
+            epyc,
+            "2026-11-25",
+            "scale.md",
+        ),
+        Claim(
+            "scale.peak_rss",
+            "Search at scale (1M sentences)",
+            "streaming encode of 1M sentences: peak RSS, MB (flat as the corpus grows)",
+            "bench_encode_scale.json",
+            fmt("bench_encode_scale.json", "peak_rss_mb", ".0f"),
+            epyc,
+            "2026-11-25",
+            "scale.md",
+        ),
+    ]
+
+
+def resolve(results_dir: Path = RESULTS) -> dict[str, str]:
+    """Every claim's current figure by key (raises ResultsError naming the file and field)."""
+    results = Results(results_dir)
+    return {claim.key: claim.value(results) for claim in claims()}
+
+
+# Charts -------------------------------------------------------------------------------------------
+
+CHART_ROWS = [
+    ("anglekit:paper:grouped:auto", "anglekit default (bf16)"),
+    ("anglekit:paper:grouped", "anglekit fp32"),
+    ("sentence-transformers:cosent:grouped:bf16", "sentence-transformers best (bf16)"),
+    ("sentence-transformers:cosent:random", "sentence-transformers default"),
+    ("angle-emb:paper:grouped:bf16", "angle-emb paper, bf16"),
+    ("angle-emb:paper:grouped", "angle-emb paper, fp32"),
+]
+
+
+def chart_data(results_dir: Path = RESULTS) -> dict[str, Any]:
+    """What the charts plot, read from the results files (their fingerprint decides --check)."""
+    r = Results(results_dir)
+    source = "issue27-levers/bench_train.json"
+    rows = []
+    for row, label in CHART_ROWS:
+        runs = r.get(source, f"rows[row={row}].train_pairs_per_s_runs")
+        scores = r.get(source, f"rows[row={row}].spearman_runs")
+        if not (isinstance(runs, list) and isinstance(scores, list) and all(isinstance(x, (int, float)) for x in runs + scores)):
+            raise ResultsError(f"{results_dir / source}: row {row}: train_pairs_per_s_runs and spearman_runs must be lists of numbers")
+        rows.append({"label": label, "pairs_per_s": [round(float(x), 3) for x in runs], "spearman": [round(float(x), 3) for x in scores]})
+    cells = r.get("issue31-pad8/summary.json", "cells")
+    serve = []
+    summary = results_dir / "issue31-pad8/summary.json"
+    if not isinstance(cells, list) or not cells:
+        raise ResultsError(f"{summary}: field 'cells' is not a non-empty list")
+    for number, cell in enumerate(cells):
+        runs = cell.get("runs") if isinstance(cell, dict) else None
+        if not isinstance(runs, list) or not runs or not all(isinstance(x, dict) and _numbers([x.get("anglekit_sps"), x.get("infinity_sps")]) for x in runs):
+            raise ResultsError(f"{summary}: cells[{number}].runs must be a non-empty list of runs with numeric anglekit_sps and infinity_sps")
+        serve.append(
+            {
+                "cell": f"{cell.get('size')} x {cell.get('concurrency')}",
+                "anglekit": round(sum(float(x["anglekit_sps"]) for x in runs) / len(runs), 1),
+                "infinity": round(sum(float(x["infinity_sps"]) for x in runs) / len(runs), 1),
+            }
+        )
+    return {"train": rows, "train_source": source, "serve": serve, "serve_source": "issue31-pad8/summary.json"}
+
+
+def _fingerprint(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def render_charts(data: dict[str, Any]) -> dict[str, bytes]:
+    """PNG bytes by file name; each PNG carries its data's fingerprint in its metadata."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out: dict[str, bytes] = {}
+
+    def save(fig: Any, name: str, payload: Any) -> None:
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=80, metadata={"Software": None, "Description": f"data {_fingerprint(payload)}"})
+        plt.close(fig)
+        out[name] = buffer.getvalue()
+
+    train = data["train"]
+    labels = [row["label"] for row in train]
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    means = [sum(row["pairs_per_s"]) / len(row["pairs_per_s"]) for row in train]
+    colors = ["tab:blue" if label.startswith("anglekit") else "tab:gray" for label in labels]
+    ax.barh(labels[::-1], means[::-1], color=colors[::-1])
+    for i, row in enumerate(train[::-1]):
+        ax.plot(row["pairs_per_s"], [i] * len(row["pairs_per_s"]), "k.", markersize=4)
+    ax.set_xlabel("training pairs/s (bars: mean of 3 seeds; dots: each seed)")
+    ax.set_title("MiniLM on STS-B, 1 epoch, 2 threads (Xeon with AMX)", fontsize=10)
+    fig.tight_layout()
+    save(fig, "train_throughput.png", train)
+
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    for i, row in enumerate(train[::-1]):
+        ax.plot(row["spearman"], [i] * len(row["spearman"]), "o", color=colors[::-1][i], markersize=5)
+        for seed, score in enumerate(row["spearman"]):
+            ax.annotate(str(seed), (score, i), textcoords="offset points", xytext=(0, 5), fontsize=7, ha="center")
+    ax.set_yticks(range(len(labels)), labels[::-1])
+    ax.set_xlabel("STS-B test Spearman x 100 (seeds 0, 1, 2)")
+    ax.set_title("Quality against seeds, same runs", fontsize=10)
+    fig.tight_layout()
+    save(fig, "train_quality_seeds.png", train)
+
+    serve = data["serve"]
+    fig, ax = plt.subplots(figsize=(7, 3.0))
+    xs = range(len(serve))
+    ax.bar([x - 0.2 for x in xs], [c["anglekit"] for c in serve], width=0.4, label="anglekit serve (fastest row)", color="tab:blue")
+    ax.bar([x + 0.2 for x in xs], [c["infinity"] for c in serve], width=0.4, label="infinity (fastest row)", color="tab:gray")
+    ax.set_xticks(list(xs), [c["cell"] for c in serve], fontsize=8)
+    ax.set_xlabel("sentences per request x concurrent clients")
+    ax.set_ylabel("sentences/s (mean of 3 runs)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save(fig, "serve_vs_infinity.png", serve)
+    return out
+
+
+def chart_fingerprints(data: dict[str, Any]) -> dict[str, str]:
+    return {
+        "train_throughput.png": _fingerprint(data["train"]),
+        "train_quality_seeds.png": _fingerprint(data["train"]),
+        "serve_vs_infinity.png": _fingerprint(data["serve"]),
+    }
+
+
+# The page -----------------------------------------------------------------------------------------
+
+
+def render_page(results_dir: Path = RESULTS) -> str:
+    """docs/results.md: the current standing of every claim, then the charts."""
+    results = Results(results_dir)
+    every = claims()
+    lines = [
+        "# Results",
+        "",
+        "<!-- Written by benchmarks/make_results.py from benchmarks/results/: edit the script, not this page. -->",
+        "",
+        "The current standing of every benchmarked claim, read from the results file of its run. Timings",
+        "depend on the machine and what else ran on it: each row names its hardware and date. How each",
+        "benchmark runs, and the dated lab notes that led here (superseded figures included), are in",
+        "[the benchmark history](../benchmarks/README.md).",
+        "",
+    ]
+    section = None
+    for i, claim in enumerate(every):
+        if claim.section != section:
+            section = claim.section
+            lines += [f"## {section}", "", "| what was compared | figure | hardware | date | results file | details |", "|---|---:|---|---|---|---|"]
+        value = claim.value(results)
+        lines.append(
+            f"| {claim.what} | **{value}** | {claim.hardware} | {claim.run_date(results)} | `benchmarks/results/{claim.source}` | [{claim.page[:-3]}]({claim.page}) |"
+        )
+        if i + 1 == len(every) or every[i + 1].section != section:
+            lines.append("")
+    lines += [
+        "## Charts",
+        "",
+        "Throughput against the peers per setting (`benchmarks/results/issue27-levers/bench_train.json`,",
+        "the protocol of [training](training.md#speed)):",
+        "",
+        f"![training throughput]({IMG}/train_throughput.png)",
+        "",
+        "Quality against seeds, the same runs: the speed does not cost Spearman.",
+        "",
+        f"![quality against seeds]({IMG}/train_quality_seeds.png)",
+        "",
+        "Serving against infinity, each at its fastest (`benchmarks/results/issue31-pad8/summary.json`):",
+        "",
+        f"![serving against infinity]({IMG}/serve_vs_infinity.png)",
+        "",
+        "Regenerate: `.venv/bin/python benchmarks/make_results.py` (`--check` in CI fails when this page",
+        "or a chart would change).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _png_fingerprint(path: Path) -> str | None:
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            text = image.text.get("Description", "")  # type: ignore[attr-defined]
+    except (OSError, ValueError):
+        return None
+    return text.removeprefix("data ") or None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when docs/results.md or a chart would change")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS, help="the results folder (default: benchmarks/results)")
+    parser.add_argument("--docs-dir", type=Path, default=DOCS, help="the docs folder (default: docs)")
+    args = parser.parse_args(argv)
+    try:
+        page = render_page(args.results_dir)
+        data = chart_data(args.results_dir)
+    except ResultsError as exc:
+        print(f"make_results: error: {exc}", file=sys.stderr)
+        return 2
+    page_path = args.docs_dir / "results.md"
+    img_dir = args.docs_dir / IMG
+    fingerprints = chart_fingerprints(data)
+    if args.check:
+        stale = [] if page_path.is_file() and page_path.read_text(encoding="utf-8") == page else [str(page_path)]
+        stale += [str(img_dir / name) for name, fp in fingerprints.items() if _png_fingerprint(img_dir / name) != fp]
+        for path in stale:
+            print(f"make_results: {path} is out of date: run .venv/bin/python benchmarks/make_results.py", file=sys.stderr)
+        return 1 if stale else 0
+    charts = render_charts(data)
+    img_dir.mkdir(parents=True, exist_ok=True)
+    for name, content in [("results.md", page.encode())] + sorted(charts.items()):
+        target = page_path if name == "results.md" else img_dir / name
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_bytes(content)
+        os.replace(tmp, target)
+    print(f"wrote {page_path} and {len(charts)} charts under {img_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
