@@ -18,7 +18,8 @@ The root holds the public API only: :class:`Embedder` (from :mod:`anglekit.model
 - ``index``: search indexes (exact, HNSW; float, int8, binary)
 - ``scale``: adapters for other engines (Ray Data, Spark)
 - ``config``: typed settings and their metadata, from which the flags are generated
-- ``io``: atomic writes
+- ``io``: atomic writes, what counts as a blank text
+- ``plugins``: the one registry shape (objectives, backends, export formats, eval suites) and entry points
 - ``cli``: the command line, one module per command
 """
 
