@@ -187,11 +187,11 @@ class Sink:
         """Feed Python records that are not mappings (tuples; plain strings for a text sink)."""
         raise NotImplementedError
 
-    def accepts_keys(self, row: int, keys: Sequence[str]) -> bool:
-        """Whether a record (JSON object, dict) whose keys are ``keys`` may be read; a sink whose
-        columns follow a pattern (``negative_1..negative_n``) fails a record with more of them
-        than the first record named (nothing is dropped silently). Default: every record may."""
-        return True
+    def record_values(self, row: int, record: Mapping[str, Any], chosen: Sequence[str]) -> list[Any] | None:
+        """The values a record (JSON object, dict) gives :meth:`add`: those of ``chosen`` (None for an
+        :attr:`optional` one it lacks). A sink whose columns follow a pattern (``negative_1..n``)
+        may read more of them than the first record named, or fail the record (then None)."""
+        return [record.get(name) for name in chosen]
 
     def check_done(self, empty_message: str) -> None:
         """Raise when nothing was read; log what a lenient read skipped."""
@@ -548,9 +548,9 @@ def scan_objects(objects: Iterator[tuple[int, Any]], sink: Sink, kind: str = "JS
             keys = ", ".join(map(repr, obj.keys())) or "none"
             sink.fail("missing field", f"field {missing!r} is missing (keys here: {keys})", row, missing)
             continue
-        if not sink.accepts_keys(row, list(obj.keys())):
-            continue
-        sink.add(row, [obj.get(name) for name in chosen], chosen)
+        values = sink.record_values(row, obj, chosen)
+        if values is not None:
+            sink.add(row, values, chosen)
 
 
 def _scan_json(path: Path, sink: Sink, fmt: str) -> None:

@@ -28,7 +28,7 @@ catalogue (``snli:SPLIT``: the local SentEval copy, else ``stanfordnlp/snli`` on
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from anglekit.data.catalog import (
@@ -51,9 +51,9 @@ from anglekit.data.readers import read_pairs
 from anglekit.data.records import PairDataset, SentenceDataset, TripletDataset
 from anglekit.data.root import explicit_or_default_root
 from anglekit.data.sentences import read_sentences
-from anglekit.data.sources import is_hub_id
+from anglekit.data.sources import Sink, infer_format, is_hf_dataset, is_hub_id, load_from_disk, scan_file
 from anglekit.data.spec import hub_source, parse_spec
-from anglekit.data.triplets import read_triplets
+from anglekit.data.triplets import TRIPLET_ALIASES, negative_columns, read_triplets
 from anglekit.errors import ConfigError, DataError
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "resolve_sentences",
     "resolve_training_data",
     "resolve_triplets",
+    "tuple_columns",
 ]
 
 HUB_NLI = NLI_DATASETS
@@ -248,3 +249,68 @@ def resolve_training_data(
     if column is not None and batch_kind != "sentences":
         raise ConfigError("text_column applies to sentence data (unsupervised objectives) only")
     return resolvers[batch_kind]()
+
+
+class _Columns(Exception):
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+
+class _ColumnPeek(Sink):
+    """A sink that stops at the column names (raised as :class:`_Columns`)."""
+
+    def resolve(self, available: Sequence[str]) -> list[str]:
+        raise _Columns(list(available))
+
+
+def _column_names(spec: str, root: Path | None) -> list[str] | None:
+    """The column names of a local file or ``save_to_disk`` folder named by ``spec`` (None otherwise)."""
+    source, split, given, force_hub = parse_spec(spec, "train")
+    if force_hub:
+        return None
+    path = _local_path(source, root, known=is_known_nli_name(source) or is_known_sentence_name(source))
+    if path is None:
+        return None
+    if path.is_dir():
+        if detect_dataset(path) is not None or is_snli_dir(path):
+            return None
+        try:
+            ds = load_from_disk(path, str(path))
+        except (ConfigError, DataError):
+            return None
+        if not is_hf_dataset(ds):
+            ds = ds[split] if given and split in ds else next(iter(ds.values()))
+        return list(ds.column_names)
+    try:
+        fmt = infer_format(path)
+    except (ConfigError, DataError):
+        return None
+    if fmt == "txt":
+        return None
+    try:
+        scan_file(path, fmt, _ColumnPeek(str(path), lenient=False))
+    except _Columns as found:
+        return found.names
+    except (ConfigError, DataError, OSError):
+        return None
+    return None
+
+
+def tuple_columns(spec: str, columns: dict[str, str] | None = None, *, data_root: str | os.PathLike[str] | None = None) -> bool:
+    """Whether ``spec`` holds anchor/positive rows (with ``negative`` or ``negative_1..negative_n``)
+    rather than labelled pairs: its ``columns`` mapping names ``anchor``/``positive``, or the local
+    file or folder has an anchor column (``anchor``, ``query``, ``sent0``) and a positive column
+    and no ``text1``/``sentence1`` column. What lets the AnglE pair objectives train on n-tuples."""
+    if columns:
+        return "anchor" in columns or "positive" in columns
+    if not isinstance(spec, str) or not spec.strip():
+        return False
+    names = _column_names(spec.strip(), explicit_or_default_root(data_root))
+    if not names:
+        return False
+    present = set(names)
+    if {"text1", "sentence1"} & present:
+        return False
+    anchor = {"anchor", *TRIPLET_ALIASES["anchor"]} & present
+    positive = {"positive", *TRIPLET_ALIASES["positive"]} & present
+    return bool(anchor and positive) or bool(anchor and negative_columns(names, spec))

@@ -141,18 +141,24 @@ class _TripletSink(Sink):
         self.with_negative = len(chosen) == 3
         return chosen
 
-    def accepts_keys(self, row: int, keys: Sequence[str]) -> bool:
-        more = [key for key in negative_columns(keys, self.source) if key not in self.optional] if self.numbered else []
-        if more:
-            self.rows_seen += 1
-            self.fail(
-                "more negatives than the first row",
-                f"{more[0]} is not a column of the first record ({self.numbered[0]}..{self.numbered[-1]}): rows must name the same negative columns",
-                row,
-                more[0],
-            )
-            return False
-        return True
+    def record_values(self, row: int, record: Mapping[str, Any], chosen: Sequence[str]) -> list[Any] | None:
+        if not self.numbered:
+            return super().record_values(row, record, chosen)
+        numbered = negative_columns([str(key) for key in record], self.source)
+        if len(numbered) > len(self.numbered):
+            if not self.pad_negatives:
+                self.rows_seen += 1
+                self.fail(
+                    "differing number of negatives",
+                    f"row has {len(numbered)} negative columns where the first row has {len(self.numbered)} "
+                    f"({self.numbered[0]}..{self.numbered[-1]}); pass --pad-negatives (pad_negatives: true) to pad shorter rows",
+                    row,
+                    numbered[len(self.numbered)],
+                )
+                return None
+            self.numbered = numbered  # padding: the earlier, shorter rows are padded to the longest
+            self.optional = frozenset(numbered)
+        return [record.get(name) for name in chosen[:2]] + [record.get(name) for name in self.numbered]
 
     def add_ntuple(self, row: int, values: Sequence[Any], names: Sequence[str]) -> None:
         """An n-tuple row: anchor, positive and the cells of the numbered negative columns."""
@@ -162,6 +168,7 @@ class _TripletSink(Sink):
             if problem is not None:
                 self.fail(problem[0], problem[1], row, name)
                 return
+        names = [*names[:2], *self.numbered]
         negatives: list[str] = []
         gap: str | None = None
         for value, name in zip(values[2:], names[2:]):

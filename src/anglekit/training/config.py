@@ -125,6 +125,11 @@ class DataSection:
         choices=NLI_PAIRINGS,
         help="NLI data as triplets: zip (the k-th entailment with the k-th contradiction of a premise), cycle or all (every combination).",
     )
+    pad_negatives: bool = setting(
+        False,
+        help="n-tuple train_data (anchor, positive, negative_1..negative_n): rows with fewer negatives are padded and the "
+        "padding is masked out of every loss (default: such a row is an error naming the file and row).",
+    )
     stream_data: bool = setting(
         False,
         help="Keep the training rows in a memory-mapped Arrow file instead of Python lists, and tokenize them batch by "
