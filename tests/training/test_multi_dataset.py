@@ -237,3 +237,13 @@ def test_several_datasets_refuse_train_dataset_and_bad_batches(tiny_bert_dir: Pa
                 "train_data": [str(pair_file), f"{_ntuples(tmp_path / 'm.jsonl')};objective=simcse-sup"], "batch_size": 1}  # fmt: skip
     with pytest.raises(ConfigError, match="'simcse-sup' needs batch_size >= 2"):
         train(TrainConfig.from_dict(settings))
+
+
+def test_cli_bad_entry_exits_2_with_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from anglekit.cli import main
+
+    code = main(["train", "m", "--train-data", "a.jsonl;weight=-1", "--train-data", "b.jsonl", "--output-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "train_data entry 'a.jsonl': weight must be a finite number > 0, got -1.0" in err
+    assert not (tmp_path / "run").exists()
