@@ -228,9 +228,11 @@ def _ntuple_file(path: Path, rows: int = 24, ragged: bool = False) -> Path:
     return path
 
 
-def _config(model: Path, data: Path, out: Path, **settings: Any) -> TrainConfig:
-    base = {"model": str(model), "train_data": str(data), "output_dir": str(out), "device": "cpu", "quiet": True, "batch_size": 4,
+def _config(model: Path, data: Path | None, out: Path, **settings: Any) -> TrainConfig:
+    base = {"model": str(model), "output_dir": str(out), "device": "cpu", "quiet": True, "batch_size": 4,
             "max_steps": 2, "logging_steps": 1, "compact_embeddings": False}  # fmt: skip
+    if data is not None:
+        base["train_data"] = str(data)
     return TrainConfig.from_dict({**base, **settings})
 
 
@@ -250,8 +252,9 @@ def test_differing_negatives_without_padding_is_an_error_naming_the_row(tiny_ber
         {"objective": "simcse-sup", "pad_negatives": True},
         {"objective": "simcse-sup", "pad_negatives": True, "max_batch_tokens": 40, "matryoshka_dims": [32, 16]},
         {"objective": "paper", "pad_negatives": True, "gradcache_chunk_size": 5},
+        {"objective": "paper", "pad_negatives": True, "ese": True, "ese_compression_size": 16},
     ],
-    ids=["simcse-sup", "token-budget-matryoshka", "paper-gradcache"],
+    ids=["simcse-sup", "token-budget-matryoshka", "paper-gradcache", "paper-ese"],
 )
 def test_training_on_padded_n_tuples(tiny_bert_dir: Path, tmp_path: Path, settings: dict) -> None:
     data = _ntuple_file(tmp_path / "mined.jsonl", ragged=True)
@@ -269,3 +272,28 @@ def test_training_on_padded_n_tuples(tiny_bert_dir: Path, tmp_path: Path, settin
         assert {"loss_simcse@32", "loss_simcse@16"} <= set(records[0])
     if settings["objective"] == "paper":
         assert {"loss_cosine", "loss_ibn", "loss_angle"} <= set(records[0])
+    if settings.get("ese"):
+        assert {"loss_ese_compressed", "loss_ese_compression"} <= set(records[0])
+
+
+def test_pair_objectives_detect_tuple_sources(tmp_path: Path, pair_file: Path) -> None:
+    from anglekit.data.training_data import tuple_columns, tuple_names
+
+    assert tuple_columns(str(_ntuple_file(tmp_path / "mined.jsonl", rows=2)))
+    assert not tuple_columns(str(pair_file))
+    triplets = tmp_path / "t.csv"
+    triplets.write_text("query,pos,neg\nq,p,n\n", encoding="utf-8")
+    assert tuple_columns(str(triplets))
+    assert not tuple_columns("stsb:train") and not tuple_columns(str(tmp_path / "missing.jsonl"))
+    assert tuple_columns("whatever", {"anchor": "q", "positive": "d"}) and not tuple_columns("x", {"text1": "q"})
+    assert tuple_names(["anchor", "negative_1"]) and not tuple_names(["text1", "anchor", "positive"])
+
+
+def test_pair_objective_trains_on_a_datasets_dataset_of_n_tuples(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    import datasets
+
+    rows = [json.loads(line) for line in _ntuple_file(tmp_path / "mined.jsonl", rows=12).read_text().splitlines()]
+    ds = datasets.Dataset.from_list(rows)
+    result = train(_config(tiny_bert_dir, None, tmp_path / "run", objective="cosine"), train_dataset=ds)
+    assert result.steps == 2
+    assert "3 hard negatives" in json.loads((tmp_path / "run" / "train_config.json").read_text())["train_data"]

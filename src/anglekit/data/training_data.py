@@ -65,6 +65,7 @@ __all__ = [
     "resolve_training_data",
     "resolve_triplets",
     "tuple_columns",
+    "tuple_names",
 ]
 
 HUB_NLI = NLI_DATASETS
@@ -305,12 +306,17 @@ def tuple_columns(spec: str, columns: dict[str, str] | None = None, *, data_root
         return "anchor" in columns or "positive" in columns
     if not isinstance(spec, str) or not spec.strip():
         return False
-    names = _column_names(spec.strip(), explicit_or_default_root(data_root))
-    if not names:
-        return False
+    return tuple_names(_column_names(spec.strip(), explicit_or_default_root(data_root)) or [])
+
+
+def tuple_names(names: Sequence[str], columns: dict[str, str] | None = None) -> bool:
+    """Whether column ``names`` (or a ``columns`` mapping) are those of anchor/positive rows, not of
+    pairs (see :func:`tuple_columns`)."""
+    if columns:
+        return "anchor" in columns or "positive" in columns
     present = set(names)
     if {"text1", "sentence1"} & present:
         return False
     anchor = {"anchor", *TRIPLET_ALIASES["anchor"]} & present
     positive = {"positive", *TRIPLET_ALIASES["positive"]} & present
-    return bool(anchor and positive) or bool(anchor and negative_columns(names, spec))
+    return bool(anchor and positive) or bool(anchor and negative_columns(names, "columns"))

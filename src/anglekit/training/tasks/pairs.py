@@ -137,8 +137,11 @@ class PairTask(TrainingTask):
 
     def load_data(self, data: Any, train_dataset: Any = None) -> Any:
         from anglekit.data.readers import read_pairs
-        from anglekit.data.training_data import resolve_pairs, resolve_triplets, tuple_columns
+        from anglekit.data.training_data import resolve_pairs, resolve_triplets, tuple_columns, tuple_names
+        from anglekit.data.triplets import read_triplets
 
+        if train_dataset is not None and tuple_names(list(getattr(train_dataset, "column_names", None) or []), data.column_mapping()):
+            return read_triplets(train_dataset, columns=data.column_mapping(), pad_negatives=getattr(data, "pad_negatives", False))
         if train_dataset is None and tuple_columns(data.train_data, data.column_mapping()):
             if getattr(data, "stream_data", False):
                 raise ConfigError(f"{data.train_data}: anchor/positive/negative rows for a pair objective are not streamed; train without stream_data")
