@@ -247,3 +247,15 @@ def test_cli_bad_entry_exits_2_with_one_line(capsys: pytest.CaptureFixture[str],
     assert code == 2 and len(err.splitlines()) == 1
     assert "train_data entry 'a.jsonl': weight must be a finite number > 0, got -1.0" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_settings_that_do_nothing_are_warned(caplog: pytest.LogCaptureFixture) -> None:
+    from anglekit.data.records import PairDataset, TripletDataset
+    from anglekit.training.run import warn_unused_data_settings
+
+    data = TrainConfig.from_dict({"train_data": "a.jsonl", "pad_negatives": True, "dataset_order": "round_robin"}).data
+    pairs = PairDataset(["a"], ["b"], [1.0])
+    with caplog.at_level("WARNING"):
+        messages = warn_unused_data_settings(data, [pairs])
+    assert len(messages) == 2 and "pads nothing" in caplog.text and "this run has one" in caplog.text
+    assert warn_unused_data_settings(data.__class__(train_data="a.jsonl", pad_negatives=True), [TripletDataset(["a"], ["b"], negatives=[("c",)])]) == []

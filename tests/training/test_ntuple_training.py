@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from anglekit.errors import DataError
-from anglekit.losses import AnglEObjective, ContrastiveObjective, MatryoshkaConfig, MatryoshkaObjective, ObjectiveConfig
+from anglekit.losses import AnglEObjective, ContrastiveObjective, MatryoshkaConfig, MatryoshkaObjective, ObjectiveConfig, info_nce_loss
 from anglekit.model.embedder import Embedder
 from anglekit.training.config import TrainConfig
 from anglekit.training.gradcache import gradcache_step
@@ -297,3 +297,15 @@ def test_pair_objective_trains_on_a_datasets_dataset_of_n_tuples(tiny_bert_dir: 
     result = train(_config(tiny_bert_dir, None, tmp_path / "run", objective="cosine"), train_dataset=ds)
     assert result.steps == 2
     assert "3 hard negatives" in json.loads((tmp_path / "run" / "train_config.json").read_text())["train_data"]
+
+
+def test_rows_padded_down_to_no_negative_train_without_hard_negatives(model: Embedder) -> None:
+    model.eval()
+    data = TokenizedTriplets.build_ntuples([r[0] for r in ROWS], [r[1] for r in ROWS], [(), (), ()], model.tokenize_unpadded)
+    inputs = TripletCollator(model.tokenizer.pad_token_id, negatives_per_row=0)([data[i] for i in range(3)])
+    assert inputs["negative_index"].shape == (3, 0) and inputs["input_ids"].shape[0] == 6
+    vectors = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+    objective = ContrastiveObjective.from_preset("simcse-sup")
+    _, out, _ = TripletTask().loss_from_vectors(Services(), objective, vectors, inputs)
+    want = info_nce_loss(vectors[:3].float(), vectors[3:].float())
+    assert float(out.loss.detach()) == pytest.approx(float(want.detach()), rel=1e-6)

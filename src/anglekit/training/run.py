@@ -420,6 +420,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
 
         head = MLPHead(embedder.dim).to(embedder.device)
         model = TrainingModel(embedder, head)
+    warn_unused_data_settings(data, [train_set] if several is None else [d.train_set for d in several])
     kinds: Any = task.kind if several is None else {d.name: d.task.kind for d in several}
     atomic_write_json(
         out / "train_config.json",
@@ -468,6 +469,19 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     unit = task.unit if several is None or len({d.task.unit for d in several}) == 1 else "rows"
     return _finish(config, trainer, embedder, objective_config, train_set.summary(), test_set, before, seconds, tokenize_seconds, unit,
                    precision.name)  # fmt: skip
+
+
+def warn_unused_data_settings(data: Any, train_sets: Sequence[Any]) -> list[str]:
+    """Warn (and return the warnings) about data settings that are legal but do nothing here:
+    ``pad_negatives`` without n-tuple rows, ``dataset_order`` with one dataset."""
+    messages = []
+    if getattr(data, "pad_negatives", False) and not any(getattr(s, "negatives", None) is not None for s in train_sets):
+        messages.append("pad_negatives: the training data has no n-tuple rows (negative_1..negative_n), so it pads nothing")
+    if data.datasets is None and data.dataset_order != "proportional":
+        messages.append(f"dataset_order {data.dataset_order}: it orders several train_data datasets, and this run has one")
+    for message in messages:
+        logger.warning("%s", message)
+    return messages
 
 
 class _Joined:

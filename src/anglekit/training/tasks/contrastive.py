@@ -394,8 +394,10 @@ class TripletTask(ContrastiveTask):
         batch = NTupleBatch.split(vectors, inputs)
         dense, dense_ids = batch.dense()
         (every_positive, positive_ids, every_negative, negative_ids), offset = services.gather(batch.positives, batch.positive_ids, dense, dense_ids)
-        valid = negative_ids >= 0  # padding slots have the id -1, on every process
-        services.count_candidates(every_positive, every_negative[valid])
+        valid: Tensor | None = negative_ids >= 0  # padding slots have the id -1, on every process
+        services.count_candidates(every_positive, every_negative[negative_ids >= 0])
+        if dense.shape[1] == 0:  # padded rows without any negative: no hard negatives at all
+            every_negative, negative_ids, valid = None, None, None
         out = objective(
             batch.anchors,
             every_positive,
