@@ -287,6 +287,14 @@ def test_pair_objectives_detect_tuple_sources(tmp_path: Path, pair_file: Path) -
     assert not tuple_columns("stsb:train") and not tuple_columns(str(tmp_path / "missing.jsonl"))
     assert tuple_columns("whatever", {"anchor": "q", "positive": "d"}) and not tuple_columns("x", {"text1": "q"})
     assert tuple_names(["anchor", "negative_1"]) and not tuple_names(["text1", "anchor", "positive"])
+    import pandas as pd
+
+    pd.DataFrame({"anchor": ["q"], "positive": ["p"], "negative_1": ["n"]}).to_parquet(tmp_path / "t.parquet")
+    assert tuple_columns(str(tmp_path / "t.parquet"))
+    (tmp_path / "t.json").write_text(json.dumps([{"query": "q", "pos": "p"}]), encoding="utf-8")
+    assert tuple_columns(str(tmp_path / "t.json"))
+    (tmp_path / "p.json").write_text(json.dumps([{"text1": "q", "text2": "p", "label": 1}]), encoding="utf-8")
+    assert not tuple_columns(str(tmp_path / "p.json"))
 
 
 def test_pair_objective_trains_on_a_datasets_dataset_of_n_tuples(tiny_bert_dir: Path, tmp_path: Path) -> None:

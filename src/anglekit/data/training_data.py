@@ -252,9 +252,32 @@ def resolve_training_data(
     return resolvers[batch_kind]()
 
 
-class _Columns(Exception):
+class _Columns(DataError):
+    """Raised by :class:`_ColumnPeek` with the column names (a DataError, so that readers that
+    re-raise DataErrors, e.g. Parquet's, pass it on)."""
+
     def __init__(self, names: list[str]) -> None:
+        super().__init__("columns found")
         self.names = names
+
+
+def _first_record_names(path: Path, fmt: str) -> list[str] | None:
+    """The column names of a csv/tsv header or of a JSON Lines file's first record, from the
+    file's first line (so a large pair file is not read twice); None when it does not parse."""
+    import csv
+    import json
+
+    try:
+        with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+            if fmt in ("csv", "tsv"):
+                return next(csv.reader(handle, delimiter="," if fmt == "csv" else "\t"), None)
+            for line in handle:
+                if line.strip():
+                    record = json.loads(line)
+                    return [str(key) for key in record] if isinstance(record, dict) else None
+    except (OSError, ValueError, csv.Error):
+        return None
+    return None
 
 
 class _ColumnPeek(Sink):
@@ -286,8 +309,8 @@ def _column_names(spec: str, root: Path | None) -> list[str] | None:
         fmt = infer_format(path)
     except (ConfigError, DataError):
         return None
-    if fmt == "txt":
-        return None
+    if fmt in ("csv", "tsv", "jsonl"):
+        return _first_record_names(path, fmt)
     try:
         scan_file(path, fmt, _ColumnPeek(str(path), lenient=False))
     except _Columns as found:
