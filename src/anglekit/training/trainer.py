@@ -7,6 +7,11 @@ batch), component logging, dev evaluation by Spearman, length-grouped sampling a
 batches (``max_batch_tokens``: :meth:`AnglETrainer.get_train_dataloader`, documented as the method to
 override).
 
+With several datasets (``datasets``: :mod:`anglekit.training.multi`), each batch comes from one of
+them (the same loader override, over :class:`~anglekit.training.multi.DatasetBatchSampler`) and
+:meth:`AnglETrainer.route` hands it to that dataset's task and weighted objective; its loss is
+logged as ``loss/<dataset>`` and its components as ``loss_<dataset>/<component>``.
+
 What a batch is and how it becomes embeddings and a loss is the training task's business
 (:mod:`anglekit.training.tasks`: pairs, sentences with dropout views, triplets); the trainer
 gives tasks its services (gathering candidates across processes, counting them, probes).
