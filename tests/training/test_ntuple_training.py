@@ -317,3 +317,24 @@ def test_rows_padded_down_to_no_negative_train_without_hard_negatives(model: Emb
     _, out, _ = TripletTask().loss_from_vectors(Services(), objective, vectors, inputs)
     want = info_nce_loss(vectors[:3].float(), vectors[3:].float())
     assert float(out.loss.detach()) == pytest.approx(float(want.detach()), rel=1e-6)
+
+
+@pytest.mark.slow
+def test_two_process_training_on_n_tuples_gathers_every_negative(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """A real 2-process (gloo) run under torchrun: each anchor meets the 2 x 4 positives and the
+    2 x 4 x 3 negatives of both processes (no padding here)."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    command = [
+        str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "anglekit.cli", "train",
+        "--model", str(tiny_bert_dir), "--train-data", str(_ntuple_file(tmp_path / "mined.jsonl", rows=32)), "--objective", "simcse-sup",
+        "--batch-size", "4", "--max-steps", "2", "--logging-steps", "1", "--output-dir", str(out), "--device", "cpu", "--quiet",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=400, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["candidates"] for r in records if "loss" in r] == [8.0 + 24.0, 8.0 + 24.0]
