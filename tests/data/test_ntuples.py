@@ -114,3 +114,10 @@ def test_n_tuples_are_not_streamed(tmp_path: Path) -> None:
 
     with spooling(), pytest.raises(ConfigError, match="not streamed"):
         read_triplets(_jsonl(tmp_path / "mined.jsonl", MINED))
+
+
+def test_many_negatives_per_row(tmp_path: Path) -> None:
+    """60 numbered negatives (a wide miner output) read in column order, not text order."""
+    row = {"anchor": "q", "positive": "p", **{f"negative_{k}": f"n{k}" for k in range(60, 0, -1)}}
+    data = read_triplets(_jsonl(tmp_path / "wide.jsonl", [row, row]))
+    assert data.negatives_per_row == 60 and data.negatives[0][:3] == ("n1", "n2", "n3") and data.negatives[0][-1] == "n60"

@@ -46,6 +46,7 @@ def test_entries_from_yaml_mappings_and_flag_strings() -> None:
         ([{"name": "x"}], "missing key 'data'"),
         (["a.jsonl;weight=0", "b.jsonl"], "weight must be a finite number > 0, got 0.0"),
         (["a.jsonl;weight=heavy", "b.jsonl"], "weight must be a number, got 'heavy'"),
+        (["a.jsonl;weight=1e999", "b.jsonl"], "weight must be a finite number > 0, got inf"),
         (["a.jsonl;colour=red", "b.jsonl"], "unknown key 'colour'"),
         (["a.jsonl;weight", "b.jsonl"], "'weight' is not KEY=VALUE"),
         (["a.jsonl;objective=nope", "b.jsonl"], "train_data entry 'a.jsonl': unknown objective preset 'nope'"),
