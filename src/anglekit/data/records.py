@@ -21,7 +21,7 @@ import numpy as np
 from anglekit.errors import ConfigError, DataError
 from anglekit.io.text import is_blank
 
-__all__ = ["PairDataset", "PairRecord", "SentenceDataset", "TripletDataset", "TripletRecord", "check_label_range"]
+__all__ = ["NTupleRecord", "PairDataset", "PairRecord", "SentenceDataset", "TripletDataset", "TripletRecord", "check_label_range"]
 
 
 def check_label_range(label_range: Any) -> tuple[float, float] | None:
@@ -328,6 +328,13 @@ class SentenceDataset:
         return text
 
 
+def _check_text(text: Any, where: str | None, row: int, name: str) -> None:
+    if not isinstance(text, str):
+        raise DataError(f"text must be a str, got {type(text).__name__}", source=where, row=row, field=name)
+    if is_blank(text):
+        raise DataError("text is empty", source=where, row=row, field=name)
+
+
 class TripletRecord(NamedTuple):
     """One triplet; ``negative`` is ``None`` when the data has no hard negatives."""
 
@@ -336,15 +343,27 @@ class TripletRecord(NamedTuple):
     negative: str | None
 
 
+class NTupleRecord(NamedTuple):
+    """One n-tuple row: an anchor, its positive and its hard negatives (n of them)."""
+
+    anchor: str
+    positive: str
+    negatives: tuple[str, ...]
+
+
 @dataclass(eq=False)
 class TripletDataset:
-    """Aligned anchors, positives and (optionally) hard negatives.
+    """Aligned anchors, positives and (optionally) hard negatives: one per row (``negative``), or
+    several (``negatives``, n-tuples: anchor, positive, negative_1..negative_n).
 
     Attributes:
         anchor, positive: texts (non-empty strings, kept exactly as read).
         negative: hard negatives aligned with them, or ``None`` when there are none.
         name, source: display name and origin.
         skipped: what a lenient read skipped (or an NLI conversion left unused), ``reason -> count``.
+        negatives: each row's hard negatives (n-tuples; ``negative`` is then ``None``). Rows hold
+            the same number unless the data was read with ``pad_negatives`` (then the training
+            pads the shorter rows and masks the padding out of the loss).
     """
 
     anchor: list[str]
@@ -353,6 +372,7 @@ class TripletDataset:
     name: str = ""
     source: str = ""
     skipped: dict[str, int] = field(default_factory=dict)
+    negatives: list[tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         where = self.source or self.name or None
@@ -362,20 +382,47 @@ class TripletDataset:
         columns = [("anchor", self.anchor), ("positive", self.positive)]
         if self.negative is not None:
             columns.append(("negative", self.negative))
+        if self.negatives is not None:
+            if self.negative is not None:
+                raise DataError("give negative (one per row) or negatives (n per row), not both", source=where)
+            self.negatives = [tuple(row) for row in self.negatives]
+            columns.append(("negatives", self.negatives))  # type: ignore[arg-type]
         lengths = {n: len(c) for n, c in columns}
         if len(set(lengths.values())) > 1:
             raise DataError(f"columns differ in length: {lengths}", source=where)
         for column_name, column in columns:
             for i, text in enumerate(column):
-                if not isinstance(text, str):
-                    raise DataError(f"text must be a str, got {type(text).__name__}", source=where, row=i + 1, field=column_name)
-                if is_blank(text):
-                    raise DataError("text is empty", source=where, row=i + 1, field=column_name)
+                if column_name == "negatives":
+                    for k, negative in enumerate(text):
+                        _check_text(negative, where, i + 1, f"negative_{k + 1}")
+                    continue
+                _check_text(text, where, i + 1, column_name)
         self.skipped = {str(k): int(v) for k, v in dict(self.skipped).items()}
 
     @property
     def has_negatives(self) -> bool:
+        """Whether there is one hard negative per row (the ``negative`` column)."""
         return self.negative is not None
+
+    @property
+    def negatives_per_row(self) -> int:
+        """Hard negatives per row: 0, 1 (``negative``), or the most any n-tuple row holds."""
+        if self.negatives is not None:
+            return max((len(row) for row in self.negatives), default=0)
+        return 0 if self.negative is None else 1
+
+    @property
+    def padded(self) -> bool:
+        """Whether n-tuple rows hold differing numbers of negatives (read with ``pad_negatives``)."""
+        return self.negatives is not None and len({len(row) for row in self.negatives}) > 1
+
+    def negative_lists(self) -> list[tuple[str, ...]]:
+        """Each row's hard negatives as a tuple (empty without negatives)."""
+        if self.negatives is not None:
+            return list(self.negatives)
+        if self.negative is not None:
+            return [(text,) for text in self.negative]
+        return [()] * len(self.anchor)
 
     def __len__(self) -> int:
         return len(self.anchor)
@@ -384,19 +431,22 @@ class TripletDataset:
         if isinstance(index, slice):
             return self.select(range(*index.indices(len(self))))
         i = operator.index(index)
+        if self.negatives is not None:
+            return NTupleRecord(self.anchor[i], self.positive[i], self.negatives[i])
         return TripletRecord(self.anchor[i], self.positive[i], None if self.negative is None else self.negative[i])
 
-    def __iter__(self) -> Iterator[TripletRecord]:
+    def __iter__(self) -> Iterator[TripletRecord | NTupleRecord]:
         for i in range(len(self)):
             yield self[i]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TripletDataset):
             return NotImplemented
-        return (self.anchor, self.positive, self.negative, self.name, self.source, self.skipped) == (
+        return (self.anchor, self.positive, self.negative, self.negatives, self.name, self.source, self.skipped) == (
             other.anchor,
             other.positive,
             other.negative,
+            other.negatives,
             other.name,
             other.source,
             other.skipped,
@@ -416,13 +466,19 @@ class TripletDataset:
             name=self.name,
             source=self.source,
             skipped=dict(self.skipped),
+            negatives=None if self.negatives is None else [self.negatives[i] for i in positions],
         )
 
     def summary(self) -> str:
         head = self.name or "triplets"
         if self.source and self.source != self.name:
             head += f" ({self.source})"
-        text = f"{head}: {len(self)} rows ({'anchor, positive, hard negative' if self.has_negatives else 'anchor, positive'})"
+        if self.negatives is not None:
+            n = self.negatives_per_row
+            parts = f"anchor, positive, {'up to ' if self.padded else ''}{n} hard negative{'s' if n != 1 else ''}{', padded' if self.padded else ''}"
+        else:
+            parts = "anchor, positive, hard negative" if self.has_negatives else "anchor, positive"
+        text = f"{head}: {len(self)} rows ({parts})"
         if self.skipped:
             total = sum(self.skipped.values())
             reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(self.skipped.items()))

@@ -138,6 +138,8 @@ class Sink:
     """Collects rows for one read. ``fail`` raises in strict mode and counts in lenient mode."""
 
     fields: tuple[str, ...] = ()
+    optional: frozenset[str] = frozenset()
+    """Chosen columns a record (JSON object, dict) may lack: the sink gets None for them."""
 
     def __init__(self, source: str, lenient: bool) -> None:
         self.source = source
@@ -187,6 +189,12 @@ class Sink:
     def scan_tuples(self, items: Sequence[Any]) -> None:  # pragma: no cover - abstract
         """Feed Python records that are not mappings (tuples; plain strings for a text sink)."""
         raise NotImplementedError
+
+    def record_values(self, row: int, record: Mapping[str, Any], chosen: Sequence[str]) -> list[Any] | None:
+        """The values a record (JSON object, dict) gives :meth:`add`: those of ``chosen`` (None for an
+        :attr:`optional` one it lacks). A sink whose columns follow a pattern (``negative_1..n``)
+        may read more of them than the first record named, or fail the record (then None)."""
+        return [record.get(name) for name in chosen]
 
     def check_done(self, empty_message: str) -> None:
         """Raise when nothing was read; log what a lenient read skipped."""
@@ -556,13 +564,15 @@ def scan_objects(objects: Iterator[tuple[int, Any]], sink: Sink, kind: str = "JS
             continue
         if chosen is None:
             chosen = sink.resolve(list(obj.keys()))
-        missing = next((name for name in chosen if name not in obj), None)
+        missing = next((name for name in chosen if name not in obj and name not in sink.optional), None)
         if missing is not None:
             sink.rows_seen += 1
             keys = ", ".join(map(repr, obj.keys())) or "none"
             sink.fail("missing field", f"field {missing!r} is missing (keys here: {keys})", row, missing)
             continue
-        sink.add(row, [obj[name] for name in chosen], chosen)
+        values = sink.record_values(row, obj, chosen)
+        if values is not None:
+            sink.add(row, values, chosen)
 
 
 def _scan_json(path: Path, sink: Sink, fmt: str) -> None:

@@ -28,7 +28,7 @@ catalogue (``snli:SPLIT``: the local SentEval copy, else ``stanfordnlp/snli`` on
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from anglekit.data.catalog import (
@@ -51,9 +51,9 @@ from anglekit.data.readers import read_pairs
 from anglekit.data.records import PairDataset, SentenceDataset, TripletDataset
 from anglekit.data.root import explicit_or_default_root
 from anglekit.data.sentences import read_sentences
-from anglekit.data.sources import is_hub_id
+from anglekit.data.sources import Sink, infer_format, is_hf_dataset, is_hub_id, load_from_disk, scan_file
 from anglekit.data.spec import hub_source, parse_spec
-from anglekit.data.triplets import read_triplets
+from anglekit.data.triplets import TRIPLET_ALIASES, negative_columns, read_triplets
 from anglekit.errors import ConfigError, DataError
 
 __all__ = [
@@ -64,6 +64,8 @@ __all__ = [
     "resolve_sentences",
     "resolve_training_data",
     "resolve_triplets",
+    "tuple_columns",
+    "tuple_names",
 ]
 
 HUB_NLI = NLI_DATASETS
@@ -205,31 +207,33 @@ def resolve_triplets(
     lenient: bool = False,
     nli_pairing: str = "zip",
     columns: dict[str, str] | None = None,
+    pad_negatives: bool = False,
 ) -> TripletDataset:
-    """Resolve a ``--train-data`` spec to triplets (see the module doc); ``columns`` maps
-    anchor/positive/negative to the names of a file, folder or hub split."""
+    """Resolve a ``--train-data`` spec to triplets or n-tuples (see the module doc); ``columns``
+    maps anchor/positive/negative to the names of a file, folder or hub split; ``pad_negatives``
+    lets n-tuple rows hold fewer negatives (:mod:`anglekit.data.triplets`)."""
     if columns is not None:
         source, split, fmt = _columns_source(spec, default_split, explicit_or_default_root(data_root))
-        return read_triplets(source, columns=columns, format=fmt, split=split, lenient=lenient, nli_pairing=nli_pairing)
+        return read_triplets(source, columns=columns, format=fmt, split=split, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives)
     root = explicit_or_default_root(data_root)
     source, split, given, force_hub = parse_spec(spec, default_split)
     if force_hub:
         hub_id, config = hub_source(source, spec.strip())
-        return read_triplets(hub_id, format="hub", config=config, split=split, lenient=lenient, nli_pairing=nli_pairing)
+        return read_triplets(hub_id, format="hub", config=config, split=split, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives)
     path = _local_path(source, root, known=is_known_nli_name(source))
     if path is not None and path.is_file():
         if given:
             raise ConfigError(f"{spec!r}: {path} is a single file and has no splits; drop ':{split}'")
-        return read_triplets(path, lenient=lenient, nli_pairing=nli_pairing)
+        return read_triplets(path, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives)
     if path is not None and path.is_dir():
         if is_snli_dir(path):
             return load_snli(path, split, pairing=nli_pairing, lenient=lenient)
-        return read_triplets(path, split=split if given else None, lenient=lenient, nli_pairing=nli_pairing)
+        return read_triplets(path, split=split if given else None, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives)
     known = load_triplets_by_name(source, split, data_root=root, lenient=lenient, nli_pairing=nli_pairing)
     if known is not None:
         return known
     if is_hub_id(source) and "/" in source:
-        return read_triplets(source, format="hub", split=split, lenient=lenient, nli_pairing=nli_pairing)
+        return read_triplets(source, format="hub", split=split, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives)
     raise DataError("no such file or directory, and not a known NLI set (snli, mnli, all-nli) or a hub id", source=source)
 
 
@@ -246,3 +250,96 @@ def resolve_training_data(
     if column is not None and batch_kind != "sentences":
         raise ConfigError("text_column applies to sentence data (unsupervised objectives) only")
     return resolvers[batch_kind]()
+
+
+class _Columns(DataError):
+    """Raised by :class:`_ColumnPeek` with the column names (a DataError, so that readers that
+    re-raise DataErrors, e.g. Parquet's, pass it on)."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__("columns found")
+        self.names = names
+
+
+def _first_record_names(path: Path, fmt: str) -> list[str] | None:
+    """The column names of a csv/tsv header or of a JSON Lines file's first record, from the
+    file's first line (so a large pair file is not read twice); None when it does not parse."""
+    import csv
+    import json
+
+    try:
+        with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+            if fmt in ("csv", "tsv"):
+                return next(csv.reader(handle, delimiter="," if fmt == "csv" else "\t"), None)
+            for line in handle:
+                if line.strip():
+                    record = json.loads(line)
+                    return [str(key) for key in record] if isinstance(record, dict) else None
+    except (OSError, ValueError, csv.Error):
+        return None
+    return None
+
+
+class _ColumnPeek(Sink):
+    """A sink that stops at the column names (raised as :class:`_Columns`)."""
+
+    def resolve(self, available: Sequence[str]) -> list[str]:
+        raise _Columns(list(available))
+
+
+def _column_names(spec: str, root: Path | None) -> list[str] | None:
+    """The column names of a local file or ``save_to_disk`` folder named by ``spec`` (None otherwise)."""
+    source, split, given, force_hub = parse_spec(spec, "train")
+    if force_hub:
+        return None
+    path = _local_path(source, root, known=is_known_nli_name(source) or is_known_sentence_name(source))
+    if path is None:
+        return None
+    if path.is_dir():
+        if detect_dataset(path) is not None or is_snli_dir(path):
+            return None
+        try:
+            ds = load_from_disk(path, str(path))
+        except (ConfigError, DataError):
+            return None
+        if not is_hf_dataset(ds):
+            ds = ds[split] if given and split in ds else next(iter(ds.values()))
+        return list(ds.column_names)
+    try:
+        fmt = infer_format(path)
+    except (ConfigError, DataError):
+        return None
+    if fmt in ("csv", "tsv", "jsonl"):
+        return _first_record_names(path, fmt)
+    try:
+        scan_file(path, fmt, _ColumnPeek(str(path), lenient=False))
+    except _Columns as found:
+        return found.names
+    except (ConfigError, DataError, OSError):
+        return None
+    return None
+
+
+def tuple_columns(spec: str, columns: dict[str, str] | None = None, *, data_root: str | os.PathLike[str] | None = None) -> bool:
+    """Whether ``spec`` holds anchor/positive rows (with ``negative`` or ``negative_1..negative_n``)
+    rather than labelled pairs: its ``columns`` mapping names ``anchor``/``positive``, or the local
+    file or folder has an anchor column (``anchor``, ``query``, ``sent0``) and a positive column
+    and no ``text1``/``sentence1`` column. What lets the AnglE pair objectives train on n-tuples."""
+    if columns:
+        return "anchor" in columns or "positive" in columns
+    if not isinstance(spec, str) or not spec.strip():
+        return False
+    return tuple_names(_column_names(spec.strip(), explicit_or_default_root(data_root)) or [])
+
+
+def tuple_names(names: Sequence[str], columns: dict[str, str] | None = None) -> bool:
+    """Whether column ``names`` (or a ``columns`` mapping) are those of anchor/positive rows, not of
+    pairs (see :func:`tuple_columns`)."""
+    if columns:
+        return "anchor" in columns or "positive" in columns
+    present = set(names)
+    if {"text1", "sentence1"} & present:
+        return False
+    anchor = {"anchor", *TRIPLET_ALIASES["anchor"]} & present
+    positive = {"positive", *TRIPLET_ALIASES["positive"]} & present
+    return bool(anchor and positive) or bool(anchor and negative_columns(names, "columns"))

@@ -15,6 +15,15 @@ canonical       also accepted (only when the canonical name is absent)
 ``negative``    ``hard_negative``, ``hard_neg``, ``neg``; optional: without it, no negatives
 ==============  =====================================================================
 
+n-tuples. Instead of ``negative``, numbered columns ``negative_1``, ``negative_2``, ...
+``negative_n`` (what ``anglekit mine`` writes) give each row n hard negatives; columns ending in
+``_score`` (the miner's scores) and any other columns are not read. A row whose negatives are
+fewer than the columns (an empty cell, a null, a JSON object without the key) is an error naming
+the file, row and field, unless ``pad_negatives`` is set: then its negatives are the cells given
+(they must come first: ``negative_1`` before ``negative_2``) and training pads the row and masks
+the padding out of every loss. A record with more negatives than the first record named is an
+error in both modes.
+
 A source with ``premise``, ``hypothesis`` and ``label`` columns (SNLI, MultiNLI,
 sentence-transformers/all-nli ``pair-class``) is an NLI set: it is turned into triplets by
 :func:`anglekit.data.nli.nli_to_triplets` (entailment positive, contradiction hard negative).
@@ -22,7 +31,9 @@ sentence-transformers/all-nli ``pair-class``) is an NLI set: it is turned into t
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,7 +64,7 @@ from anglekit.data.sources import (
 from anglekit.errors import ConfigError, DataError
 
 # TripletDataset and TripletRecord are re-exported from anglekit.data.records.
-__all__ = ["TRIPLET_ALIASES", "TRIPLET_FIELDS", "TripletDataset", "TripletRecord", "read_triplets", "triplets_from_records"]
+__all__ = ["TRIPLET_ALIASES", "TRIPLET_FIELDS", "TripletDataset", "TripletRecord", "negative_columns", "read_triplets", "triplets_from_records"]
 
 TRIPLET_FIELDS = ("anchor", "positive", "negative")
 TRIPLET_ALIASES: dict[str, tuple[str, ...]] = {
@@ -62,6 +73,17 @@ TRIPLET_ALIASES: dict[str, tuple[str, ...]] = {
     "negative": ("hard_negative", "hard_neg", "neg"),
 }
 NLI_COLUMNS = ("premise", "hypothesis", "label")
+_NUMBERED = re.compile(r"negative_([1-9][0-9]*)")
+
+
+def negative_columns(available: Sequence[str], source: str) -> list[str]:
+    """The numbered negative columns ``negative_1..negative_n`` among ``available`` ([] if none);
+    a DataError when the numbers have a gap."""
+    numbers = sorted(int(m.group(1)) for name in available if (m := _NUMBERED.fullmatch(name)))
+    if numbers and numbers != list(range(1, len(numbers) + 1)):
+        missing = next(k for k in range(1, numbers[-1] + 1) if k not in numbers)
+        raise DataError(f"numbered negative columns must run from negative_1 without gaps; negative_{missing} is missing", source=source)
+    return [f"negative_{k}" for k in numbers]
 
 
 # --------------------------------------------------------------------------------------------
@@ -74,7 +96,7 @@ class _TripletSink(Sink):
 
     fields = TRIPLET_FIELDS
 
-    def __init__(self, source: str, lenient: bool, columns: Mapping[str, str] | None) -> None:
+    def __init__(self, source: str, lenient: bool, columns: Mapping[str, str] | None, pad_negatives: bool = False) -> None:
         super().__init__(source, lenient)
         self.columns = check_columns(columns, TRIPLET_FIELDS)
         self.anchor: list[str] = self.new_column("anchor")
@@ -83,6 +105,9 @@ class _TripletSink(Sink):
         self.with_negative = False
         self.nli = False
         self.rows: list[int] = []  # NLI mode: the row of each record, for error messages
+        self.pad_negatives = pad_negatives
+        self.numbered: list[str] = []  # n-tuples: the negative_1..negative_n columns
+        self.negatives: list[tuple[str, ...]] = []
 
     def resolve(self, available: Sequence[str]) -> list[str]:
         present = set(available)
@@ -95,9 +120,14 @@ class _TripletSink(Sink):
                 )
             return list(NLI_COLUMNS)
         chosen = []
+        numbered = [] if "negative" in self.columns else negative_columns(available, self.source)
         for canonical in TRIPLET_FIELDS:
             tried = (self.columns[canonical],) if canonical in self.columns else (canonical, *TRIPLET_ALIASES[canonical])
             name = next((n for n in tried if n in present), None)
+            if canonical == "negative" and numbered:
+                if name is not None:
+                    raise DataError(f"both a {name!r} column and numbered negatives ({', '.join(numbered)}): keep one of them", source=self.source)
+                break
             if name is None:
                 if canonical == "negative" and canonical not in self.columns:
                     typo = misspelt_column([c for c in available if c not in chosen and c not in NLI_COLUMNS], tried)
@@ -112,10 +142,75 @@ class _TripletSink(Sink):
                 known = [n for field in TRIPLET_FIELDS for n in (field, *TRIPLET_ALIASES[field], *self.columns.values())]
                 raise missing_column(self.source, tried[0], tried, available, taken=known)
             chosen.append(name)
+        if numbered:
+            if self.spooled:
+                raise ConfigError(f"{self.source}: n-tuple rows (negative_1..negative_n) are not streamed; train without stream_data")
+            self.numbered = numbered
+            self.optional = frozenset(numbered)
+            return chosen + numbered
         self.with_negative = len(chosen) == 3
         return chosen
 
+    def record_values(self, row: int, record: Mapping[str, Any], chosen: Sequence[str]) -> list[Any] | None:
+        if not self.numbered:
+            return super().record_values(row, record, chosen)
+        numbered = negative_columns([str(key) for key in record], self.source)
+        if len(numbered) > len(self.numbered):
+            if not self.pad_negatives:
+                self.rows_seen += 1
+                self.fail(
+                    "differing number of negatives",
+                    f"row has {len(numbered)} negative columns where the first row has {len(self.numbered)} "
+                    f"({self.numbered[0]}..{self.numbered[-1]}); pass --pad-negatives (pad_negatives: true) to pad shorter rows",
+                    row,
+                    numbered[len(self.numbered)],
+                )
+                return None
+            self.numbered = numbered  # padding: the earlier, shorter rows are padded to the longest
+            self.optional = frozenset(numbered)
+        return [record.get(name) for name in chosen[:2]] + [record.get(name) for name in self.numbered]
+
+    def add_ntuple(self, row: int, values: Sequence[Any], names: Sequence[str]) -> None:
+        """An n-tuple row: anchor, positive and the cells of the numbered negative columns."""
+        self.rows_seen += 1
+        for value, name in zip(values[:2], names[:2]):
+            problem = text_problem(value)
+            if problem is not None:
+                self.fail(problem[0], problem[1], row, name)
+                return
+        names = [*names[:2], *self.numbered]
+        negatives: list[str] = []
+        gap: str | None = None
+        for value, name in zip(values[2:], names[2:]):
+            if value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value.strip()):
+                gap = gap or name
+                continue
+            problem = text_problem(value)
+            if problem is not None:
+                self.fail(problem[0], problem[1], row, name)
+                return
+            if gap is not None:
+                self.fail("gap in negatives", f"{gap} is empty but {name} is given: a row's negatives come first, without gaps", row, gap)
+                return
+            negatives.append(value)
+        expected = len(names) - 2
+        if len(negatives) != expected and not self.pad_negatives:
+            self.fail(
+                "differing number of negatives",
+                f"row has {len(negatives)} negative(s) where the columns hold {expected} ({names[2]}..{names[-1]}); "
+                "pass --pad-negatives (pad_negatives: true) to pad shorter rows",
+                row,
+                gap,
+            )
+            return
+        self.anchor.append(values[0])
+        self.positive.append(values[1])
+        self.negatives.append(tuple(negatives))
+
     def add(self, row: int, values: Sequence[Any], names: Sequence[str]) -> None:
+        if self.numbered:
+            self.add_ntuple(row, values, names)
+            return
         self.rows_seen += 1
         if self.nli:
             self.anchor.append(values[0])  # premise, hypothesis, label: validated by the NLI conversion
@@ -137,22 +232,31 @@ class _TripletSink(Sink):
         return len(self.anchor)
 
     def scan_tuples(self, items: Sequence[Any]) -> None:
-        """A list of (anchor, positive) or (anchor, positive, negative) tuples, all of one length."""
+        """A list of (anchor, positive), (anchor, positive, negative) or (anchor, positive,
+        negative_1, ..., negative_n) tuples, all of one length (shorter n-tuples with ``pad_negatives``)."""
         if self.columns:
             raise ConfigError("columns= applies to named columns; a list of tuples has none")
         width = None
         for i, item in enumerate(items):
             if isinstance(item, (str, bytes, Mapping)) or not isinstance(item, Sequence):
                 self.rows_seen += 1
-                self.fail("wrong record type", f"expected an (anchor, positive[, negative]) tuple, got {type(item).__name__} {short_repr(item)}", i + 1)
+                self.fail("wrong record type", f"expected an (anchor, positive[, negative...]) tuple, got {type(item).__name__} {short_repr(item)}", i + 1)
                 continue
             if width is None:
-                if len(item) not in (2, 3):
-                    raise DataError(
-                        f"expected (anchor, positive) or (anchor, positive, negative) tuples, got {len(item)} fields", source=self.source, row=i + 1
-                    )
+                if len(item) < 2:
+                    raise DataError(f"expected (anchor, positive[, negative...]) tuples, got {len(item)} field(s)", source=self.source, row=i + 1)
                 width = len(item)
-                self.with_negative = width == 3
+                self.with_negative = width == 3 and not self.pad_negatives
+                if width > 3 or (width == 3 and self.pad_negatives):
+                    self.numbered = [f"negative_{k}" for k in range(1, width - 1)]
+            if self.numbered:
+                if len(item) > width or (len(item) < width and not self.pad_negatives) or len(item) < 2:
+                    self.rows_seen += 1
+                    self.fail("wrong number of fields", f"wrong number of fields: expected {width} like the first row, got {len(item)}", i + 1)
+                    continue
+                names = ["anchor", "positive", *self.numbered]
+                self.add_ntuple(i + 1, list(item) + [None] * (width - len(item)), names)
+                continue
             if len(item) != width:
                 self.rows_seen += 1
                 self.fail("wrong number of fields", f"wrong number of fields: expected {width} like the first row, got {len(item)}", i + 1)
@@ -184,6 +288,7 @@ class _TripletSink(Sink):
             name=name,
             source=self.source,
             skipped=dict(self.skipped),
+            negatives=self.negatives if self.numbered else None,
         )
 
 
@@ -197,33 +302,35 @@ def read_triplets(
     lenient: bool = False,
     name: str | None = None,
     nli_pairing: str = "zip",
+    pad_negatives: bool = False,
 ) -> TripletDataset:
-    """Read triplets from a file, a saved or hub Hugging Face dataset, or Python data.
+    """Read triplets (or n-tuples) from a file, a saved or hub Hugging Face dataset, or Python data.
 
     ``source`` is what :func:`~anglekit.data.readers.read_pairs` accepts (a hub id needs ``split``;
     ``config`` names a hub configuration, e.g. ``("sentence-transformers/all-nli", config="triplet")``),
     or a list of ``(anchor, positive[, negative])`` tuples or of dicts. ``columns`` maps
     ``anchor``/``positive``/``negative`` to the source's column names. NLI sources (premise,
     hypothesis, label) are converted with ``nli_pairing`` (see :mod:`anglekit.data.nli`).
+    ``pad_negatives``: n-tuple rows may hold fewer negatives than the columns (see the module doc).
     """
     fmt = check_format(format)
     check_columns(columns, TRIPLET_FIELDS)
     if isinstance(source, (str, os.PathLike)):
-        return _triplets_from_path(os.fspath(source), fmt, columns, split, config, lenient, name, nli_pairing)
+        return _triplets_from_path(os.fspath(source), fmt, columns, split, config, lenient, name, nli_pairing, pad_negatives)
     if fmt is not None or config is not None:
         raise ConfigError("format= and config= apply to paths and hub ids")
-    return _triplets_from_data(source, columns, split, lenient, name, nli_pairing)
+    return _triplets_from_data(source, columns, split, lenient, name, nli_pairing, pad_negatives)
 
 
 def _triplets_from_path(text: str, fmt: str | None, columns: dict[str, str] | None, split: str | None, config: str | None, lenient: bool,
-                        name: str | None, nli_pairing: str) -> TripletDataset:  # fmt: skip
+                        name: str | None, nli_pairing: str, pad_negatives: bool = False) -> TripletDataset:  # fmt: skip
     """:func:`read_triplets` of a file, a saved dataset folder or a hub id."""
     path = Path(text).expanduser()
     if fmt == "hub" or (fmt is None and not path.exists() and is_hub_id(text) and not looks_like_path(text)):
         label = f"hf:{text}" + (f"/{config}" if config else "")
         if not split:
             raise ConfigError(f"reading {label} from the Hugging Face hub needs split= (e.g. 'train')")
-        sink = _TripletSink(label, lenient, columns)
+        sink = _TripletSink(label, lenient, columns, pad_negatives)
         ds = load_hub_dataset(text, config=config, split=split)
         scan_hf_dataset(ds, sink)
         return sink.build(name or f"{text}:{split}", "dataset has no rows", pairing=nli_pairing)
@@ -233,14 +340,14 @@ def _triplets_from_path(text: str, fmt: str | None, columns: dict[str, str] | No
         if fmt not in (None, "hf"):
             raise ConfigError(f"{text} is a directory; format {fmt!r} applies to a file")
         ds = pick_split(load_from_disk(path, text), split, text)
-        sink = _TripletSink(text, lenient, columns)
+        sink = _TripletSink(text, lenient, columns, pad_negatives)
         scan_hf_dataset(ds, sink)
         return sink.build(name or path.name + (f":{split}" if split else ""), "dataset has no rows", pairing=nli_pairing)
     if not path.is_file():
         raise DataError("no such file or directory", source=text)
     if split is not None:
         raise ConfigError(f"split={split!r} does not apply to a single file ({text}); a file holds one split")
-    sink = _TripletSink(text, lenient, columns)
+    sink = _TripletSink(text, lenient, columns, pad_negatives)
     file_format = fmt or infer_format(path)
     scan_file(path, file_format, sink)
     header_only = " (header only)" if file_format in ("csv", "tsv") else ""
@@ -248,23 +355,23 @@ def _triplets_from_path(text: str, fmt: str | None, columns: dict[str, str] | No
 
 
 def _triplets_from_data(source: Any, columns: dict[str, str] | None, split: str | None, lenient: bool, name: str | None,
-                        nli_pairing: str) -> TripletDataset:  # fmt: skip
+                        nli_pairing: str, pad_negatives: bool = False) -> TripletDataset:  # fmt: skip
     """:func:`read_triplets` of Python data: a datasets.Dataset, a dict of lists, a DataFrame, a list."""
     if is_hf_dataset(source) or is_hf_dataset_dict(source):
         ds = pick_split(source, split, "<datasets.Dataset>")
-        sink = _TripletSink("<datasets.Dataset>", lenient, columns)
+        sink = _TripletSink("<datasets.Dataset>", lenient, columns, pad_negatives)
         scan_hf_dataset(ds, sink)
         return sink.build(name or "triplets", "dataset has no rows", pairing=nli_pairing)
     if split is not None:
         raise ConfigError("split= applies to dataset directories, DatasetDicts and hub ids only")
     if isinstance(source, Mapping):
-        sink = _TripletSink("<dict of lists>", lenient, columns)
+        sink = _TripletSink("<dict of lists>", lenient, columns, pad_negatives)
         if not source or all(len(v) == 0 for v in source.values()):
             raise DataError("no rows", source=sink.source)
         scan_columns([str(k) for k in source], lambda k: source[k], sink)
         return sink.build(name or "triplets", "no rows", pairing=nli_pairing)
     if hasattr(source, "columns") and hasattr(source, "iloc"):  # pandas DataFrame
-        sink = _TripletSink("<DataFrame>", lenient, columns)
+        sink = _TripletSink("<DataFrame>", lenient, columns, pad_negatives)
         if len(source) == 0:
             raise DataError("no rows", source=sink.source)
         scan_columns([str(c) for c in source.columns], lambda k: source[k].tolist(), sink)
@@ -272,7 +379,7 @@ def _triplets_from_data(source: Any, columns: dict[str, str] | None, split: str 
     if isinstance(source, (list, tuple)):
         if not source:
             raise DataError("no rows (empty list)", source="<list>")
-        sink = _TripletSink("<list of dicts>" if isinstance(source[0], Mapping) else "<list of tuples>", lenient, columns)
+        sink = _TripletSink("<list of dicts>" if isinstance(source[0], Mapping) else "<list of tuples>", lenient, columns, pad_negatives)
         scan_sequence(source, sink)
         return sink.build(name or "triplets", "no rows", pairing=nli_pairing)
     raise ConfigError(
@@ -281,9 +388,10 @@ def _triplets_from_data(source: Any, columns: dict[str, str] | None, split: str 
     )
 
 
-def triplets_from_records(records: Iterable[Sequence[Any]], *, name: str = "", source: str = "") -> TripletDataset:
-    """From ``(anchor, positive)`` or ``(anchor, positive, negative)`` tuples (all of one length)."""
-    dataset = read_triplets(list(records), name=name or "triplets")
+def triplets_from_records(records: Iterable[Sequence[Any]], *, name: str = "", source: str = "", pad_negatives: bool = False) -> TripletDataset:
+    """From ``(anchor, positive)``, ``(anchor, positive, negative)`` or ``(anchor, positive,
+    negative_1, ..., negative_n)`` tuples (all of one length, unless ``pad_negatives``)."""
+    dataset = read_triplets(list(records), name=name or "triplets", pad_negatives=pad_negatives)
     if source:
         dataset.source = source
     return dataset

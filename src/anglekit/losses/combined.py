@@ -55,12 +55,18 @@ class AnglEObjective(nn.Module):
         labels: Tensor,
         ids1: Tensor | None = None,
         ids2: Tensor | None = None,
+        groups: Tensor | None = None,
     ) -> ObjectiveOutput:
-        """Loss for pairs ``x``, ``y`` [B, D] with labels [B] and text ids [B] (for ibn)."""
+        """Loss for pairs ``x``, ``y`` [B, D] with labels [B] and text ids [B] (for ibn).
+
+        ``groups`` [B] (n-tuple rows expanded into pairs: the row of each pair) limits the cosine
+        and angle terms' ranking to pairs of one group; the in-batch term sees every ``y`` of the
+        batch as a candidate (every positive and every negative) whatever the groups.
+        """
         cfg = self.config
         components: dict[str, Tensor] = {}
         if cfg.cosine_weight > 0:
-            components["cosine"] = ranking_loss(cosine_score(x, y), labels, cfg.cosine_tau)
+            components["cosine"] = ranking_loss(cosine_score(x, y), labels, cfg.cosine_tau, groups)
         if cfg.ibn_weight > 0:
             if ids1 is None or ids2 is None:
                 raise ValueError(
@@ -84,7 +90,7 @@ class AnglEObjective(nn.Module):
                 detect_duplicates=cfg.ibn_detect_duplicates,
             )
         if cfg.angle_weight > 0:
-            components["angle"] = ranking_loss(self._angle_score(x, y), labels, cfg.angle_tau)
+            components["angle"] = ranking_loss(self._angle_score(x, y), labels, cfg.angle_tau, groups)
         weights = {"cosine": cfg.cosine_weight, "ibn": cfg.ibn_weight, "angle": cfg.angle_weight}
         terms = [weights[name] * value for name, value in components.items()]
         loss = terms[0]

@@ -32,6 +32,14 @@ negative are row ``offset + i`` of them. ``negative_mask`` ([B, P] or [B, P + H]
 that candidate out of the softmax) removes false negatives, e.g. a text identical to the anchor's
 positive; it may never mask the positive itself.
 
+Several hard negatives per row (n-tuples: anchor, positive, negative_1..negative_n).
+``hard_negatives`` may be ``[H, n, D]``: row ``offset + i`` holds anchor i's own n negatives, and
+every anchor meets every negative of the batch (all H x n of them, flattened row by row after the
+positives). ``hard_negative_weight`` applies to each of a row's own n negatives. Rows with fewer
+negatives are padded (any vectors) and ``negative_valid`` ([H, n] bool, False = padding) removes
+the padding from every row's softmax, so a padded batch gives the loss of the unpadded candidates.
+``[H, D]`` is the one-negative case (n = 1).
+
 The typed configuration and presets (:class:`ContrastiveConfig`, :data:`CONTRASTIVE_PRESETS`) live,
 torch-free, in :mod:`anglekit.losses.configs`.
 """
@@ -72,20 +80,23 @@ def info_nce_loss(
     hard_negative_weight: float = 1.0,
     offset: int = 0,
     negative_mask: Tensor | None = None,
+    negative_valid: Tensor | None = None,
 ) -> Tensor:
     """InfoNCE over in-batch candidates (SimCSE; SimACE with ``similarity="angle"``).
 
     Args:
         anchors: ``[B, D]`` embeddings.
         positives: ``[P, D]`` candidates, P >= offset + B; row ``offset + i`` is anchor i's positive.
-        hard_negatives: optional ``[H, D]`` extra candidates, H >= offset + B; row ``offset + i``
-            is anchor i's own hard negative (the one ``hard_negative_weight`` applies to).
+        hard_negatives: optional ``[H, D]`` or ``[H, n, D]`` extra candidates, H >= offset + B; row
+            ``offset + i`` is anchor i's own hard negative(s) (those ``hard_negative_weight`` applies to).
         tau: temperature > 0.
         similarity: ``"cosine"`` or ``"angle"`` (pi/2 - arccos(clip(cos)), radians).
         margin_degrees: angular margin subtracted from the positive (angle similarity only).
         hard_negative_weight: w > 0; ``log(w)`` is added to each row's own hard-negative logit.
         offset: where this batch's rows start inside ``positives`` / ``hard_negatives``.
-        negative_mask: optional bool ``[B, P]`` or ``[B, P + H]``: True leaves a candidate out.
+        negative_mask: optional bool ``[B, P]`` or ``[B, P + H * n]``: True leaves a candidate out.
+        negative_valid: optional bool ``[H, n]`` (or ``[H]``): False marks a padding negative, left
+            out of every row's softmax.
 
     Returns:
         A scalar: the mean over anchors of the cross-entropy of the positive.
@@ -109,17 +120,29 @@ def info_nce_loss(
     logits = similarity_matrix(anchors, positives, similarity) / tau
     if margin:
         logits = logits - own * (math.radians(margin) / tau)
+    padding: Tensor | None = None
     if hard_negatives is not None:
-        if hard_negatives.dim() != 2 or hard_negatives.shape[-1] != anchors.shape[-1]:
-            raise ValueError(f"expected hard_negatives [H, D], got {tuple(hard_negatives.shape)}")
+        if hard_negatives.dim() not in (2, 3) or hard_negatives.shape[-1] != anchors.shape[-1]:
+            raise ValueError(f"expected hard_negatives [H, D] or [H, n, D], got {tuple(hard_negatives.shape)}")
         n_neg = hard_negatives.shape[0]
+        per_row = 1 if hard_negatives.dim() == 2 else hard_negatives.shape[1]
         if n_neg < offset + batch:
             raise ValueError(f"hard_negatives has {n_neg} rows; anchors at offset {offset} need at least {offset + batch}")
-        negative_logits = similarity_matrix(anchors, hard_negatives, similarity) / tau
+        if per_row == 0:
+            raise ValueError("hard_negatives has 0 negatives per row; pass None for no hard negatives")
+        flat = hard_negatives.reshape(n_neg * per_row, hard_negatives.shape[-1])
+        negative_logits = similarity_matrix(anchors, flat, similarity) / tau  # [B, H * n], row by row
         if weight != 1.0:
-            own_negative = F.one_hot(targets, n_neg).to(anchors.dtype)
+            own_negative = F.one_hot(targets, n_neg).to(anchors.dtype).repeat_interleave(per_row, dim=1)
             negative_logits = negative_logits + own_negative * math.log(weight)
+        if negative_valid is not None:
+            if negative_valid.dtype != torch.bool or negative_valid.numel() != n_neg * per_row or negative_valid.shape[0] != n_neg:
+                raise ValueError(f"negative_valid must be a bool tensor of shape {(n_neg, per_row)}, got {negative_valid.dtype} {tuple(negative_valid.shape)}")
+            padding = ~negative_valid.reshape(1, n_neg * per_row).to(device)
+            padding = torch.cat([torch.zeros(1, n_pos, dtype=torch.bool, device=device), padding], dim=1).expand(batch, -1)
         logits = torch.cat([logits, negative_logits], dim=1)
+    elif negative_valid is not None:
+        raise ValueError("negative_valid applies to hard_negatives, and none were given")
     if negative_mask is not None:
         if negative_mask.dtype != torch.bool or negative_mask.shape != logits.shape:
             raise ValueError(f"negative_mask must be a bool tensor of shape {tuple(logits.shape)}, got {negative_mask.dtype} {tuple(negative_mask.shape)}")
@@ -127,20 +150,23 @@ def info_nce_loss(
         if bool(negative_mask.gather(1, targets.unsqueeze(1)).any()):
             raise ValueError("negative_mask masks a positive; it may only remove negatives")
         logits = torch.where(negative_mask, torch.full_like(logits, float("-inf")), logits)
+    if padding is not None:
+        logits = torch.where(padding, torch.full_like(logits, float("-inf")), logits)
     return F.cross_entropy(logits, targets)
 
 
 def duplicate_negative_mask(anchor_ids: Tensor, positive_ids: Tensor, negative_ids: Tensor | None = None, *, offset: int = 0) -> Tensor:
     """Candidates that are false negatives: the same text as the anchor or as its positive.
 
-    ``anchor_ids`` [B], ``positive_ids`` [P] and ``negative_ids`` [H] are integer text ids (same
-    text, same id). Returns a bool ``[B, P (+ H)]`` mask for :func:`info_nce_loss`; the positive
-    itself (column ``offset + i``) is never masked.
+    ``anchor_ids`` [B], ``positive_ids`` [P] and ``negative_ids`` [H] (or [H, n], flattened row by
+    row like the negatives) are integer text ids (same text, same id). Returns a bool
+    ``[B, P (+ H * n)]`` mask for :func:`info_nce_loss`; the positive itself (column ``offset + i``)
+    is never masked.
     """
     batch = anchor_ids.shape[0]
     own_positive = positive_ids[offset : offset + batch]
     keys = torch.stack([anchor_ids, own_positive], dim=1)  # [B, 2]
-    columns = [positive_ids] if negative_ids is None else [positive_ids, negative_ids]
+    columns = [positive_ids] if negative_ids is None else [positive_ids, negative_ids.reshape(-1)]
     candidates = torch.cat(columns)  # [P (+ H)]
     same = (candidates.unsqueeze(0).unsqueeze(-1) == keys.unsqueeze(1)).any(dim=-1)  # [B, P (+ H)]
     targets = torch.arange(offset, offset + batch, device=same.device)
@@ -172,6 +198,7 @@ class InfoNCELoss(nn.Module):
         *,
         offset: int = 0,
         negative_mask: Tensor | None = None,
+        negative_valid: Tensor | None = None,
     ) -> Tensor:
         """Scalar loss; see :func:`info_nce_loss`."""
         return info_nce_loss(
@@ -184,6 +211,7 @@ class InfoNCELoss(nn.Module):
             hard_negative_weight=self.hard_negative_weight,
             offset=offset,
             negative_mask=negative_mask,
+            negative_valid=negative_valid,
         )
 
     def extra_repr(self) -> str:
@@ -221,8 +249,10 @@ class ContrastiveObjective(nn.Module):
         positive_ids: Tensor | None = None,
         negative_ids: Tensor | None = None,
         offset: int = 0,
+        negative_valid: Tensor | None = None,
     ) -> ObjectiveOutput:
-        """Loss for anchors [B, D], positives [P, D] (and hard negatives [H, D]).
+        """Loss for anchors [B, D], positives [P, D] (and hard negatives [H, D] or [H, n, D], with
+        ``negative_valid`` [H, n] marking padding negatives False).
 
         With ``mask_duplicates`` and text ids given, candidates identical in text to the anchor
         or its positive are left out of the softmax.
@@ -248,6 +278,7 @@ class ContrastiveObjective(nn.Module):
             hard_negative_weight=cfg.hard_negative_weight,
             offset=offset,
             negative_mask=mask,
+            negative_valid=negative_valid,
         )
         return ObjectiveOutput(loss=loss, components={cfg.component: loss})
 

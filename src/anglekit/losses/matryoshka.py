@@ -7,7 +7,8 @@ For nested dimensions ``d_1 > d_2 > ... > d_m`` with weights ``c_j`` and any obj
 where ``x_{:d}`` keeps the first d coordinates of every embedding row. The wrapped objective is
 unchanged; only its embedding arguments are sliced, so every preset (pairs, sentences, triplets)
 composes with it. An argument is an embedding when it is a floating-point tensor of rank 2
-(``[B, D]``); labels (rank 1) and integer text ids pass through as given.
+(``[B, D]``) or 3 (``[H, n, D]``: the n hard negatives of each row of an n-tuple batch); labels
+(rank 1), integer text ids and bool masks pass through as given.
 
 After such training, ``encode(..., truncate_dim=d_j)`` keeps the first d_j coordinates (and
 re-normalises when normalising), which is what the nested objective optimised.
@@ -67,15 +68,20 @@ class MatryoshkaConfig:
         object.__setattr__(self, "weights", weights)
 
 
-def _is_embedding(value: Any, rank: int) -> bool:
-    return isinstance(value, Tensor) and value.is_floating_point() and value.dim() == rank
+def _is_embedding(value: Any, rank: int | tuple[int, ...]) -> bool:
+    ranks = (rank,) if isinstance(rank, int) else rank
+    return isinstance(value, Tensor) and value.is_floating_point() and value.dim() in ranks
 
 
-def slice_embeddings(args: Sequence[Any], kwargs: dict[str, Any], dim: int, *, rank: int = 2) -> tuple[list[Any], dict[str, Any]]:
-    """``args`` and ``kwargs`` with every floating tensor of rank ``rank`` cut to its first ``dim`` coordinates."""
+def slice_embeddings(args: Sequence[Any], kwargs: dict[str, Any], dim: int, *, rank: int | tuple[int, ...] = 2) -> tuple[list[Any], dict[str, Any]]:
+    """``args`` and ``kwargs`` with every floating tensor of rank ``rank`` (one, or several) cut to its first ``dim`` coordinates."""
     cut = [a[..., :dim] if _is_embedding(a, rank) else a for a in args]
     cut_kw = {k: (v[..., :dim] if _is_embedding(v, rank) else v) for k, v in kwargs.items()}
     return cut, cut_kw
+
+
+_RANKS = (2, 3)
+"""Ranks of the embedding arguments Matryoshka slices: [B, D], and [H, n, D] hard negatives."""
 
 
 class MatryoshkaObjective(nn.Module):
@@ -98,7 +104,7 @@ class MatryoshkaObjective(nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> ObjectiveOutput:
         """The weighted sum over the nested dimensions; embeddings narrower than the largest one are an error."""
-        widths = {a.shape[-1] for a in [*args, *kwargs.values()] if _is_embedding(a, 2)}
+        widths = {a.shape[-1] for a in [*args, *kwargs.values()] if _is_embedding(a, _RANKS)}
         if not widths:
             raise ValueError("MatryoshkaObjective: no [B, D] embedding among the arguments")
         if self.config.dims[0] > min(widths):
@@ -108,7 +114,7 @@ class MatryoshkaObjective(nn.Module):
         for d, weight in zip(self.config.dims, self.config.weights or ()):
             if weight == 0:
                 continue
-            cut, cut_kw = slice_embeddings(args, kwargs, d)
+            cut, cut_kw = slice_embeddings(args, kwargs, d, rank=_RANKS)
             out = self.objective(*cut, **cut_kw)
             components.update({f"{name}@{d}": value for name, value in out.components.items()})
             term = weight * out.loss

@@ -78,12 +78,16 @@ def training_card(
     import transformers
 
     model, data, run, lora = config.model, config.data, config.trainer, config.lora
-    specs = {"train": data.train_data, "dev": data.dev_data, "test": data.test_data}
+    several = getattr(data, "datasets", None)
+    train_specs = [entry.data for entry in several] if several else [data.train_data]
+    train = "; ".join(f"{e.name}: {e.data} ({e.objective or config.objective.name}, weight {e.weight:g})" for e in several) if several else data.train_data
+    specs = {"train": train, "dev": data.dev_data, "test": data.test_data}
     card = ModelCardData(base_model=model.name or None, base_gguf_file=model.gguf_file)
     card.data = {name: spec for name, spec in specs.items() if spec}
     if train_summary:
         card.data["train rows"] = train_summary
-    card.datasets = list(dict.fromkeys(h for h in (dataset_hub_id(s) for s in specs.values()) if h))
+    every = [*train_specs, data.dev_data, data.test_data]
+    card.datasets = list(dict.fromkeys(h for h in (dataset_hub_id(s) for s in every if s) if h))
     card.objective = {"preset": config.objective.name}
     card.objective.update({k: v for k, v in vars(objective).items() if v is not None})
     card.training = {

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,15 +102,121 @@ class ModelSection:
         }
 
 
+DATASET_ORDERS = ("proportional", "round_robin")
+_ENTRY_KEYS = ("data", "name", "objective", "weight")
+
+
+@dataclass(frozen=True)
+class TrainDataEntry:
+    """One dataset of a run that trains on several (``train_data`` given as a list).
+
+    ``data``: the spec (what a single ``train_data`` takes). ``name``: how its loss is logged
+    (``loss/<name>``; default: the file's stem or the spec). ``objective``: its objective preset
+    (default: the run's ``objective``); the run's objective settings (``--angle-weight``, ...) apply
+    to every dataset whose objective family has them. ``weight``: its batches' loss is multiplied
+    by it (default 1). On the command line: ``--train-data 'SPEC;objective=simcse-sup;weight=0.5'``.
+    """
+
+    data: str
+    name: str | None = None
+    objective: str | None = None
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data, str) or not self.data.strip():
+            raise ConfigError(f"train_data entry: data must be a non-empty dataset spec, got {self.data!r}")
+        object.__setattr__(self, "data", self.data.strip())
+        for key in ("name", "objective"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(f"train_data entry {self.data!r}: {key} must be a non-empty string, got {value!r}")
+        weight = self.weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
+            raise ConfigError(f"train_data entry {self.data!r}: weight must be a finite number > 0, got {weight!r}")
+        object.__setattr__(self, "weight", float(weight))
+        if self.objective is not None:
+            from anglekit.losses.registry import preset_batch_kind
+
+            try:
+                preset_batch_kind(self.objective)
+            except ConfigError as exc:
+                raise ConfigError(f"train_data entry {self.data!r}: {exc}") from None
+        if self.name is None:
+            stem = Path(self.data).stem if Path(self.data).suffix else self.data
+            object.__setattr__(self, "name", stem)
+
+    @classmethod
+    def parse(cls, value: Any) -> TrainDataEntry:
+        """An entry from a mapping (YAML; unknown keys are errors), a ``SPEC;key=value;...`` string
+        (the flag's form) or an entry."""
+        if isinstance(value, TrainDataEntry):
+            return value
+        if isinstance(value, dict):
+            unknown = sorted(str(k) for k in value if k not in _ENTRY_KEYS)
+            if unknown:
+                raise ConfigError(f"train_data entry: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(_ENTRY_KEYS)}")
+            if "data" not in value:
+                raise ConfigError(f"train_data entry {value!r}: missing key 'data' (the dataset spec)")
+            return cls(**value)
+        if not isinstance(value, str):
+            raise ConfigError(f"train_data entries must be dataset specs or mappings (data, name, objective, weight), got {type(value).__name__} {value!r}")
+        spec, *options = value.split(";")
+        fields: dict[str, Any] = {"data": spec}
+        for option in options:
+            key, eq, text = (part.strip() for part in option.partition("="))
+            if not eq or not key or not text:
+                raise ConfigError(f"train_data {value!r}: {option.strip()!r} is not KEY=VALUE (keys: name, objective, weight)")
+            if key not in _ENTRY_KEYS[1:]:
+                raise ConfigError(f"train_data {value!r}: unknown key {key!r}; valid keys: name, objective, weight")
+            if key in fields:
+                raise ConfigError(f"train_data {value!r}: {key} is given twice")
+            if key == "weight":
+                try:
+                    fields[key] = float(text)
+                except ValueError:
+                    raise ConfigError(f"train_data {value!r}: weight must be a number, got {text!r}") from None
+            else:
+                fields[key] = text
+        return cls(**fields)
+
+
+def check_train_data(value: Any) -> str | tuple[TrainDataEntry, ...]:
+    """``train_data`` normalised: one spec (a string), or a tuple of :class:`TrainDataEntry` (two or
+    more datasets, or one with its own settings); a ConfigError naming what is wrong."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, TrainDataEntry):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"train_data must be a dataset spec or a list of them, got {type(value).__name__} {value!r}")
+    if not value:
+        raise ConfigError("train_data is an empty list; give at least one dataset")
+    entries = tuple(TrainDataEntry.parse(item) for item in value)
+    if len(entries) == 1 and isinstance(value[0], str) and ";" not in value[0]:
+        return entries[0].data  # one plain spec (e.g. a single --train-data flag)
+    names = [entry.name for entry in entries]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigError(f"train_data: the name(s) {', '.join(map(repr, twice))} are used by several datasets; give each a name (name=...)")
+    return entries
+
+
 @dataclass
 class DataSection:
     """What to train on, and what to evaluate and probe with."""
 
-    train_data: str = setting(
+    train_data: tuple[str, ...] | str = setting(
         "",
         help="Training data: pairs for AnglE objectives (a file, 'stsb:train', a hub name: docs/data.md); sentences for "
-        "simcse-unsup/simace-unsup (a .txt file, a column, 'mr+subj+flickr30k:train'); triplets for simcse-sup "
-        "('snli:dev', an anchor/positive/negative file): docs/unsupervised.md.",
+        "simcse-unsup/simace-unsup (a .txt file, a column, 'mr+subj+flickr30k:train'); triplets or n-tuples for simcse-sup "
+        "('snli:dev', an anchor/positive/negative_1..n file): docs/unsupervised.md. Repeat the flag (or give a YAML list) "
+        "to train on several datasets, a batch from one at a time, each 'SPEC;objective=NAME;weight=W;name=N': docs/retrieval.md.",
+    )
+    dataset_order: str = setting(
+        "proportional",
+        choices=DATASET_ORDERS,
+        help="Several train_data datasets: proportional (batches drawn at random in proportion to each dataset's batches) "
+        "or round_robin (one batch of each in turn).",
     )
     text_column: str | None = setting(
         None,
@@ -125,6 +232,11 @@ class DataSection:
         choices=NLI_PAIRINGS,
         help="NLI data as triplets: zip (the k-th entailment with the k-th contradiction of a premise), cycle or all (every combination).",
     )
+    pad_negatives: bool = setting(
+        False,
+        help="n-tuple train_data (anchor, positive, negative_1..negative_n): rows with fewer negatives are padded and the "
+        "padding is masked out of every loss (default: such a row is an error naming the file and row).",
+    )
     stream_data: bool = setting(
         False,
         help="Keep the training rows in a memory-mapped Arrow file instead of Python lists, and tokenize them batch by "
@@ -135,10 +247,16 @@ class DataSection:
     probe_data: str | None = setting(None, help="Labelled pairs (e.g. stsb:dev) on which the probes are also measured in eval mode every probe_steps.")
 
     def __post_init__(self) -> None:
-        check_fields(self)
+        self.train_data = check_train_data(self.train_data)
+        check_fields(self, exclude=("train_data",))
         from anglekit.data.training_data import parse_columns
 
         parse_columns(self.columns)  # the syntax; which names apply depends on the objective's data
+
+    @property
+    def datasets(self) -> tuple[TrainDataEntry, ...] | None:
+        """The datasets of a run on several (``train_data`` given as a list), else None."""
+        return self.train_data if isinstance(self.train_data, tuple) else None
 
     def column_mapping(self) -> dict[str, str] | None:
         """``columns`` as a mapping (canonical name -> the source's column), or None."""
@@ -541,13 +659,16 @@ class TrainConfig:
 
 
 __all__ = [
+    "DATASET_ORDERS",
     "MODEL_DTYPES",
     "NLI_PAIRINGS",
     "PRECISIONS",
     "DataSection",
+    "TrainDataEntry",
     "LoraSection",
     "ModelSection",
     "ObjectiveSection",
     "TrainConfig",
     "TrainerSection",
+    "check_train_data",
 ]

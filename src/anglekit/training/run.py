@@ -291,6 +291,54 @@ def check_nested(config: TrainConfig, overrides: dict[str, Any], hidden: int | N
         )
 
 
+@dataclass
+class DatasetPlan:
+    """One training dataset of a run, checked before anything is loaded: its name (None for the
+    single ``train_data``), entry, objective preset, task and the objective overrides for it."""
+
+    name: str | None
+    entry: Any
+    objective: str
+    task: TrainingTask
+    overrides: dict[str, Any]
+    weight: float = 1.0
+
+
+def dataset_plans(config: TrainConfig) -> list[DatasetPlan]:
+    """The run's datasets with their tasks and objective overrides: one for a single ``train_data``;
+    with several, each entry's objective (default: the run's) gets the objective settings its
+    family has, and a setting that applies to no entry's objective is a ConfigError naming its flag."""
+    entries = config.data.datasets
+    if entries is None:
+        task = task_for(config.objective.name)
+        return [DatasetPlan(None, None, config.objective.name, task, objective_overrides(task, config.objective, config.data.text_column))]
+    from anglekit.losses.registry import family_of
+
+    given = {key: value for key, value in config.objective.knobs.items() if value is not None}
+    used: set[str] = set()
+    plans = []
+    readers = False
+    for entry in entries:
+        name = entry.objective or config.objective.name
+        task = task_for(name)
+        knobs = {key: value for key, value in given.items() if key in family_of(name).knobs}
+        used |= set(knobs)
+        try:
+            section = replace(config.objective, name=name, knobs=knobs)
+        except ConfigError as exc:
+            raise ConfigError(f"train_data entry {entry.name!r}: {exc}") from None
+        readers = readers or task.reads_text_column
+        overrides = objective_overrides(task, section, config.data.text_column if task.reads_text_column else None)
+        plans.append(DatasetPlan(entry.name, entry, name, task, overrides, entry.weight))
+    unused = [key for key in given if key not in used]
+    if unused:
+        flags = ", ".join("--" + key.replace("_", "-") for key in unused)
+        raise ConfigError(f"{flags} applies to none of the objectives of train_data ({', '.join(sorted({p.objective for p in plans}))})")
+    if config.data.text_column is not None and not readers:
+        raise ConfigError("--text-column applies to sentence data, and no train_data entry has a sentence objective")
+    return plans
+
+
 def check(config: TrainConfig) -> tuple[TrainingTask, dict[str, Any]]:
     """Everything that can be checked before data or a model is loaded: the required settings,
     the objective's task and the overrides that apply to it, the device, that output_dir can be
@@ -302,10 +350,11 @@ def check(config: TrainConfig) -> tuple[TrainingTask, dict[str, Any]]:
     from anglekit.model.loading import inspect_model
 
     config.require_inputs()
-    task = task_for(config.objective.name)
-    overrides = objective_overrides(task, config.objective, config.data.text_column)
-    if config.trainer.batch_size < task.min_batch_size:
-        raise ConfigError(f"the objective {config.objective.name!r} needs batch_size >= {task.min_batch_size} (in-batch negatives)")
+    plans = dataset_plans(config)
+    task, overrides = plans[0].task, plans[0].overrides
+    for plan in plans:
+        if config.trainer.batch_size < plan.task.min_batch_size:
+            raise ConfigError(f"the objective {plan.objective!r} needs batch_size >= {plan.task.min_batch_size} (in-batch negatives)")
     if config.trainer.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device cuda: no CUDA GPU is available here; use --device cpu, or --device auto to take one when there is")
     check_writable(config.trainer.output_dir, folder=True)
@@ -313,8 +362,9 @@ def check(config: TrainConfig) -> tuple[TrainingTask, dict[str, Any]]:
     name = model.name or None
     if name is not None and not config.lora.init_adapters:
         facts = inspect_model(name, gguf_file=model.gguf_file, revision=model.revision, trust_remote_code=model.trust_remote_code)
-        task.check_model(config.objective.name, overrides, facts, name)
-        check_nested(config, overrides, facts.hidden_size, name)
+        for plan in plans:
+            plan.task.check_model(plan.objective, plan.overrides, facts, name)
+            check_nested(replace(config, objective=replace(config.objective, name=plan.objective)), plan.overrides, facts.hidden_size, name)
         if model.max_length is not None:
             check_max_length(model.max_length, facts, name)
     return task, overrides
@@ -350,9 +400,17 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     out.mkdir(parents=True, exist_ok=True)
     set_seed(run.seed)
 
-    train_set, dev_set, test_set, probe_set = load_datasets(task, data, train_dataset)
-    objective, objective_config = task.build_objective(config.objective.name, overrides, train_set, config.objective.positive_threshold)
-    objective = nest_objective(objective, config)
+    several: list[Any] | None = None
+    if data.datasets is not None:
+        several = build_datasets(config, dataset_plans(config))
+        dev_set, test_set, probe_set = load_eval_sets(data)
+        train_set = _Joined(several)
+        objective, objective_config = several[0].objective, _Configs({d.name: d.objective_config for d in several})
+        task = several[0].task
+    else:
+        train_set, dev_set, test_set, probe_set = load_datasets(task, data, train_dataset)
+        objective, objective_config = task.build_objective(config.objective.name, overrides, train_set, config.objective.positive_threshold)
+        objective = nest_objective(objective, config)
 
     device = "cpu" if run.device == "cpu" else None
     embedder = load_embedder(config, device)
@@ -362,19 +420,28 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
 
         head = MLPHead(embedder.dim).to(embedder.device)
         model = TrainingModel(embedder, head)
+    warn_unused_data_settings(data, [train_set] if several is None else [d.train_set for d in several])
+    kinds: Any = task.kind if several is None else {d.name: d.task.kind for d in several}
     atomic_write_json(
         out / "train_config.json",
-        {"train": config.flat(), "objective": dict(objective_config.__dict__), "batch_kind": task.kind, "train_data": train_set.summary()},
+        {"train": _jsonable(config.flat()), "objective": _jsonable(dict(objective_config.__dict__)), "batch_kind": kinds, "train_data": train_set.summary()},
     )
 
     before = _test_scores(embedder, run.eval_batch_size, data.test_data, test_set)
 
     tokenize_started = time.perf_counter()
-    tokenized, collator = task.tokenize(train_set, embedder)
+    if several is None:
+        tokenized, collator = task.tokenize(train_set, embedder)
+    else:
+        from anglekit.training.multi import MultiCollator, MultiDataset
+
+        pieces = [d.task.tokenize(d.train_set, embedder) for d in several]
+        tokenized, collator = MultiDataset([t for t, _ in pieces]), MultiCollator([c for _, c in pieces])
     tokenize_seconds = time.perf_counter() - tokenize_started
     evaluating = dev_set is not None
-    args = training_arguments(run, out, total_steps(run, tokenized), evaluating, precision)
-    every_callback = _callbacks(config, out, precision, embedder, probe_set, task.probes_batches, callbacks)
+    args = training_arguments(run, out, total_steps(run, tokenized, data.dataset_order), evaluating, precision)
+    probes = task.probes_batches if several is None else any(d.task.probes_batches for d in several)
+    every_callback = _callbacks(config, out, precision, embedder, probe_set, probes, callbacks)
     trainer = AnglETrainer(
         model=model,
         args=args,
@@ -390,6 +457,8 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         gather_candidates=config.objective.gather_candidates,
         gradcache_chunk_size=run.gradcache_chunk_size,
         max_batch_tokens=run.max_batch_tokens,
+        datasets=several,
+        dataset_order=data.dataset_order,
     )
     trainer.remove_callback(PrinterCallback)  # our bar shows the components (none with --quiet); the default would print each log as a dict
     logger.info("training %s on %s, objective %s", config.model.name, train_set.summary(), objective_config)
@@ -397,8 +466,67 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     with loop_swaps(embedder, model, tokenized, getattr(collator, "pad_id", None), run, precision.autocast_dtype):
         trainer.train(resume_from_checkpoint=resume_from)
     seconds = time.perf_counter() - started
-    return _finish(config, trainer, embedder, objective_config, train_set.summary(), test_set, before, seconds, tokenize_seconds, task.unit,
+    unit = task.unit if several is None or len({d.task.unit for d in several}) == 1 else "rows"
+    return _finish(config, trainer, embedder, objective_config, train_set.summary(), test_set, before, seconds, tokenize_seconds, unit,
                    precision.name)  # fmt: skip
+
+
+def warn_unused_data_settings(data: Any, train_sets: Sequence[Any]) -> list[str]:
+    """Warn (and return the warnings) about data settings that are legal but do nothing here:
+    ``pad_negatives`` without n-tuple rows, ``dataset_order`` with one dataset."""
+    messages = []
+    if getattr(data, "pad_negatives", False) and not any(getattr(s, "negatives", None) is not None for s in train_sets):
+        messages.append("pad_negatives: the training data has no n-tuple rows (negative_1..negative_n), so it pads nothing")
+    if data.datasets is None and data.dataset_order != "proportional":
+        messages.append(f"dataset_order {data.dataset_order}: it orders several train_data datasets, and this run has one")
+    for message in messages:
+        logger.warning("%s", message)
+    return messages
+
+
+class _Joined:
+    """The training sets of several datasets, summarised together (one line each)."""
+
+    def __init__(self, datasets: Sequence[Any]) -> None:
+        self.datasets = list(datasets)
+
+    def summary(self) -> str:
+        return "; ".join(f"[{d.name}, {d.task.kind}, weight {d.weight:g}] {d.train_set.summary()}" for d in self.datasets)
+
+
+class _Configs:
+    """The objective configs of several datasets by name (what the model card and train_config.json show)."""
+
+    def __init__(self, configs: dict[str, Any]) -> None:
+        self.__dict__.update({name: repr(config) for name, config in configs.items()})
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with dataclasses (train_data entries) as mappings, for JSON."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    return value
+
+
+def build_datasets(config: TrainConfig, plans: Sequence[DatasetPlan]) -> list[Any]:
+    """Each dataset of a multi-dataset run read by its task, with its objective (nested like the
+    run's: Matryoshka, ESE) weighted by the entry's weight."""
+    from anglekit.training.multi import TrainingDataset, Weighted
+
+    datasets = []
+    for plan in plans:
+        data = replace(config.data, train_data=plan.entry.data)
+        train_set = plan.task.load_data(data)
+        objective, objective_config = plan.task.build_objective(plan.objective, plan.overrides, train_set, config.objective.positive_threshold)
+        nested = nest_objective(objective, config)
+        datasets.append(TrainingDataset(plan.name or "", plan.task, Weighted(nested, plan.weight), plan.weight, train_set, objective_config))
+    return datasets
 
 
 @contextmanager
@@ -430,23 +558,33 @@ def loop_swaps(embedder: Any, model: Any, tokenized: Any, pad_id: int | None, ru
 def load_datasets(task: Any, data: Any, train_dataset: Any = None) -> tuple[Any, Any, Any, Any]:
     """(train, dev, test, probe) sets of the data section (None where not given); the dev and test
     pairs are checked to be scorable now, not at the first evaluation."""
+    train_set = task.load_data(data, train_dataset)
+    return (train_set, *load_eval_sets(data))
+
+
+def load_eval_sets(data: Any) -> tuple[Any, Any, Any]:
+    """(dev, test, probe) sets of the data section (None where not given), checked to be scorable now."""
     from anglekit.data.catalog import resolve_dataset
     from anglekit.evaluation.similarity import check_scorable
 
-    train_set = task.load_data(data, train_dataset)
     dev_set = resolve_dataset(data.dev_data, default_split="dev") if data.dev_data else None
     test_set = resolve_dataset(data.test_data, default_split="test") if data.test_data else None
     probe_set = resolve_dataset(data.probe_data, default_split="dev") if data.probe_data else None
     for flag, spec, pairs in (("--dev-data", data.dev_data, dev_set), ("--test-data", data.test_data, test_set)):
         if pairs is not None:
             check_scorable(pairs.labels, _data_name(flag, spec, pairs))
-    return train_set, dev_set, test_set, probe_set
+    return dev_set, test_set, probe_set
 
 
-def total_steps(run: Any, tokenized: Any) -> int:
+def total_steps(run: Any, tokenized: Any, order: str = "proportional") -> int:
     """The optimisation steps of a run: ``max_steps``, else the epochs' worth of batches (token-budget
-    batches counted as the sampler makes them)."""
-    if run.max_batch_tokens is not None:  # token-budget batches: their count, not batch_size, makes the steps
+    batches, and the per-dataset batches of several datasets, counted as the sampler makes them)."""
+    from anglekit.training.multi import DatasetBatchSampler, MultiDataset
+
+    if isinstance(tokenized, MultiDataset):
+        sampler = DatasetBatchSampler(tokenized, run.batch_size, order=order, group_by_length=run.group_by_length, max_tokens=run.max_batch_tokens)
+        steps_per_epoch = max(1, len(sampler) // run.gradient_accumulation)
+    elif run.max_batch_tokens is not None:  # token-budget batches: their count, not batch_size, makes the steps
         from anglekit.training.sampler import TokenBudgetBatchSampler
 
         batches = len(TokenBudgetBatchSampler(tokenized.lengths(), run.max_batch_tokens))

@@ -7,6 +7,11 @@ batch), component logging, dev evaluation by Spearman, length-grouped sampling a
 batches (``max_batch_tokens``: :meth:`AnglETrainer.get_train_dataloader`, documented as the method to
 override).
 
+With several datasets (``datasets``: :mod:`anglekit.training.multi`), each batch comes from one of
+them (the same loader override, over :class:`~anglekit.training.multi.DatasetBatchSampler`) and
+:meth:`AnglETrainer.route` hands it to that dataset's task and weighted objective; its loss is
+logged as ``loss/<dataset>`` and its components as ``loss_<dataset>/<component>``.
+
 What a batch is and how it becomes embeddings and a loss is the training task's business
 (:mod:`anglekit.training.tasks`: pairs, sentences with dropout views, triplets); the trainer
 gives tasks its services (gathering candidates across processes, counting them, probes).
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -44,6 +50,7 @@ from anglekit.losses import AnglEObjective, ContrastiveObjective
 from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.training.gather import gather_rows
 from anglekit.training.gradcache import check_gradcache, gradcache_step
+from anglekit.training.multi import DatasetBatchSampler, TrainingDataset, component_names
 from anglekit.training.probes import ProbeAccumulator, batch_probes, gradient_norms
 from anglekit.training.sampler import LengthGroupedSampler, TokenBudgetBatchSampler
 from anglekit.training.tasks import TASKS, TrainingTask
@@ -69,6 +76,8 @@ class AnglETrainer(Trainer):
         gather_candidates: bool = True,
         gradcache_chunk_size: int | None = None,
         max_batch_tokens: int | None = None,
+        datasets: Sequence[TrainingDataset] | None = None,
+        dataset_order: str = "proportional",
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -93,6 +102,15 @@ class AnglETrainer(Trainer):
             check_gradcache(objective)
         self.gradcache_chunk_size = gradcache_chunk_size
         self.max_batch_tokens = max_batch_tokens
+        self.datasets = list(datasets) if datasets else None
+        """Several datasets (``train_dataset`` a :class:`~anglekit.training.multi.MultiDataset`):
+        each batch is routed to its dataset's task and weighted objective."""
+        self.dataset_order = dataset_order
+        self._dataset_sums: dict[str, float] = defaultdict(float)
+        self._dataset_counts: dict[str, int] = defaultdict(int)
+        if self.datasets is not None and gradcache_chunk_size is not None:
+            for entry in self.datasets:
+                check_gradcache(entry.objective)
 
     # ------------------------------------------------------------------ data
     def _get_train_sampler(self, train_dataset: Any = None) -> torch.utils.data.Sampler | None:
@@ -113,6 +131,16 @@ class AnglETrainer(Trainer):
         seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
         return TokenBudgetBatchSampler(dataset.lengths(), self.max_batch_tokens, seed=seed)
 
+    def dataset_batch_sampler(self, dataset: Any = None) -> DatasetBatchSampler:
+        """Several datasets: batches that never cross them, interleaved by ``dataset_order``
+        (:class:`~anglekit.training.multi.DatasetBatchSampler`; seeded like the grouped sampler)."""
+        dataset = dataset if dataset is not None else self.train_dataset
+        seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+        return DatasetBatchSampler(
+            dataset, self.args.train_batch_size, order=self.dataset_order, seed=seed, group_by_length=self.group_by_length,
+            max_tokens=self.max_batch_tokens, block=self.args.world_size,
+        )  # fmt: skip
+
     def get_train_dataloader(self) -> DataLoader:
         """Trainer's loader, or with ``max_batch_tokens`` one over token-budget batches.
 
@@ -121,13 +149,17 @@ class AnglETrainer(Trainer):
         ``skip_first_batches``); several processes each get whole batches (accelerate's
         ``BatchSamplerShard`` deals batch i to process i mod N and accepts batches of varying size).
         """
-        if self.max_batch_tokens is None or self.train_dataset is None:
+        if (self.max_batch_tokens is None and self.datasets is None) or self.train_dataset is None:
             return super().get_train_dataloader()
-        sampler = self.token_budget_sampler()
-        if sampler.oversized:
-            logger.warning(
-                "%d training row(s) are longer than max_batch_tokens=%d: each trains in a batch of its own", sampler.oversized, self.max_batch_tokens
-            )
+        sampler: Any
+        if self.datasets is not None:
+            sampler = self.dataset_batch_sampler()
+        else:
+            sampler = self.token_budget_sampler()
+            if sampler.oversized:
+                logger.warning(
+                    "%d training row(s) are longer than max_batch_tokens=%d: each trains in a batch of its own", sampler.oversized, self.max_batch_tokens
+                )
         collator = self._get_collator_with_removed_columns(self.data_collator, description="Training")
         loader = DataLoader(
             self.train_dataset,
@@ -141,13 +173,22 @@ class AnglETrainer(Trainer):
         return self.accelerator.prepare(loader)
 
     # ------------------------------------------------------------------ loss
+    def route(self, inputs: dict[str, Tensor]) -> tuple[Any, Any, str | None, dict[str, Tensor]]:
+        """(task, objective, dataset name, inputs without the tag) of a batch: its dataset's with
+        several datasets, else the run's."""
+        if self.datasets is None or "dataset" not in inputs:
+            return self.task, self.objective, None, inputs
+        entry = self.datasets[int(inputs["dataset"])]
+        return entry.task, entry.objective, entry.name, {k: v for k, v in inputs.items() if k != "dataset"}
+
     def compute_loss(
         self, model: Any, inputs: dict[str, Tensor], return_outputs: bool = False, num_items_in_batch: Any = None
     ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
-        vectors, out, size = self.task.loss(self, self.objective, model, inputs)
+        task, objective, name, inputs = self.route(inputs)
+        vectors, out, size = task.loss(self, objective, model, inputs)
         if model.training:
             self.pairs_trained += size
-        self._record(out.components)
+        self._record(out.components, name, out.loss)
         if return_outputs:
             return out.loss, {"embeddings": vectors}
         return out.loss
@@ -161,17 +202,25 @@ class AnglETrainer(Trainer):
         if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
             self.optimizer.train()
         inputs = self._prepare_inputs(inputs)
+        task, objective, name, inputs = self.route(inputs)
         steps = getattr(self, "current_gradient_accumulation_steps", None) or self.args.gradient_accumulation_steps
         _, out, size = gradcache_step(
-            self.task, self, self.objective, model, inputs, self.gradcache_chunk_size,
+            task, self, objective, model, inputs, self.gradcache_chunk_size,
             backward=self.accelerator.backward, loss_scale=1.0 / steps,
             no_sync=lambda: self.accelerator.no_sync(model), forward_context=self.compute_loss_context_manager,
         )  # fmt: skip
         self.pairs_trained += size
-        self._record(out.components)
+        self._record(out.components, name, out.loss)
         return out.loss.detach() / steps
 
-    def _record(self, components: dict[str, Tensor]) -> None:
+    def _record(self, components: dict[str, Tensor], dataset: str | None = None, loss: Tensor | None = None) -> None:
+        """Remember a batch's components for the next log; with several datasets under
+        ``<dataset>/<component>``, and the dataset's (weighted) loss as ``loss/<dataset>``."""
+        if dataset is not None:
+            components = component_names(dataset, components)
+            if loss is not None:
+                self._dataset_sums[dataset] += float(loss.detach())
+                self._dataset_counts[dataset] += 1
         for name, value in components.items():
             self._component_sums[name] += float(value.detach())
             self._component_counts[name] += 1
@@ -203,8 +252,12 @@ class AnglETrainer(Trainer):
                 self._candidates.clear()
             for name, total in self._component_sums.items():
                 logs[f"loss_{name}"] = total / max(1, self._component_counts[name])
+            for name, total in self._dataset_sums.items():
+                logs[f"loss/{name}"] = total / max(1, self._dataset_counts[name])
             self._component_sums.clear()
             self._component_counts.clear()
+            self._dataset_sums.clear()
+            self._dataset_counts.clear()
         super().log(logs, start_time)
 
     # ------------------------------------------------------------------ eval

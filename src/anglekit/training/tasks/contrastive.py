@@ -92,21 +92,49 @@ class TokenizedTriplet:
     positive: list[int]
     negative: list[int] | None
     text_ids: tuple[int, ...]
+    negatives: tuple[list[int], ...] | None = None
+    """n-tuples: the row's hard negatives (``negative`` is then None and ``text_ids`` holds the
+    anchor's, the positive's and then each negative's id)."""
 
 
 class TokenizedTriplets(Dataset):
-    """Triplets (or anchor/positive pairs) in token ids, each distinct text tokenized once."""
+    """Triplets (or anchor/positive pairs, or n-tuples) in token ids, each distinct text tokenized once.
 
-    def __init__(self, token_ids: list[list[int]], row_text_ids: np.ndarray) -> None:
-        if row_text_ids.ndim != 2 or row_text_ids.shape[1] not in (2, 3):
-            raise ValueError("row_text_ids must be [n, 2] or [n, 3]")
+    n-tuples (``ntuple=True``): ``row_text_ids`` is [n, 2 + k], k the most negatives a row holds,
+    with -1 where a shorter (padded) row has no negative.
+    """
+
+    def __init__(self, token_ids: list[list[int]], row_text_ids: np.ndarray, *, ntuple: bool = False) -> None:
+        if row_text_ids.ndim != 2 or (row_text_ids.shape[1] < 2 if ntuple else row_text_ids.shape[1] not in (2, 3)):
+            raise ValueError("row_text_ids must be [n, 2 + k] for n-tuples" if ntuple else "row_text_ids must be [n, 2] or [n, 3]")
         self.token_ids = token_ids
         self.row_text_ids = row_text_ids
+        self.ntuple = ntuple
 
     @property
     def parts(self) -> int:
-        """2 (anchor, positive) or 3 (with a hard negative)."""
+        """2 (anchor, positive) or 3 (with a hard negative); n-tuples: 2 + the most negatives of a row."""
         return int(self.row_text_ids.shape[1])
+
+    @property
+    def negatives_per_row(self) -> int:
+        """The most hard negatives a row holds (the width of every n-tuple batch)."""
+        return self.parts - 2
+
+    @classmethod
+    def build_ntuples(
+        cls, anchor: Sequence[str], positive: Sequence[str], negatives: Sequence[Sequence[str]], tokenize: Callable[[list[str]], list[list[int]]]
+    ) -> TokenizedTriplets:
+        """n-tuples (each row's negatives a sequence; shorter rows padded with -1 ids)."""
+        if not (len(anchor) == len(positive) == len(negatives)):
+            raise ValueError(f"columns differ in length: {len(anchor)}, {len(positive)}, {len(negatives)}")
+        width = max((len(row) for row in negatives), default=0)
+        distinct: dict[str, int] = {}
+        ids = np.full((len(anchor), 2 + width), -1, dtype=np.int64)
+        for row, texts in enumerate(zip(anchor, positive)):
+            for col, text in enumerate([*texts, *negatives[row]]):
+                ids[row, col] = distinct.setdefault(text, len(distinct))
+        return cls(tokenize(list(distinct)), ids, ntuple=True)
 
     @classmethod
     def build(
@@ -126,12 +154,17 @@ class TokenizedTriplets(Dataset):
         return len(self.row_text_ids)
 
     def __getitem__(self, index: int) -> TokenizedTriplet:
-        ids = tuple(int(v) for v in self.row_text_ids[index])
+        ids = tuple(int(v) for v in self.row_text_ids[index] if v >= 0)
+        if self.ntuple:
+            negatives = tuple(self.token_ids[i] for i in ids[2:])
+            return TokenizedTriplet(self.token_ids[ids[0]], self.token_ids[ids[1]], None, ids, negatives)
         negative = self.token_ids[ids[2]] if len(ids) == 3 else None
         return TokenizedTriplet(self.token_ids[ids[0]], self.token_ids[ids[1]], negative, ids)
 
     def lengths(self) -> list[int]:
+        """Per row, its longest text (padding slots count 0)."""
         sizes = np.fromiter((len(ids) for ids in self.token_ids), dtype=np.int64, count=len(self.token_ids))
+        sizes = np.append(sizes, 0)  # index -1 (a padding slot) reads this 0
         return sizes[self.row_text_ids].max(axis=1).tolist()
 
 
@@ -140,15 +173,22 @@ class TripletCollator:
 
     Rows 0..B-1 are anchors, B..2B-1 positives, 2B..3B-1 hard negatives (when present); one
     forward pass per batch.
+
+    n-tuples (``negatives_per_row`` = n given): rows 2B.. are the batch's real negatives, row by
+    row (padding is never embedded), and ``negative_index`` [B, n] says which of them is row i's
+    k-th negative (-1: padding); ``text_ids`` is [2B + M] for M real negatives.
     """
 
-    def __init__(self, pad_id: int, *, left_padding: bool = False) -> None:
+    def __init__(self, pad_id: int, *, left_padding: bool = False, negatives_per_row: int | None = None) -> None:
         self.pad_id = pad_id
         self.left_padding = left_padding
+        self.negatives_per_row = negatives_per_row
 
     def __call__(self, batch: Sequence[TokenizedTriplet]) -> dict[str, Any]:
         if not batch:
             raise ValueError("empty batch")
+        if self.negatives_per_row is not None:
+            return self._ntuples(batch, self.negatives_per_row)
         parts = len(batch[0].text_ids)
         if any(len(item.text_ids) != parts for item in batch):
             raise ValueError("a batch mixes triplets with and without a hard negative")
@@ -159,6 +199,66 @@ class TripletCollator:
         out["text_ids"] = torch.tensor([item.text_ids[k] for k in range(parts) for item in batch])
         out["parts"] = torch.tensor(parts)
         return out
+
+    def _ntuples(self, batch: Sequence[TokenizedTriplet], width: int) -> dict[str, Any]:
+        sequences = [item.anchor for item in batch] + [item.positive for item in batch]
+        text_ids = [item.text_ids[0] for item in batch] + [item.text_ids[1] for item in batch]
+        index = torch.full((len(batch), width), -1, dtype=torch.long)
+        for row, item in enumerate(batch):
+            negatives = item.negatives if item.negatives is not None else (() if item.negative is None else (item.negative,))
+            if len(negatives) > width:
+                raise ValueError(f"a row holds {len(negatives)} negatives; this collator pads to {width}")
+            for k, (ids, text_id) in enumerate(zip(negatives, item.text_ids[2:])):
+                index[row, k] = len(sequences) - 2 * len(batch)
+                sequences.append(ids)
+                text_ids.append(text_id)
+        out: dict[str, Tensor] = pad_token_ids(sequences, self.pad_id, left=self.left_padding)
+        out["text_ids"] = torch.tensor(text_ids)
+        out["negative_index"] = index
+        return out
+
+
+@dataclass(frozen=True)
+class NTupleBatch:
+    """An n-tuple batch's embeddings: B anchors and positives, M real negatives, and where each
+    row's k-th negative is (``index`` [B, n], -1: padding)."""
+
+    anchors: Tensor
+    positives: Tensor
+    negatives: Tensor
+    anchor_ids: Tensor
+    positive_ids: Tensor
+    negative_ids: Tensor
+    index: Tensor
+
+    @classmethod
+    def split(cls, vectors: Tensor, inputs: dict[str, Tensor]) -> NTupleBatch:
+        """From the [2B + M, D] (or [layers, 2B + M, D]) vectors of a :class:`TripletCollator` n-tuple batch."""
+        index = inputs["negative_index"]
+        text_ids = inputs["text_ids"]
+        size = index.shape[0]
+        return cls(
+            vectors[..., :size, :], vectors[..., size : 2 * size, :], vectors[..., 2 * size :, :],
+            text_ids[:size], text_ids[size : 2 * size], text_ids[2 * size :], index,
+        )  # fmt: skip
+
+    @property
+    def valid(self) -> Tensor:
+        """[B, n] bool: True where row i has a k-th negative."""
+        return self.index >= 0
+
+    def dense(self) -> tuple[Tensor, Tensor]:
+        """(negatives [B, n, D] with zeros in the padding slots, their text ids [B, n] with -1 there)."""
+        valid = self.valid
+        rows, width, dim = self.index.shape[0], self.index.shape[1], self.negatives.shape[-1]
+        dense = self.negatives.new_zeros(rows, width, dim)
+        dense = dense.index_put(valid.nonzero(as_tuple=True), self.negatives)
+        ids = torch.full_like(self.index, -1).index_put(valid.nonzero(as_tuple=True), self.negative_ids)
+        return dense, ids
+
+    def owners(self) -> Tensor:
+        """[M] the row of each real negative (row-major, the collator's order)."""
+        return self.valid.nonzero(as_tuple=True)[0]
 
 
 def dropout_views(model: Any, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -239,11 +339,16 @@ class TripletTask(ContrastiveTask):
         from anglekit.data.training_data import resolve_triplets
         from anglekit.data.triplets import read_triplets
 
+        pad = getattr(data, "pad_negatives", False)
         if train_dataset is not None:
-            return read_triplets(train_dataset, columns=data.column_mapping(), nli_pairing=data.nli_pairing)
-        return resolve_triplets(data.train_data, nli_pairing=data.nli_pairing, columns=data.column_mapping())
+            return read_triplets(train_dataset, columns=data.column_mapping(), nli_pairing=data.nli_pairing, pad_negatives=pad)
+        return resolve_triplets(data.train_data, nli_pairing=data.nli_pairing, columns=data.column_mapping(), pad_negatives=pad)
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
+        left = embedder.tokenizer.padding_side == "left"
+        if getattr(train_set, "negatives", None) is not None:  # n-tuples
+            tokenized = TokenizedTriplets.build_ntuples(train_set.anchor, train_set.positive, train_set.negatives, self.text_tokenizer(embedder))
+            return tokenized, TripletCollator(embedder.tokenizer.pad_token_id, left_padding=left, negatives_per_row=tokenized.negatives_per_row)
         if isinstance(train_set, ArrowRows):
             columns = ["anchor", "positive"] + (["negative"] if train_set.has_negatives else [])
             tokenized: Any = StreamedRows(
@@ -255,6 +360,8 @@ class TripletTask(ContrastiveTask):
         return tokenized, TripletCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
 
     def loss_from_vectors(self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
+        if "negative_index" in inputs:
+            return self._ntuple_loss(services, objective, vectors.float(), inputs)
         parts = int(inputs["parts"])
         text_ids = inputs["text_ids"]
         size = inputs["input_ids"].shape[0] // parts
@@ -280,3 +387,27 @@ class TripletTask(ContrastiveTask):
         )
         services.probe(anchors, positives, negatives)
         return vectors, out, size
+
+    def _ntuple_loss(self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
+        """n-tuples: every anchor meets every positive and every real negative of the batch (of
+        every process when gathering); padding slots are masked out of the softmax."""
+        batch = NTupleBatch.split(vectors, inputs)
+        dense, dense_ids = batch.dense()
+        (every_positive, positive_ids, every_negative, negative_ids), offset = services.gather(batch.positives, batch.positive_ids, dense, dense_ids)
+        valid: Tensor | None = negative_ids >= 0  # padding slots have the id -1, on every process
+        services.count_candidates(every_positive, every_negative[negative_ids >= 0])
+        if dense.shape[1] == 0:  # padded rows without any negative: no hard negatives at all
+            every_negative, negative_ids, valid = None, None, None
+        out = objective(
+            batch.anchors,
+            every_positive,
+            every_negative,
+            anchor_ids=batch.anchor_ids,
+            positive_ids=positive_ids,
+            negative_ids=negative_ids,
+            offset=offset,
+            negative_valid=valid,
+        )
+        first = dense[:, 0] if dense.shape[1] and bool(batch.valid[:, 0].all()) else None
+        services.probe(batch.anchors, batch.positives, first)
+        return vectors, out, batch.anchors.shape[0]

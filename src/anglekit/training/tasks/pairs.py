@@ -6,6 +6,13 @@ detection compares. ``PairCollator`` stacks a batch's two sides into one [2B, T]
 backbone runs one forward pass per batch: measured on CPU (MiniLM, STS-B, 32 pairs, fp32), that is
 faster than one pass per side padded to its own width, which saves only 2-5% of the padded tokens
 (each side's lengths follow the same distribution) but halves each pass's matrices.
+
+n-tuples. ``train_data`` of anchor/positive rows (``negative`` or ``negative_1..negative_n``:
+:func:`anglekit.data.training_data.tuple_columns`) trains the same objectives: each row becomes the
+labelled pairs (anchor, positive, 1) and (anchor, negative_k, 0) (padding negatives never become
+pairs); the cosine and angle terms rank each positive above its own row's negatives (ranking
+within a row: ``groups``), and the in-batch term's softmax runs over every positive and every
+negative of the batch (docs/objectives.md).
 """
 
 from __future__ import annotations
@@ -19,12 +26,14 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from anglekit.data.records import TripletDataset
 from anglekit.data.stream import ArrowRows
 from anglekit.errors import ConfigError, DataError
 from anglekit.losses.combined import ObjectiveOutput
 from anglekit.losses.registry import objective_config
 from anglekit.model.padding import pad_token_ids
 from anglekit.training.tasks.base import BatchServices, TrainingTask
+from anglekit.training.tasks.contrastive import NTupleBatch, TokenizedTriplets, TripletCollator
 from anglekit.training.tasks.streamed import StreamedRows
 
 
@@ -155,8 +164,15 @@ class PairTask(TrainingTask):
 
     def load_data(self, data: Any, train_dataset: Any = None) -> Any:
         from anglekit.data.readers import read_pairs
-        from anglekit.data.training_data import resolve_pairs
+        from anglekit.data.training_data import resolve_pairs, resolve_triplets, tuple_columns, tuple_names
+        from anglekit.data.triplets import read_triplets
 
+        if train_dataset is not None and tuple_names(list(getattr(train_dataset, "column_names", None) or []), data.column_mapping()):
+            return read_triplets(train_dataset, columns=data.column_mapping(), pad_negatives=getattr(data, "pad_negatives", False))
+        if train_dataset is None and tuple_columns(data.train_data, data.column_mapping()):
+            if getattr(data, "stream_data", False):
+                raise ConfigError(f"{data.train_data}: anchor/positive/negative rows for a pair objective are not streamed; train without stream_data")
+            return resolve_triplets(data.train_data, columns=data.column_mapping(), pad_negatives=getattr(data, "pad_negatives", False))
         with self.reading(data):
             if train_dataset is not None:
                 train_set = read_pairs(train_dataset, columns=data.column_mapping())
@@ -171,6 +187,8 @@ class PairTask(TrainingTask):
         if getattr(config, "ibn_weight", 0) <= 0:
             return {}
         threshold = positive_threshold
+        if threshold is None and isinstance(train_set, TripletDataset):
+            threshold = 1.0  # n-tuple rows expand to pairs labelled 1 (positive) and 0 (negative)
         if threshold is None:
             threshold = default_positive_threshold(train_set.label_range, train_set.labels)
         return {"positive_threshold": float(threshold)}
@@ -183,6 +201,10 @@ class PairTask(TrainingTask):
         return objective, config
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
+        if isinstance(train_set, TripletDataset):  # n-tuples (a triplet is n = 1; no negative: n = 0)
+            tokenized = TokenizedTriplets.build_ntuples(train_set.anchor, train_set.positive, train_set.negative_lists(), self.text_tokenizer(embedder))
+            left = embedder.tokenizer.padding_side == "left"
+            return tokenized, TripletCollator(embedder.tokenizer.pad_token_id, left_padding=left, negatives_per_row=tokenized.negatives_per_row)
         if isinstance(train_set, ArrowRows):
             labels = train_set.labels
             tokenized: Any = StreamedRows(
@@ -194,6 +216,8 @@ class PairTask(TrainingTask):
         return tokenized, PairCollator(embedder.tokenizer.pad_token_id, left_padding=embedder.tokenizer.padding_side == "left")
 
     def loss_from_vectors(self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
+        if "negative_index" in inputs:
+            return self._ntuple_loss(services, objective, vectors.float(), inputs)
         labels = inputs["labels"]
         text_ids = inputs["text_ids"]
         size = labels.shape[0]
@@ -203,5 +227,23 @@ class PairTask(TrainingTask):
         out = objective(vectors[..., :size, :], vectors[..., size:, :], labels.float(), text_ids[:size], text_ids[size:])
         final = vectors if vectors.dim() == 2 else vectors[-1]
         services.probe(final[:size], final[size:], None)  # recorded only when probes are on (probe_steps)
+        services.probe_gradients(out.components, vectors)
+        return final, out, size
+
+    def _ntuple_loss(self, services: BatchServices, objective: Any, vectors: Tensor, inputs: dict[str, Tensor]) -> tuple[Tensor, ObjectiveOutput, int]:
+        """n-tuple rows expanded to labelled pairs: (anchor, positive, 1), (anchor, negative_k, 0),
+        grouped by row (see the module doc); vectors [2B + M, D], or [layers, 2B + M, D] for ESE."""
+        batch = NTupleBatch.split(vectors, inputs)
+        size = batch.index.shape[0]
+        owners = batch.owners()
+        rows = torch.arange(size, device=owners.device)
+        first = torch.cat([rows, owners])  # each pair's anchor: [B + M]
+        second = torch.cat([rows + size, 2 * size + torch.arange(owners.shape[0], device=owners.device)])
+        labels = torch.cat([torch.ones(size), torch.zeros(owners.shape[0])]).to(vectors.device)
+        text_ids = inputs["text_ids"]
+        x, y = vectors[..., first, :], vectors[..., second, :]
+        out = objective(x, y, labels, text_ids[first], text_ids[second], first)
+        final = vectors if vectors.dim() == 2 else vectors[-1]
+        services.probe(final[:size], final[size : 2 * size], None)
         services.probe_gradients(out.components, vectors)
         return final, out, size
