@@ -28,7 +28,7 @@ from typing import Any
 from anglekit.data.sources import short_repr, text_problem
 from anglekit.errors import ConfigError, DataError
 
-__all__ = ["RetrievalSet", "flickr30k_retrieval", "read_beir"]
+__all__ = ["RetrievalSet", "flickr30k_retrieval", "load_retrieval_set", "read_beir"]
 
 
 @dataclass
@@ -104,7 +104,7 @@ def _read_records(path: Path, what: str) -> tuple[list[str], list[str]]:
     return ids, texts
 
 
-def _qrels_file(folder: Path, split: str | None) -> Path:
+def _qrels_file(folder: Path, split: str | None, prefer: str = "test") -> Path:
     qrels = folder / "qrels"
     if not qrels.is_dir():
         raise DataError("missing qrels/ (a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv)", source=str(qrels))
@@ -113,11 +113,11 @@ def _qrels_file(folder: Path, split: str | None) -> Path:
     found = sorted(p for p in qrels.iterdir() if p.name.endswith((".tsv", ".tsv.gz")))
     if not found:
         raise DataError("no <split>.tsv judgements in qrels/", source=str(qrels))
-    for preferred in ("test.tsv", "test.tsv.gz"):
+    for preferred in (f"{prefer}.tsv", f"{prefer}.tsv.gz"):
         if qrels / preferred in found:
             return qrels / preferred
     if len(found) > 1:
-        raise ConfigError(f"{qrels}: several splits ({', '.join(p.name for p in found)}) and no test.tsv; name one (DIR:SPLIT)")
+        raise ConfigError(f"{qrels}: several splits ({', '.join(p.name for p in found)}) and no {prefer}.tsv; name one (DIR:SPLIT)")
     return found[0]
 
 
@@ -184,9 +184,9 @@ def _merge_qrels(folder: Path, qrels: Path) -> Path:
     return merged
 
 
-def read_beir(source: str | os.PathLike[str], *, split: str | None = None) -> RetrievalSet:
+def read_beir(source: str | os.PathLike[str], *, split: str | None = None, prefer: str = "test") -> RetrievalSet:
     """A BEIR-layout set from a folder or a hub dataset name (``DIR:SPLIT`` or ``split=`` picks the
-    qrels file; default ``test``, or the only one)."""
+    qrels file; default: ``prefer`` (``test``) when there, else the only one)."""
     text = os.fspath(source)
     if split is None and ":" in text and not Path(text).exists():
         text, split = text.rsplit(":", 1)
@@ -197,7 +197,7 @@ def read_beir(source: str | os.PathLike[str], *, split: str | None = None) -> Re
         folder = _from_hub(text)
     elif not folder.is_dir():
         raise DataError("is a file; a BEIR set is a folder with corpus.jsonl, queries.jsonl and qrels/<split>.tsv", source=text)
-    corpus_path, queries_path, qrels_path = _find(folder, "corpus.jsonl"), _find(folder, "queries.jsonl"), _qrels_file(folder, split)
+    corpus_path, queries_path, qrels_path = _find(folder, "corpus.jsonl"), _find(folder, "queries.jsonl"), _qrels_file(folder, split, prefer)
     corpus_ids, corpus = _read_records(corpus_path, "corpus")
     query_ids, queries = _read_records(queries_path, "query")
     qrels, zero = _read_qrels(qrels_path, set(query_ids), set(corpus_ids))
@@ -233,3 +233,14 @@ def flickr30k_retrieval(directory: str | os.PathLike[str], split: str = "test", 
     queries = [captions[query_caption - 1] for captions in data.captions]
     qrels = {q: {f"{i}-{c + 1}" for c in range(per) if c + 1 != query_caption} for i, q in enumerate(query_ids)}
     return RetrievalSet(f"flickr30k:{split}", corpus_ids, corpus, query_ids, queries, qrels, ignore_identical_ids=True, sources=tuple(data.sources))
+
+
+def load_retrieval_set(spec: str, data_root: str | os.PathLike[str] | None, *, split: str = "test", query_caption: int = 1) -> RetrievalSet:
+    """The retrieval set a spec names: ``flickr30k[:SPLIT]`` (under ``data_root``), a BEIR folder
+    (``DIR[:SPLIT]``; without one, the ``split`` judgements when there, else the only ones) or a hub dataset name."""
+    name, _, given = spec.partition(":")
+    if name == "flickr30k" and not Path(spec).exists():
+        if data_root is None:
+            raise ConfigError("flickr30k: needs the data root (--data-root or $ANGLEKIT_DATA)")
+        return flickr30k_retrieval(Path(data_root) / "flickr30k", given or split, query_caption=query_caption)
+    return read_beir(spec, prefer=split)

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from anglekit.data.beir import RetrievalSet, flickr30k_retrieval, read_beir
+from anglekit.data.beir import RetrievalSet, flickr30k_retrieval, load_retrieval_set
 from anglekit.data.flickr import load_flickr30k_captions
 from anglekit.errors import ConfigError
 from anglekit.evaluation.encoders import encode_unique, rows
@@ -101,13 +101,8 @@ def retrieval_metrics(ranked: np.ndarray, query_ids: Sequence[int], groups: Sequ
 
 
 def retrieval_set(spec: str, data_root: str | os.PathLike[str] | None, *, split: str = "test", query_caption: int = 1) -> RetrievalSet:
-    """The retrieval set a ``--data`` spec names: ``flickr30k[:SPLIT]`` (under ``data_root``), a BEIR folder or a hub name."""
-    name, _, given = spec.partition(":")
-    if name == "flickr30k" and not Path(spec).exists():
-        if data_root is None:
-            raise ConfigError("flickr30k: needs the data root (--data-root or $ANGLEKIT_DATA)")
-        return flickr30k_retrieval(Path(data_root) / "flickr30k", given or split, query_caption=query_caption)
-    return read_beir(spec)
+    """The retrieval set a ``--data`` spec names (:func:`anglekit.data.beir.load_retrieval_set`)."""
+    return load_retrieval_set(spec, data_root, split=split, query_caption=query_caption)
 
 
 def evaluate_sets(encode: Callable[..., np.ndarray], sets: Sequence[RetrievalSet], *, search: str = "exact") -> dict[str, Any]:
