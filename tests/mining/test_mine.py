@@ -161,6 +161,11 @@ def test_rerun_resumes_and_gives_the_same_output(tmp_path: Path, load_bert: Any)
     summary = json.loads(second.summary_path.read_text())
     assert summary["negatives_per_row"]["2"] == second.rows == table.num_rows
     assert second.histogram_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # other pairs in the same work folder: its shards are of other texts, so they are encoded again
+    other = _write_jsonl(tmp_path / "other.jsonl", _pairs(30, seed=5))
+    said.clear()
+    third = mine_hard_negatives(model, other, out, settings=MineSettings(num_negatives=2), shard_size=16, say=said.append)
+    assert any("encoding again" in line for line in said) and third.summary["pairs"] == 30
 
 
 def test_output_is_read_by_the_triplet_reader(tmp_path: Path, load_bert: Any) -> None:
@@ -235,6 +240,12 @@ def test_bad_input_is_one_clear_error_and_writes_nothing(tmp_path: Path, load_be
         mine_hard_negatives(model, pairs, tmp_path / "out.jsonl", corpus=duplicated)
     with pytest.raises(DataError, match="no .anchor, positive. pair got 2 negatives"):
         mine_hard_negatives(model, pairs, tmp_path / "out.jsonl", settings=MineSettings(num_negatives=2, max_score=-1.0))
+    (tmp_path / "no-pairs.jsonl").write_text("")
+    with pytest.raises(DataError, match="no-pairs.jsonl"):
+        mine_hard_negatives(model, tmp_path / "no-pairs.jsonl", tmp_path / "out.jsonl")
+    typed = _write_jsonl(tmp_path / "typed.jsonl", [{"anchor": "a b", "positive": 5}])
+    with pytest.raises(DataError, match=r"typed.jsonl, row 1, field 'positive'"):
+        mine_hard_negatives(model, typed, tmp_path / "out.jsonl")
     with pytest.raises(ConfigError, match=r"must end in \.jsonl or \.parquet"):
         mine_hard_negatives(model, pairs, tmp_path / "out.csv")
     assert _no_outputs(tmp_path)
@@ -264,7 +275,8 @@ def test_cli_mines_and_fails_in_one_line(tmp_path: Path, tiny_bert_dir: Path, ca
                  "--device", "cpu", "--quiet"])  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0 and "nope.jsonl" in err
-    with pytest.raises(SystemExit) as exit_info:
-        main(["mine", str(tiny_bert_dir), "--input", str(pairs), "--output", str(out), "--num-negatives", "0"])
-    assert exit_info.value.code == 2
+    for flags in (["--num-negatives", "0"], ["--relative-margin", "abc"], ["--sampling", "best"], ["--index", "ivf"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["mine", str(tiny_bert_dir), "--input", str(pairs), "--output", str(out), *flags])
+        assert exit_info.value.code == 2
     assert not (tmp_path / "out2.jsonl").exists()

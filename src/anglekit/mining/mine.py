@@ -26,6 +26,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -390,8 +391,18 @@ def _encode(embedder: Any, work: Path, corpus: tuple[Path, str | None, str | Non
         (work / "corpus", corpus_path, DOCUMENT_ROLE, text_column, id_column),
         (work / "queries", queries_file, QUERY_ROLE, None, None),
     ):
-        report = encode_corpus(embedder, source, folder, text_column=text, id_column=ident, shard_size=shard_size,
-                               batch_size=batch_size, normalize=True, role=role, show_progress=show_progress, say=say)  # fmt: skip
+        arguments = {"text_column": text, "id_column": ident, "shard_size": shard_size, "batch_size": batch_size, "normalize": True,
+                     "role": role, "show_progress": show_progress, "say": say}  # fmt: skip
+        try:
+            report = encode_corpus(embedder, source, folder, **arguments)
+        except ConfigError as exc:
+            if "holds the shards of another encode" not in str(exc):
+                raise
+            say(
+                f"{folder}: held the shards of another model, corpus or pairs (it differs in {str(exc).split('differs in: ')[-1].split(')')[0]}); encoding again"
+            )
+            shutil.rmtree(folder)
+            report = encode_corpus(embedder, source, folder, **arguments)
         if report.reused:
             say(f"{folder}: {report.reused} of {report.shards} shard(s) were already encoded; reused")
     return open_shards(work / "corpus", hashes=False), open_shards(work / "queries", hashes=False)
