@@ -40,7 +40,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="DATASET",
-        help="pair dataset spec (stsb:test, a file, a directory, hf:name:split); with --suite retrieval: a retrieval set "
+        help="pair dataset spec (stsb:test, a file, a directory, hf:name:split); with --suite retrieval (named, not through all): a retrieval set "
         "(a BEIR folder with corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv, a hub name, or flickr30k[:SPLIT]); repeatable",
     )
     add_output(parser, metavar="JSON", help="write the --data scores (with --suite retrieval: the retrieval metrics, ndcg@10 ...) as JSON to this file")
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"unknown suite(s) {unknown}; choose from {', '.join(SUITES)} or all")
     options = parse_options(args.option, suites)
-    retrieval_specs = _retrieval_data(args, suites, options)
+    retrieval_specs = _retrieval_data(args, options)
     datasets = [] if retrieval_specs else [(spec, resolve_dataset(spec, default_split="test")) for spec in args.data]
     for spec, dataset in datasets:  # an undefined score is found before the model loads, and names its data
         check_scorable(dataset.labels, _data_name(spec, dataset))
@@ -187,10 +187,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _retrieval_data(args: argparse.Namespace, suites: list[str], options: dict[str, dict[str, Any]]) -> list[str]:
-    """With ``--suite retrieval``, the ``--data`` specs are retrieval sets: read (and checked) now,
-    before the model loads, and handed to the suite as its ``data`` option."""
-    if "retrieval" not in suites or not args.data:
+def _retrieval_data(args: argparse.Namespace, options: dict[str, dict[str, Any]]) -> list[str]:
+    """With ``--suite retrieval`` (named, not through ``all``), the ``--data`` specs are retrieval
+    sets: read (and checked) now, before the model loads, and handed to the suite as its ``data`` option."""
+    if "retrieval" not in args.suite or not args.data:
         return []
     from anglekit.data.catalog import default_data_root
     from anglekit.evaluation.retrieval import retrieval_set
