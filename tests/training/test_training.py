@@ -19,7 +19,7 @@ import pytest
 import torch
 import yaml
 
-from anglekit.errors import ConfigError
+from anglekit.errors import ConfigError, DataError
 from anglekit.training.config import TrainConfig
 from anglekit.training.run import TrainResult, _prepare_output_dir, train
 from anglekit.training.sampler import LengthGroupedSampler
@@ -693,3 +693,24 @@ def test_bf16_mixed_precision_trains_on_the_cpu(tiny_bert_dir: Path, pair_file: 
     losses = [r["loss"] for r in helpers.read_jsonl(tmp_path / "run" / "metrics.jsonl") if "loss" in r]
     assert losses and all(np.isfinite(losses))
     assert (result.model_dir / "anglekit_config.json").is_file()
+
+
+def test_training_with_a_dev_retrieval_set_keeps_the_best_checkpoint_by_ndcg(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path) -> None:
+    rng = random.Random(3)
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": helpers.random_sentence(rng)}) + "\n" for i in range(40)))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": helpers.random_sentence(rng)}) + "\n" for i in range(10)))
+    (folder / "qrels" / "dev.tsv").write_text("".join(f"q{i}\td{3 * i}\t1\n" for i in range(10)))
+    (folder / "qrels" / "test.tsv").write_text("q0\td1\t1\n")  # not used: training scores the dev judgements
+    out = tmp_path / "run"
+    result = train(_config(tiny_bert_dir, pair_file, out, dev_retrieval=str(folder), eval_steps=3, max_steps=6))
+    evals = [r for r in helpers.read_jsonl(out / "metrics.jsonl") if "eval_ndcg@10" in r]
+    assert [r["step"] for r in evals] == [3, 6]
+    assert all(0 <= r["eval_ndcg@10"] <= 1 and "eval_map@100" in r and "eval_spearman" not in r for r in evals)
+    state = json.loads((Path(result.best_checkpoint) / "trainer_state.json").read_text())
+    assert state["best_metric"] == pytest.approx(max(r["eval_ndcg@10"] for r in evals))
+    with pytest.raises(DataError, match="unknown corpus id 'nope'"):
+        (folder / "qrels" / "dev.tsv").write_text("q0\tnope\t1\n")
+        train(_config(tiny_bert_dir, pair_file, tmp_path / "run2", dev_retrieval=str(folder)))
+    assert not (tmp_path / "run2" / "model").exists()

@@ -17,12 +17,12 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from anglekit.cli import encode, eval, export, fingerprint, generate, github_issues, index, merge_lora, plot_dynamics, report, reproduce, search, serve, train
+from anglekit.cli import encode, eval, export, fingerprint, generate, github_issues, index, merge_lora, mine, plot_dynamics, report, reproduce, search, serve, train
 from anglekit.errors import AnglekitError
 from anglekit.io.atomic import check_writable, out_of_space
 from anglekit.version import __version__
 
-COMMANDS = (train, eval, report, encode, index, search, fingerprint, merge_lora, export, plot_dynamics, generate, github_issues, serve, reproduce)
+COMMANDS = (train, eval, report, encode, index, search, mine, fingerprint, merge_lora, export, plot_dynamics, generate, github_issues, serve, reproduce)
 """The command modules, in the order ``anglekit --help`` lists them."""
 
 

@@ -50,9 +50,10 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="DATASET",
-        help="pair dataset spec (stsb:test, a file, a directory, hf:name:split); repeatable",
+        help="pair dataset spec (stsb:test, a file, a directory, hf:name:split); with --suite retrieval (named, not through all): a retrieval set "
+        "(a BEIR folder with corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv, a hub name, or flickr30k[:SPLIT]); repeatable",
     )
-    add_output(parser, metavar="JSON", help="write the --data scores as JSON to this file")
+    add_output(parser, metavar="JSON", help="write the --data scores (with --suite retrieval: the retrieval metrics, ndcg@10 ...) as JSON to this file")
     parser.add_argument(
         "--suite",
         action="append",
@@ -154,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"unknown suite(s) {unknown}; choose from {', '.join(SUITES)} or all")
     options = parse_options(args.option, suites)
-    datasets = [(spec, resolve_dataset(spec, default_split="test")) for spec in args.data]
+    retrieval_specs = _retrieval_data(args, options)
+    datasets = [] if retrieval_specs else [(spec, resolve_dataset(spec, default_split="test")) for spec in args.data]
     for spec, dataset in datasets:  # an undefined score is found before the model loads, and names its data
         check_scorable(dataset.labels, _data_name(spec, dataset))
     model = load_model(args)
@@ -189,4 +191,25 @@ def run(args: argparse.Namespace) -> int:
         for name in produced:
             print((out / f"{name}.md").read_text(encoding="utf-8"))
         print(f"results in {out}/")
+        if retrieval_specs and args.output:
+            found = produced["retrieval"]
+            atomic_write_json(args.output, {"model": args.model, "search": found["protocol"]["search"], "sets": found["sets"], "mean": found["scores"]})
     return 0
+
+
+def _retrieval_data(args: argparse.Namespace, options: dict[str, dict[str, Any]]) -> list[str]:
+    """With ``--suite retrieval`` (named, not through ``all``), the ``--data`` specs are retrieval
+    sets: read (and checked) now, before the model loads, and handed to the suite as its ``data`` option."""
+    if "retrieval" not in args.suite or not args.data:
+        return []
+    from anglekit.data.catalog import default_data_root
+    from anglekit.evaluation.retrieval import retrieval_set
+
+    if "data" in options.get("retrieval", {}):
+        raise ConfigError("give the retrieval sets with --data or with --option retrieval.data=..., not both")
+    root = Path(args.data_root).expanduser() if args.data_root else default_data_root()
+    split = options.get("retrieval", {}).get("split", "test")
+    for spec in args.data:
+        retrieval_set(spec, root, split=split)
+    options.setdefault("retrieval", {})["data"] = tuple(args.data)
+    return list(args.data)

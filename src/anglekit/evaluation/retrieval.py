@@ -15,6 +15,13 @@ Protocol:
   caption retrieval); ``caption_recall@k`` is the share of the four found in the top k; MRR is the
   mean of 1 / rank of the first relevant caption. ``strict_excluding_query@4`` (the four nearest
   other captions are the four relevant ones) is reported too.
+* the same ranking scored as a retrieval set (:func:`anglekit.data.beir.flickr30k_retrieval`) with
+  the usual IR metrics (:mod:`anglekit.evaluation.ir`: ``ndcg@10``, ``mrr@10``, ``recall@1/10/100``,
+  ``map@100``, fractions) under ``sets``.
+
+With ``data`` (``anglekit eval --suite retrieval --data DIR|NAME``) the suite scores those sets
+instead: BEIR folders or hub names (:func:`anglekit.data.beir.read_beir`), or ``flickr30k``;
+``search="hnsw"`` ranks through an HNSW graph instead of the exact scan.
 """
 
 from __future__ import annotations
@@ -26,9 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from anglekit.data.beir import RetrievalSet, flickr30k_retrieval, load_retrieval_set
 from anglekit.data.flickr import load_flickr30k_captions
 from anglekit.errors import ConfigError
 from anglekit.evaluation.encoders import encode_unique, rows
+from anglekit.evaluation.ir import IR_METRICS, SEARCHES, evaluate_retrieval_set, score_vectors
 from anglekit.evaluation.tables import markdown_table
 
 RETRIEVAL_COLUMNS = ("strict@5", "R@1", "R@5", "R@10", "MRR")
@@ -91,28 +100,63 @@ def retrieval_metrics(ranked: np.ndarray, query_ids: Sequence[int], groups: Sequ
     return out
 
 
+def retrieval_set(spec: str, data_root: str | os.PathLike[str] | None, *, split: str = "test", query_caption: int = 1) -> RetrievalSet:
+    """The retrieval set a ``--data`` spec names (:func:`anglekit.data.beir.load_retrieval_set`)."""
+    return load_retrieval_set(spec, data_root, split=split, query_caption=query_caption)
+
+
+def evaluate_sets(encode: Callable[..., np.ndarray], sets: Sequence[RetrievalSet], *, search: str = "exact") -> dict[str, Any]:
+    """The retrieval suite over given sets: per set its metrics; ``scores``: the mean over the sets."""
+    results = {data.name: evaluate_retrieval_set(encode, data, search=search) for data in sets}
+    scores = {m: float(np.mean([r["metrics"][m] for r in results.values()])) for m in IR_METRICS}
+    return {
+        "suite": "retrieval",
+        "metric": "fractions in [0, 1] (sentence-transformers' InformationRetrievalEvaluator, binary relevance)",
+        "protocol": {"search": f"{search} cosine search, ties by ascending document id", "sets": list(results)},
+        "columns": list(IR_METRICS),
+        "scores": scores,
+        "sets": {name: r["metrics"] for name, r in results.items()},
+        "details": results,
+        "sources": [s for r in results.values() for s in r["sources"]],
+    }
+
+
 def evaluate_retrieval(
-    encode: Callable[..., np.ndarray], data_root: str | os.PathLike[str], *, split: str = "test", query_caption: int = 1, ks: Sequence[int] = (1, 5, 10)
+    encode: Callable[..., np.ndarray],
+    data_root: str | os.PathLike[str],
+    *,
+    split: str = "test",
+    query_caption: int = 1,
+    ks: Sequence[int] = (1, 5, 10),
+    data: Sequence[str] = (),
+    search: str = "exact",
 ) -> dict[str, Any]:
-    """Run the Flickr30k caption retrieval experiment (see the module doc for the protocol)."""
+    """Run the Flickr30k caption retrieval experiment (see the module doc for the protocol), or,
+    with ``data``, score those retrieval sets."""
     if not 1 <= query_caption <= 5:
         raise ConfigError(f"query_caption must be 1..5, got {query_caption}")
-    data = load_flickr30k_captions(Path(data_root) / "flickr30k", split)
-    flat = [c for caps in data.captions for c in caps]
-    per = len(data.captions[0])
+    if search not in SEARCHES:
+        raise ConfigError(f"retrieval.search must be one of {', '.join(SEARCHES)}, got {search!r}")
+    if data:
+        return evaluate_sets(encode, [retrieval_set(spec, data_root, split=split, query_caption=query_caption) for spec in data], search=search)
+    captions = load_flickr30k_captions(Path(data_root) / "flickr30k", split)
+    flat = [c for caps in captions.captions for c in caps]
+    per = len(captions.captions[0])
     vectors, index = encode_unique(encode, flat, desc="retrieval: encode")
     caption_vectors = rows(vectors, index, flat)
-    query_ids = [i * per + (query_caption - 1) for i in range(data.n_images)]
-    groups = [list(range(i * per, (i + 1) * per)) for i in range(data.n_images)]
+    query_ids = [i * per + (query_caption - 1) for i in range(captions.n_images)]
+    groups = [list(range(i * per, (i + 1) * per)) for i in range(captions.n_images)]
     ranked = rank_with_faiss(caption_vectors, caption_vectors[query_ids], k=len(flat))
     metrics = retrieval_metrics(ranked, query_ids, groups, ks)
+    as_set = flickr30k_retrieval(Path(data_root) / "flickr30k", split, query_caption=query_caption)
+    ir = score_vectors(as_set, caption_vectors, caption_vectors[query_ids], search=search)
     scores = {"strict@5": metrics[f"strict@{per}"], **{f"R@{k}": metrics[f"R@{k}"] for k in ks}, "MRR": metrics["MRR"]}
     return {
         "suite": "retrieval",
         "metric": "percent of queries (MRR x 100); see 'protocol'",
         "protocol": {
             "index": f"all {len(flat)} {split} captions, L2-normalised, faiss IndexFlatIP",
-            "queries": f"caption {query_caption} of each of the {data.n_images} images",
+            "queries": f"caption {query_caption} of each of the {captions.n_images} images",
             "strict": "strict@5 counts the query caption: top-5 == the image's 5 captions (query included)",
             "recall_mrr": "R@k, caption_recall@k, MRR and strict_excluding_query@4 rank the other captions "
             "(the query caption removed); relevant = the image's 4 other captions; R@k = hit rate",
@@ -120,11 +164,19 @@ def evaluate_retrieval(
         "columns": [*scores],
         "scores": scores,
         "details": metrics,
-        "sources": list(data.sources),
+        "sets": {as_set.name: ir["metrics"]},
+        "sources": list(captions.sources),
     }
 
 
+def _sets_table(result: dict[str, Any]) -> str:
+    rows_ = [[name, *(100 * metrics[m] for m in IR_METRICS)] for name, metrics in result["sets"].items()]
+    return markdown_table(["set", *IR_METRICS], rows_)
+
+
 def retrieval_markdown(result: dict[str, Any], *, title: str = "model") -> str:
+    if "strict@5" not in result["scores"]:
+        return "\n".join([f"## Retrieval ({title}; metrics x 100)", "", _sets_table(result), "", f"- {result['protocol']['search']}.", ""])
     cols = result["columns"]
     d = result["details"]
     return "\n".join(
@@ -139,5 +191,10 @@ def retrieval_markdown(result: dict[str, Any], *, title: str = "model") -> str:
             f"- strict (query excluded) @4: {d['strict_excluding_query@4']:.2f}; caption recall@1/5/10: "
             f"{d['caption_recall@1']:.2f} / {d['caption_recall@5']:.2f} / {d['caption_recall@10']:.2f}.",
             "",
+            *(
+                ["As a retrieval set (caption 1 queries the 4 other captions of its image among all captions; x 100):", "", _sets_table(result), ""]
+                if result.get("sets")
+                else []
+            ),
         ]
     )

@@ -230,7 +230,12 @@ def run_suite(
     runner, render = _get(name)
     allowed = suite_options(name)
     options = check_suite_options(name, options)
-    root = _data_root(data_root)
+    try:
+        root: Path | None = _data_root(data_root)
+    except ConfigError:
+        if not options.get("data"):
+            raise
+        root = None  # a suite given its own data (retrieval's BEIR folders) needs no data root
     if isinstance(encode, CachedEncoder):
         if cache not in (False, None):
             raise ConfigError("encode is already a CachedEncoder; drop cache=")
@@ -256,7 +261,7 @@ def run_suite(
         {
             "model": info,
             "options": {k: v for k, v in {**allowed, **options}.items() if k not in ("title",)},
-            "data_root": str(root),
+            "data_root": str(root) if root is not None else None,
             "seconds": round(seconds, 2),
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         }

@@ -242,7 +242,14 @@ class DataSection:
         help="Keep the training rows in a memory-mapped Arrow file instead of Python lists, and tokenize them batch by "
         "batch (for corpora larger than memory; same checks and errors; NLI premise/hypothesis data is not streamed).",
     )
-    dev_data: str | None = setting(None, help="Pairs scored every eval_steps (Spearman); the best checkpoint is kept.")
+    dev_data: str | None = setting(
+        None, help="Pairs scored every eval_steps (Spearman); the best checkpoint is kept (by nDCG@10 when dev_retrieval is given too)."
+    )
+    dev_retrieval: str | None = setting(
+        None,
+        help="A retrieval set (a BEIR folder with corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv; a hub name; or flickr30k:dev) scored "
+        "every eval_steps (nDCG@10, MRR@10, recall@k, MAP@100); the best checkpoint is kept by nDCG@10.",
+    )
     test_data: str | None = setting(None, help="Pairs evaluated before and after training.")
     probe_data: str | None = setting(None, help="Labelled pairs (e.g. stsb:dev) on which the probes are also measured in eval mode every probe_steps.")
 
@@ -481,7 +488,7 @@ class TrainerSection:
     )
     seed: int = setting(42, minimum=0, aliases=("seed",), help="Seed of initialisation, data order and dropout.")
     eval_steps: int | None = setting(
-        None, minimum=1, aliases=("eval_steps",), help="Evaluate dev_data every N steps (default: at the end of each epoch; needs dev_data)."
+        None, minimum=1, aliases=("eval_steps",), help="Evaluate dev_data / dev_retrieval every N steps (default: at the end of each epoch; needs one of them)."
     )
     save_steps: int | None = setting(
         None, minimum=1, aliases=("save_steps",), help="Checkpoint every N steps (default: with each evaluation, else every 500 steps)."
@@ -575,9 +582,10 @@ class TrainConfig:
     trainer: TrainerSection = field(default_factory=TrainerSection)
 
     def __post_init__(self) -> None:
-        if self.trainer.eval_steps is not None and not self.data.dev_data:
+        if self.trainer.eval_steps is not None and not self.data.dev_data and not self.data.dev_retrieval:
             raise ConfigError(
-                f"eval_steps ({self.trainer.eval_steps}) needs dev_data: it sets how often dev_data is scored; add --dev-data PAIRS or drop --eval-steps"
+                f"eval_steps ({self.trainer.eval_steps}) needs dev_data or dev_retrieval: it sets how often they are scored; add --dev-data PAIRS, "
+                "--dev-retrieval SET, or drop --eval-steps"
             )
         if self.trainer.max_steps == 0:
             raise ConfigError("max_steps is 0, which trains nothing: give a number of steps >= 1, or -1 to train for the epochs")

@@ -411,6 +411,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         train_set, dev_set, test_set, probe_set = load_datasets(task, data, train_dataset)
         objective, objective_config = task.build_objective(config.objective.name, overrides, train_set, config.objective.positive_threshold)
         objective = nest_objective(objective, config)
+    dev_retrieval = load_dev_retrieval(data)
 
     device = "cpu" if run.device == "cpu" else None
     embedder = load_embedder(config, device)
@@ -438,15 +439,18 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
         pieces = [d.task.tokenize(d.train_set, embedder) for d in several]
         tokenized, collator = MultiDataset([t for t, _ in pieces]), MultiCollator([c for _, c in pieces])
     tokenize_seconds = time.perf_counter() - tokenize_started
-    evaluating = dev_set is not None
-    args = training_arguments(run, out, total_steps(run, tokenized, data.dataset_order), evaluating, precision)
+    evaluating = dev_set is not None or dev_retrieval is not None
+    args = training_arguments(
+        run, out, total_steps(run, tokenized, data.dataset_order), evaluating, precision, best_by="ndcg@10" if dev_retrieval is not None else "spearman"
+    )
     probes = task.probes_batches if several is None else any(d.task.probes_batches for d in several)
     every_callback = _callbacks(config, out, precision, embedder, probe_set, probes, callbacks)
     trainer = AnglETrainer(
         model=model,
         args=args,
         train_dataset=tokenized,
-        eval_dataset=dev_set,
+        eval_dataset=dev_set if dev_set is not None else dev_retrieval,
+        dev_retrieval=dev_retrieval,
         data_collator=collator,
         callbacks=every_callback,
         objective=objective,
@@ -594,8 +598,20 @@ def total_steps(run: Any, tokenized: Any, order: str = "proportional") -> int:
     return run.max_steps if run.max_steps > 0 else int(np.ceil(steps_per_epoch * run.epochs))
 
 
-def training_arguments(run: Any, out: Path, steps: int, evaluating: bool, precision: Any) -> Any:
-    """transformers' ``TrainingArguments`` derived from the trainer section of the typed config."""
+def load_dev_retrieval(data: Any) -> Any:
+    """The ``dev_retrieval`` set (:func:`anglekit.data.beir.load_retrieval_set`, its ``dev``
+    judgements where it has several), read and checked before training; None without one."""
+    if not data.dev_retrieval:
+        return None
+    from anglekit.data.beir import load_retrieval_set
+    from anglekit.data.catalog import default_data_root
+
+    return load_retrieval_set(data.dev_retrieval, default_data_root(), split="dev")
+
+
+def training_arguments(run: Any, out: Path, steps: int, evaluating: bool, precision: Any, best_by: str = "spearman") -> Any:
+    """transformers' ``TrainingArguments`` derived from the trainer section of the typed config;
+    ``best_by``: the dev metric that picks the best checkpoint."""
     from transformers import TrainingArguments
 
     warmup = run.warmup_steps or int(round(run.warmup_ratio * steps))
@@ -619,7 +635,7 @@ def training_arguments(run: Any, out: Path, steps: int, evaluating: bool, precis
         **_schedule(run, evaluating),
         save_total_limit=run.save_total_limit,
         load_best_model_at_end=evaluating,
-        metric_for_best_model="spearman" if evaluating else None,
+        metric_for_best_model=best_by if evaluating else None,
         greater_is_better=True if evaluating else None,
         logging_steps=run.logging_steps,
         report_to=[name.strip() for name in run.report_to.split(",") if name.strip()] or "none",

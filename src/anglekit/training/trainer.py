@@ -45,6 +45,7 @@ from transformers import Trainer
 from transformers.trainer_utils import seed_worker
 
 from anglekit.errors import ConfigError
+from anglekit.evaluation.ir import evaluate_retrieval_set
 from anglekit.evaluation.similarity import evaluate_pairs
 from anglekit.losses import AnglEObjective, ContrastiveObjective
 from anglekit.model import DEFAULT_BATCH_SIZE
@@ -78,9 +79,12 @@ class AnglETrainer(Trainer):
         max_batch_tokens: int | None = None,
         datasets: Sequence[TrainingDataset] | None = None,
         dataset_order: str = "proportional",
+        dev_retrieval: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        self.dev_retrieval = dev_retrieval
+        """A :class:`~anglekit.data.beir.RetrievalSet` scored at each evaluation (``eval_ndcg@10`` ...), or None."""
         # compute_loss returns each batch's mean loss and ignores num_items_in_batch, so the
         # Trainer must divide by the gradient-accumulation steps itself. It skips that when it
         # thinks the model takes loss kwargs (any forward(**kwargs), as the Embedder's) and the
@@ -263,12 +267,18 @@ class AnglETrainer(Trainer):
     # ------------------------------------------------------------------ eval
     def evaluate(self, eval_dataset: Any = None, ignore_keys: Any = None, metric_key_prefix: str = "eval") -> dict[str, float]:
         dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
-        if dataset is None:
-            raise ValueError("evaluate() needs an eval_dataset of pairs")
+        pairs = dataset if hasattr(dataset, "text1") else None
+        if pairs is None and self.dev_retrieval is None:
+            raise ValueError("evaluate() needs an eval_dataset of pairs or a dev_retrieval set")
         model = self.accelerator.unwrap_model(self.model)
         encode = partial(model.encode, batch_size=self.eval_batch_size)
-        scores = evaluate_pairs(encode, dataset.text1, dataset.text2, dataset.labels, source=getattr(dataset, "source", None) or None)
-        metrics = {f"{metric_key_prefix}_spearman": scores.spearman, f"{metric_key_prefix}_pearson": scores.pearson}
+        metrics: dict[str, float] = {}
+        if pairs is not None:
+            scores = evaluate_pairs(encode, pairs.text1, pairs.text2, pairs.labels, source=getattr(pairs, "source", None) or None)
+            metrics.update({f"{metric_key_prefix}_spearman": scores.spearman, f"{metric_key_prefix}_pearson": scores.pearson})
+        if self.dev_retrieval is not None:
+            found = evaluate_retrieval_set(encode, self.dev_retrieval)["metrics"]
+            metrics.update({f"{metric_key_prefix}_{name}": value for name, value in found.items()})
         self.log(dict(metrics))
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
