@@ -17,7 +17,23 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from anglekit.cli import encode, eval, export, fingerprint, generate, github_issues, index, merge_lora, mine, plot_dynamics, report, reproduce, search, serve, train
+from anglekit.cli import (
+    encode,
+    eval,
+    export,
+    fingerprint,
+    generate,
+    github_issues,
+    index,
+    merge_lora,
+    mine,
+    plot_dynamics,
+    report,
+    reproduce,
+    search,
+    serve,
+    train,
+)
 from anglekit.errors import AnglekitError
 from anglekit.io.atomic import check_writable, out_of_space
 from anglekit.version import __version__
