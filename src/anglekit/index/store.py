@@ -49,7 +49,7 @@ INDEX_FILE = "index.json"
 FORMAT = "anglekit-index"
 FORMAT_VERSION = 1
 KINDS = ("exact", "hnsw")
-_LOAD_KEYS = ("pooling", "prompt", "query_prompt", "document_prompt", "prompt_preprocess", "normalize", "max_length",
+_LOAD_KEYS = ("pooling", "prompt", "query_prompt", "document_prompt", "prompts", "prompt_preprocess", "normalize", "max_length",
               "padding_side", "bidirectional", "base_model")  # fmt: skip
 """EmbedderConfig fields handed back to ``Embedder.from_pretrained`` to load the index's model."""
 
