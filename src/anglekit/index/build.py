@@ -47,11 +47,12 @@ def build_index(
                 f"{source}: encoded by {recorded['model']} (fingerprint {recorded['model_fingerprint']}), "
                 f"not by this model (fingerprint {index.model_info['fingerprint']})"
             )
-        template = model.config.template("document")
+        role = model.config.role_if_present("document")  # the document role when the model has one
+        template = model.config.template(role)
         if recorded.get("template") != template:
             raise ConfigError(
                 f"{source}: encoded with the prompt {recorded.get('template')!r}, but documents of an index take the "
-                f"model's document prompt {template!r}; encode with --role document"
+                f"model's document prompt {template!r}; encode {f'with --role {role}' if role else 'without --role'}"
             )
         for ids, vectors in shards:
             index.add_vectors(ids, vectors)

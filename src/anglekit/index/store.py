@@ -259,7 +259,8 @@ class VectorIndex:
             if problem is not None:
                 raise DataError(f"texts: item {i + 1}: {problem[1]}")
         checked = self._new_ids(ids, len(texts))
-        vectors = self._model().encode(list(texts), batch_size, normalize=True, role="document")
+        model = self._model()
+        vectors = model.encode(list(texts), batch_size, normalize=True, role=model.config.role_if_present("document"))
         self._append(checked, vectors, list(texts) if self.settings.store_texts else None)
 
     def add_vectors(self, ids: Sequence[Any], vectors: Any, texts: Sequence[str] | None = None) -> None:
@@ -375,7 +376,8 @@ class VectorIndex:
         items = [queries] if single else queries
         if not isinstance(items, Sequence) or not all(isinstance(q, str) and q.strip() for q in items):
             raise DataError("queries must be a non-empty string or a list of non-empty strings")
-        vectors = self._model().encode(list(items), batch_size, normalize=True, role="query")
+        model = self._model()
+        vectors = model.encode(list(items), batch_size, normalize=True, role=model.config.role_if_present("query"))
         rows = self.search_hits(vectors, k, **options)
         return rows[0] if single else rows
 

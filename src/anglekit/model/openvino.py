@@ -198,7 +198,7 @@ def _quantize_static(embedder: Any, model: Any, texts: list[str]) -> Any:
 
         batches = []
         for start in range(0, len(texts), CALIBRATION_BATCH):
-            ids = embedder.tokenize_unpadded(texts[start : start + CALIBRATION_BATCH], role="document")
+            ids = embedder.tokenize_unpadded(texts[start : start + CALIBRATION_BATCH], role=embedder.config.role_if_present("document"))
             batches.append(graph_feeds(embedder.pad(ids)))
         return nncf.quantize(
             model, nncf.Dataset(batches), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(batches),  # items: batches

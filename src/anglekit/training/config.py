@@ -27,6 +27,7 @@ from anglekit.errors import ConfigError
 from anglekit.llm.attention import ATTENTION_CHOICES
 from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.model.load_settings import LoadSettings
+from anglekit.training.roles import check_column_roles, column_role
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 MODEL_DTYPES = ("fp32", "bf16", "fp16")
@@ -54,6 +55,7 @@ class ModelSection:
         help="cls, cls_avg, last_avg, last_max, first_last_avg, last_token (default: cls for encoders, last_token for decoders).",
     )
     prompt: str | None = same_setting(LoadSettings, "prompt")
+    prompts: dict[str, str] | None = same_setting(LoadSettings, "prompts")
     prompt_preprocess: bool | None = same_setting(LoadSettings, "prompt_preprocess")
     max_length: int | None = same_setting(LoadSettings, "max_length")
     bidirectional: bool | None = same_setting(LoadSettings, "bidirectional")
@@ -90,6 +92,7 @@ class ModelSection:
         return {
             "pooling": self.pooling,
             "prompt": self.prompt,
+            "prompts": self.prompts,
             "prompt_preprocess": self.prompt_preprocess,
             "max_length": self.max_length,
             "bidirectional": self.bidirectional,
@@ -130,6 +133,15 @@ class DataSection:
         help="Keep the training rows in a memory-mapped Arrow file instead of Python lists, and tokenize them batch by "
         "batch (for corpora larger than memory; same checks and errors; NLI premise/hypothesis data is not streamed).",
     )
+    column_roles: dict[str, str] | None = setting(
+        None,
+        parse=column_role,
+        metavar="COLUMN=ROLE",
+        help="The model's named prompt (role) each column is embedded with, or none for its general prompt; repeatable "
+        "(--column-roles anchor=query --column-roles positive=document). Columns: text1, text2 (pairs), anchor, positive, "
+        "negative (triplets), text. Default: triplets' anchor query, positive and negative document, where the model has "
+        "those prompts; pairs and sentences none. docs/retrieval.md.",
+    )
     dev_data: str | None = setting(None, help="Pairs scored every eval_steps (Spearman); the best checkpoint is kept.")
     test_data: str | None = setting(None, help="Pairs evaluated before and after training.")
     probe_data: str | None = setting(None, help="Labelled pairs (e.g. stsb:dev) on which the probes are also measured in eval mode every probe_steps.")
@@ -139,6 +151,7 @@ class DataSection:
         from anglekit.data.training_data import parse_columns
 
         parse_columns(self.columns)  # the syntax; which names apply depends on the objective's data
+        check_column_roles(self.column_roles)
 
     def column_mapping(self) -> dict[str, str] | None:
         """``columns`` as a mapping (canonical name -> the source's column), or None."""

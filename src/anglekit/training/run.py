@@ -21,6 +21,7 @@ from anglekit.errors import ConfigError
 from anglekit.io.atomic import atomic_write_json, atomic_write_text, check_writable
 from anglekit.training.config import TrainConfig, TrainerSection
 from anglekit.training.precision import describe, resolve_precision
+from anglekit.training.roles import NO_ROLE, apply_column_roles
 from anglekit.training.tasks import TrainingTask, default_positive_threshold, objective_overrides, task_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -356,6 +357,10 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
 
     device = "cpu" if run.device == "cpu" else None
     embedder = load_embedder(config, device)
+    # each column's role (named prompt), checked before anything is written
+    prompted_set, tokenizing, roles = apply_column_roles(task.kind, data.column_roles, train_set, embedder)
+    if any(role is not None for role in roles.values()):
+        logger.info("column roles: %s", ", ".join(f"{column} {role or NO_ROLE}" for column, role in roles.items()))
     model: Any = embedder
     if config.objective.mlp_head:
         from anglekit.training.heads import MLPHead, TrainingModel
@@ -370,7 +375,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     before = _test_scores(embedder, run.eval_batch_size, data.test_data, test_set)
 
     tokenize_started = time.perf_counter()
-    tokenized, collator = task.tokenize(train_set, embedder)
+    tokenized, collator = task.tokenize(prompted_set, tokenizing)
     tokenize_seconds = time.perf_counter() - tokenize_started
     evaluating = dev_set is not None
     args = training_arguments(run, out, total_steps(run, tokenized), evaluating, precision)
