@@ -114,3 +114,22 @@ def test_training_refuses_a_role_the_model_lacks(tiny_bert_dir: Path, tmp_path: 
         TrainConfig.from_dict({**settings, "column_roles": "anchor=query"})
     with pytest.raises(ConfigError, match="prompts"):
         TrainConfig.from_dict({**settings, "prompts": ["query: "]})
+
+
+def test_yaml_and_flags(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = _settings(tiny_bert_dir, tmp_path)
+    yaml_file = tmp_path / "train.yaml"
+    yaml_file.write_text(
+        f"model: {tiny_bert_dir}\ntrain_data: {settings['train_data']}\noutput_dir: {tmp_path / 'y'}\nobjective: simcse-sup\n"
+        "prompts: {query: 'query: ', document: 'passage: '}\ncolumn_roles: {anchor: query, negative: none}\n",
+        encoding="utf-8",
+    )
+    config = TrainConfig.from_yaml(yaml_file, {})
+    assert config.data.column_roles == {"anchor": "query", "negative": "none"}
+    assert config.model.load_kwargs()["prompts"] == PROMPTS
+    # On the command line: repeatable flags; a role the model lacks exits 2 with one line, nothing trained.
+    argv = ["train", str(tiny_bert_dir), "--train-data", settings["train_data"], "--output-dir", str(tmp_path / "cli"), "--objective", "simcse-sup",
+            "--device", "cpu", "--prompts", "query=query: ", "--column-roles", "anchor=query", "--column-roles", "positive=document", "--quiet"]  # fmt: skip
+    code, _, err = helpers.run_cli(argv, capsys)
+    assert code == 2 and "role 'document': the model has no prompt of that name; its prompts: query" in err, err
+    assert not (tmp_path / "cli" / "metrics.jsonl").exists()
