@@ -464,8 +464,8 @@ def check_agreement(from_st: dict[str, Any], saved: Any, where: str) -> None:
     ours = saved.named_prompts
     for name in dict.fromkeys([*st_named, *ours]):
         st_template, our_template = st_named.get(name), ours.get(name)
-        # Folders saved before named prompts gave every model query and document prompts: its
-        # general prompt (or none), which is what a model without those roles embeds with.
+        # sentence-transformers gives every model query and document prompts: for a model without
+        # those roles the layout writes its general prompt (or none) there, what encode_query uses.
         if our_template is None and name in ("query", "document") and st_template in (saved.prompt, "{text}" if saved.prompt is None else saved.prompt):
             continue
         if st_template != our_template:
