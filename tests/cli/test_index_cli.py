@@ -125,7 +125,7 @@ def test_existing_index_needs_overwrite_and_bad_flags(tmp_path: Path, tiny_bert_
         code, _, err = _run([*argv, "--overwrite", *extra], capsys)
         assert code == 2 and message in err, (extra, err)
     for argv2, message in ((["search", str(tmp_path / "nope"), "q"], "not an index folder"), (["search", str(tmp_path / "ix"), "q", "-k", "0"], "positive integer"),
-                           (["search", str(tmp_path / "ix"), "   "], "non-empty")):  # fmt: skip
+                           (["search", str(tmp_path / "ix"), "   "], "query 1 is blank")):  # fmt: skip
         code, _, err = _run(argv2, capsys)
         assert code == 2 and message in err, (argv2, err)
 
