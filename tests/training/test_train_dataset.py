@@ -154,3 +154,39 @@ def test_labels_all_equal_are_refused_before_the_model_loads(
         train(config)
     assert refused in str(exc.value) and str(path) in str(exc.value) and exc.value.field == "label"
     assert not (tmp_path / "run" / "train_config.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("objective", "negatives", "refused"),
+    [
+        ("paper", 2, None),  # rows expand to pairs labelled 1 and 0: something to rank
+        ("ibn", 0, None),  # anchor/positive rows only: every pair a positive, the in-batch negatives train
+        ("cosine", 0, "every one of the 12 labels is 1, so the objective 'cosine' would train at loss 0"),
+    ],
+)
+def test_ntuple_rows_pass_the_label_check_as_their_expanded_pairs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, objective: str, negatives: int, refused: str | None
+) -> None:
+    """Mined n-tuples (and anchor/positive rows) are not refused for lacking a label column."""
+    import anglekit.training.run as run
+
+    path = tmp_path / "mined.jsonl"
+    rows = [{"anchor": f"anchor {i}", "positive": f"positive {i}", **{f"negative_{k + 1}": f"negative {i} {k}" for k in range(negatives)}} for i in range(12)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+    class Loaded(Exception):
+        pass
+
+    def load_embedder(*args: Any, **kwargs: Any) -> None:
+        raise Loaded
+
+    monkeypatch.setattr(run, "load_embedder", load_embedder)
+    monkeypatch.setattr(run, "check", lambda c: (run.task_for(c.objective.name), {}))  # no model files to inspect
+    config = TrainConfig.from_dict({"model": "unused-model", "output_dir": str(tmp_path / "run"), "train_data": str(path), "objective": objective,
+                                    "device": "cpu", "quiet": True})  # fmt: skip
+    if refused is None:
+        with pytest.raises(Loaded):
+            train(config)
+        return
+    with pytest.raises(DataError, match=refused):
+        train(config)

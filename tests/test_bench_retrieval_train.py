@@ -1,0 +1,120 @@
+"""benchmarks/bench_retrieval_train.py: its data sampling, miner comparison, paired verdict and flag errors
+(the training and evaluation workers are run by the benchmark itself, not here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_retrieval_train", ROOT / "benchmarks" / "bench_retrieval_train.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_retrieval_train"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _captions(images: int) -> list[list[str]]:
+    return [[f"image {i} caption {k}" for k in range(5)] for i in range(images)]
+
+
+def test_pairs_are_two_distinct_captions_of_one_image_and_seeded(bench: ModuleType) -> None:
+    captions = _captions(50)
+    pairs = bench.sample_pairs(captions, 20, seed=3)
+    assert pairs == bench.sample_pairs(captions, 20, seed=3)
+    assert pairs != bench.sample_pairs(captions, 20, seed=4)
+    images = [p["anchor"].split(" caption")[0] for p in pairs]
+    assert len(set(images)) == 20  # drawn without replacement
+    for p in pairs:
+        assert p["anchor"] != p["positive"] and p["anchor"].split(" caption")[0] == p["positive"].split(" caption")[0]
+
+
+@pytest.mark.parametrize("rows", [0, -1, 51])
+def test_rows_outside_the_images_are_refused(bench: ModuleType, rows: int) -> None:
+    with pytest.raises(bench.BenchError, match=f"--rows {rows}"):
+        bench.sample_pairs(_captions(50), rows, seed=0)
+
+
+def test_caption_files_of_different_lengths_are_refused(bench: ModuleType, tmp_path: Path) -> None:
+    (tmp_path / "Train").mkdir()
+    for k in range(1, 6):
+        (tmp_path / "Train" / f"train.{k}").write_text("a\nb\n" if k != 4 else "a\n", encoding="utf-8")
+    with pytest.raises(bench.BenchError, match="differ in length"):
+        bench.read_captions(tmp_path)
+    (tmp_path / "Train" / "train.5").unlink()
+    with pytest.raises(bench.BenchError, match="train.5: cannot read"):
+        bench.read_captions(tmp_path)
+
+
+def test_same_negatives_counts_rows_with_equal_negatives_in_order(bench: ModuleType, tmp_path: Path) -> None:
+    rows = [{"anchor": f"a{i}", "positive": f"p{i}", "negative_1": f"n{i}", "negative_2": f"m{i}", "negative_1_score": 0.5} for i in range(4)]
+    bench.write_jsonl(rows, tmp_path / "a.jsonl")
+    swapped = [dict(r) for r in rows]
+    swapped[1]["negative_1"], swapped[1]["negative_2"] = rows[1]["negative_2"], rows[1]["negative_1"]
+    bench.write_jsonl(swapped, tmp_path / "b.jsonl")
+    a, b = bench.read_ntuples(tmp_path / "a.jsonl", 2), bench.read_ntuples(tmp_path / "b.jsonl", 2)
+    assert bench.same_negatives(a, a) == {"same_rows": True, "rows": [4, 4], "same_negatives": 1.0}
+    assert bench.same_negatives(a, b)["same_negatives"] == 0.75
+    assert bench.same_negatives(a, dict(list(b.items())[:2]))["same_rows"] is False
+
+
+def _run(row: str, seed: int, ndcg: float, speed: float, sts: float) -> dict:
+    return {"row": row, "seed": seed, "ndcg@10": ndcg, "R@1": 50.0, "strict@5": 10.0, "stsb_spearman": sts,
+            "train_pairs_per_s": speed, "peak_rss_mb": 900.0, "rows_trained": 100, "steps": 4, "precision": "fp32"}  # fmt: skip
+
+
+def test_verdict_pairs_the_best_rows_by_seed(bench: ModuleType) -> None:
+    runs = {
+        "anglekit:paper:mined": [_run("anglekit:paper:mined", s, n, v, 82.0) for s, n, v in [(0, 70.0, 30.0), (1, 72.0, 26.0)]],
+        "anglekit:ibn:pairs": [_run("anglekit:ibn:pairs", s, 60.0, 40.0, 82.0) for s in (0, 1)],
+        "sentence-transformers:mnrl:mined": [_run("sentence-transformers:mnrl:mined", s, n, 20.0, 81.0) for s, n in [(1, 71.5), (0, 69.0)]],
+        "sentence-transformers:angle:mined": [_run("sentence-transformers:angle:mined", s, 50.0, 25.0, 81.0) for s in (0, 1)],
+    }
+    base = {"stsb_spearman": 82.3}
+    table = bench.summarise(runs, base)
+    mining = {"anglekit": {"seconds": 2.0}, "st": {"seconds": 5.0}, "agreement": {"same_negatives": 1.0}}
+    verdict = bench.compare(runs, table, mining, base)
+    assert verdict["best_anglekit"] == "anglekit:paper:mined" and verdict["best_st"] == "sentence-transformers:mnrl:mined"
+    assert verdict["ndcg_delta_per_seed"] == pytest.approx([1.0, 0.5])  # paired by seed, not by position
+    assert verdict["pairs_per_s_ratio"] == pytest.approx(28.0 / 20.0)
+    assert verdict["stsb_cost_best_anglekit"] == pytest.approx(0.3)
+    assert verdict["mining_speedup"] == pytest.approx(2.5)
+    assert all(verdict["targets"].values())
+    mining["agreement"]["same_negatives"] = 0.99
+    assert bench.compare(runs, table, mining, base)["targets"]["mining_2.0x_same_negatives"] is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--rows", "0"], "--rows 0"),
+        (["--negatives", "0"], "--negatives 0"),
+        (["--threads", "-1"], "--threads -1"),
+        (["--max-steps", "0"], "--max-steps 0"),
+        (["--only", "nope:row"], "--only nope:row"),
+        (["--rows", "many"], "invalid int value"),
+    ],
+)
+def test_bad_flags_exit_2_with_the_flag_named(bench: ModuleType, argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main([*argv, "--results-dir", str(tmp_path), "--work-dir", str(tmp_path / "w")])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_summary_json_round_trips(bench: ModuleType) -> None:
+    runs = {"anglekit:paper:mined": [_run("anglekit:paper:mined", 0, 70.0, 30.0, 82.0)]}
+    table = bench.summarise(runs, {"stsb_spearman": 82.5})
+    assert json.loads(json.dumps(table)) == table
+    assert table[0]["stsb_cost"] == pytest.approx(0.5) and table[0]["ndcg@10"]["std"] == 0.0
