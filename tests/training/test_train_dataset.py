@@ -145,7 +145,7 @@ def test_labels_all_equal_are_refused_before_the_model_loads(
     monkeypatch.setattr(run, "load_embedder", load_embedder)
     config = TrainConfig.from_dict({"model": "unused-model", "output_dir": str(tmp_path / "run"), "train_data": str(path), "objective": objective,
                                     "positive_threshold": threshold, "device": "cpu", "quiet": True})  # fmt: skip
-    monkeypatch.setattr(run, "check", lambda c: (run.task_for(c.objective.name), {}))  # no model files to inspect
+    monkeypatch.setattr(run, "check", run.dataset_plans)  # no model files to inspect
     if refused is None:
         with pytest.raises(Loaded):
             train(config)
