@@ -114,8 +114,13 @@ def test_each_dataset_objective_is_resolved_once_and_handed_down(tiny_bert_dir: 
 
     monkeypatch.setattr(tasks, "resolve_objective", counting)
     config = TrainConfig.from_dict(
-        {"model": str(tiny_bert_dir), "train_data": ["a.jsonl", "b.jsonl;objective=simcse-sup"], "objective": "paper", "angle_tau": 0.05,
-         "output_dir": str(tmp_path / "o")}  # fmt: skip
+        {
+            "model": str(tiny_bert_dir),
+            "train_data": ["a.jsonl", "b.jsonl;objective=simcse-sup"],
+            "objective": "paper",
+            "angle_tau": 0.05,
+            "output_dir": str(tmp_path / "o"),
+        }  # fmt: skip
     )
     plans = check(config)
     assert calls == ["paper", "simcse-sup"]
