@@ -83,18 +83,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_shards(args: argparse.Namespace) -> int:
-    from anglekit.corpus.encode import encode_corpus
+    from anglekit.corpus.encode import EncodeRequest, encode_corpus
 
     shard_id = args.shard_id or 0
     num_shards = args.num_shards or 1
     if shard_id >= num_shards:
         raise ConfigError(f"--shard-id {shard_id} must be below --num-shards {num_shards}")
-    report = encode_corpus(
-        args.model, args.input, args.output_dir, text_column=args.column, id_column=args.id_column,
+    request = EncodeRequest(
+        args.input, args.output_dir, text_column=args.column, id_column=args.id_column,
         shard_size=args.shard_size or 10_000, shard_format=args.shard_format or "npy", batch_size=args.batch_size,
         normalize=args.normalize, role=args.role, shard_id=shard_id, num_shards=num_shards, workers=args.workers or 1,
-        model_kwargs=load_settings(args).given(), show_progress=not args.quiet, say=lambda line: print(line, file=sys.stderr, flush=True),
+        model_kwargs=load_settings(args).given(), show_progress=not args.quiet,
     )  # fmt: skip
+    report = encode_corpus(args.model, request, say=lambda line: print(line, file=sys.stderr, flush=True))
     print(report.summary())
     if num_shards > 1:
         print(f"this run did the shards k with k % {num_shards} == {shard_id}; the folder is complete when every split has run")

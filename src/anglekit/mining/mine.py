@@ -383,7 +383,7 @@ def _check_positives(pairs: _Pairs, scanned: _Corpus, corpus_path: Path) -> np.n
 def _encode(embedder: Any, work: Path, corpus: tuple[Path, str | None, str | None], queries_file: Path, shard_size: int, batch_size: int,
             show_progress: bool, say: Callable[[str], None]) -> tuple[Any, Any]:  # fmt: skip
     """The corpus (documents) and queries encoded into shards under ``work`` (resumed on a rerun)."""
-    from anglekit.corpus.encode import encode_corpus
+    from anglekit.corpus.encode import EncodeRequest, encode_corpus
     from anglekit.corpus.shards import open_shards
 
     corpus_path, text_column, id_column = corpus
@@ -391,10 +391,10 @@ def _encode(embedder: Any, work: Path, corpus: tuple[Path, str | None, str | Non
         (work / "corpus", corpus_path, DOCUMENT_ROLE, text_column, id_column),
         (work / "queries", queries_file, QUERY_ROLE, None, None),
     ):
-        arguments = {"text_column": text, "id_column": ident, "shard_size": shard_size, "batch_size": batch_size, "normalize": True,
-                     "role": role, "show_progress": show_progress, "say": say}  # fmt: skip
+        request = EncodeRequest(source, folder, text_column=text, id_column=ident, shard_size=shard_size, batch_size=batch_size, normalize=True,
+                                role=role, show_progress=show_progress)  # fmt: skip
         try:
-            report = encode_corpus(embedder, source, folder, **arguments)
+            report = encode_corpus(embedder, request, say=say)
         except ConfigError as exc:
             if "holds the shards of another encode" not in str(exc):
                 raise
@@ -402,7 +402,7 @@ def _encode(embedder: Any, work: Path, corpus: tuple[Path, str | None, str | Non
                 f"{folder}: held the shards of another model, corpus or pairs (it differs in {str(exc).split('differs in: ')[-1].split(')')[0]}); encoding again"
             )
             shutil.rmtree(folder)
-            report = encode_corpus(embedder, source, folder, **arguments)
+            report = encode_corpus(embedder, request, say=say)
         if report.reused:
             say(f"{folder}: {report.reused} of {report.shards} shard(s) were already encoded; reused")
     return open_shards(work / "corpus", hashes=False), open_shards(work / "queries", hashes=False)
