@@ -47,7 +47,7 @@ def objective_help() -> str:
     for preset, kind in all_presets().items():
         kinds.setdefault(kind, []).append(preset)
     listed = "; ".join(f"{', '.join(presets)} ({kind})" for kind, presets in kinds.items())
-    return f"Objective preset: {listed} (default: paper; the registered objective families, plugins included)".replace("%", "%%")
+    return f"Objective preset, of a registered objective family (plugins included): {listed} (default: paper)".replace("%", "%%")
 
 
 def run(args: argparse.Namespace) -> int:
