@@ -50,6 +50,30 @@ def vocabulary() -> list[str]:
     return list(seen)
 
 
+def words(n: int, offset: int = 0) -> str:
+    """``n`` words of the tiny vocabulary, starting at word ``offset`` (wrapping around): a text of a known length."""
+    vocab = [w for w in vocabulary() if w.isalpha()]
+    return " ".join(vocab[(offset + i) % len(vocab)] for i in range(n))
+
+
+def row_cosines(a: Any, b: Any) -> Any:
+    """The cosine of each row of ``a`` with the same row of ``b`` (numpy arrays [N, D] -> [N])."""
+    import numpy as np
+
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def train_config(model: Path | str, train_data: Path | str | None, output_dir: Path | str, /, **settings: Any) -> Any:
+    """A TrainConfig of ``model`` on ``train_data`` (left out when None) into ``output_dir``, quiet,
+    with ``settings`` (flat keys) on top: the one builder the training tests share."""
+    from anglekit.training.config import TrainConfig
+
+    values: dict[str, Any] = {"model": str(model), "output_dir": str(output_dir), "quiet": True}
+    if train_data is not None:
+        values["train_data"] = str(train_data)
+    return TrainConfig.from_dict({**values, **settings})
+
+
 def build_tiny_bert(directory: Path, *, seed: int = 0, layers: int = 2) -> Path:
     """A random BERT of ``layers`` layers (default 2; hidden 32) with a WordPiece tokenizer, saved under ``directory``."""
     import torch

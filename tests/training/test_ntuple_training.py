@@ -23,6 +23,7 @@ from anglekit.training.tasks import PairTask, TripletTask
 from anglekit.training.tasks.contrastive import TokenizedTriplets, TripletCollator
 
 import helpers
+from helpers import train_config
 
 Services = helpers.SoloServices
 
@@ -229,11 +230,7 @@ def _ntuple_file(path: Path, rows: int = 24, ragged: bool = False) -> Path:
 
 
 def _config(model: Path, data: Path | None, out: Path, **settings: Any) -> TrainConfig:
-    base = {"model": str(model), "output_dir": str(out), "device": "cpu", "quiet": True, "batch_size": 4,
-            "max_steps": 2, "logging_steps": 1, "compact_embeddings": False}  # fmt: skip
-    if data is not None:
-        base["train_data"] = str(data)
-    return TrainConfig.from_dict({**base, **settings})
+    return train_config(model, data, out, **{"device": "cpu", "batch_size": 4, "max_steps": 2, "logging_steps": 1, "compact_embeddings": False, **settings})
 
 
 def _losses(out: Path) -> list[dict]:

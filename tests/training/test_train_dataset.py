@@ -14,15 +14,13 @@ from anglekit.errors import ConfigError, DataError
 from anglekit.training import TrainConfig, train
 
 import helpers
+from helpers import train_config
 
 datasets = pytest.importorskip("datasets")
 
 
 def _config(model: Path, out: Path, **kwargs: Any) -> TrainConfig:
-    settings: dict[str, Any] = {"model": str(model), "output_dir": str(out), "max_steps": 2, "batch_size": 4, "positive_threshold": 4.0,
-                                "device": "cpu", "precision": "fp32", "quiet": True}  # fmt: skip
-    settings.update(kwargs)
-    return TrainConfig.from_dict(settings)
+    return train_config(model, None, out, **{"max_steps": 2, "batch_size": 4, "positive_threshold": 4.0, "device": "cpu", "precision": "fp32", **kwargs})
 
 
 def _renamed_pairs(n: int = 16) -> dict[str, list[Any]]:

@@ -27,6 +27,7 @@ from anglekit.training.tasks import default_positive_threshold
 from anglekit.training.tasks.pairs import PairCollator, TokenizedPair, TokenizedPairs
 
 import helpers
+from helpers import train_config
 
 REPO = Path(__file__).resolve().parents[2]
 LOSS_KEYS = ("loss_cosine", "loss_ibn", "loss_angle")
@@ -370,21 +371,21 @@ def test_scores_without_range_and_without_threshold_refuse_to_train(tiny_bert_di
 
 
 def _config(tiny_bert_dir: Path, pair_file: Path, output_dir: Path, **kwargs: Any) -> TrainConfig:
-    settings: dict[str, Any] = {
-        "model": str(tiny_bert_dir),
-        "train_data": str(pair_file),
-        "output_dir": str(output_dir),
-        "max_steps": 6,
-        "batch_size": 4,
-        "logging_steps": 1,
-        "learning_rate": 1e-3,
-        "positive_threshold": 4.0,
-        "device": "cpu",
-        "precision": "fp32",
-        "quiet": True,
-    }
-    settings.update(kwargs)
-    return TrainConfig.from_dict(settings)
+    return train_config(
+        tiny_bert_dir,
+        pair_file,
+        output_dir,
+        **{
+            "max_steps": 6,
+            "batch_size": 4,
+            "logging_steps": 1,
+            "learning_rate": 1e-3,
+            "positive_threshold": 4.0,
+            "device": "cpu",
+            "precision": "fp32",
+            **kwargs,
+        },
+    )
 
 
 @pytest.fixture(scope="module")

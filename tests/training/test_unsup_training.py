@@ -21,6 +21,7 @@ from anglekit.training.run import train
 from anglekit.training.tasks import dropout_views
 
 import helpers
+from helpers import train_config
 
 
 @pytest.fixture(scope="module")
@@ -41,22 +42,22 @@ def triplet_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _config(model: Path, data: Path | str, out: Path, **kwargs: Any) -> TrainConfig:
-    settings: dict[str, Any] = {
-        "model": str(model),
-        "train_data": str(data),
-        "output_dir": str(out),
-        "objective": "simace-unsup",
-        "max_steps": 4,
-        "batch_size": 8,
-        "logging_steps": 1,
-        "probe_steps": 2,
-        "learning_rate": 1e-3,
-        "device": "cpu",
-        "precision": "fp32",
-        "quiet": True,
-    }
-    settings.update(kwargs)
-    return TrainConfig.from_dict(settings)
+    return train_config(
+        model,
+        data,
+        out,
+        **{
+            "objective": "simace-unsup",
+            "max_steps": 4,
+            "batch_size": 8,
+            "logging_steps": 1,
+            "probe_steps": 2,
+            "learning_rate": 1e-3,
+            "device": "cpu",
+            "precision": "fp32",
+            **kwargs,
+        },
+    )
 
 
 # ====================================================================== dropout views
