@@ -46,9 +46,9 @@ def test_build_then_search_equals_brute_force(
     code, out, err = _run(["search", str(index), "a dog in the park", "kids on bikes", "-k", "3", "--json"], capsys)
     assert code == 0, err
     results = json.loads(out)
-    docs = model.encode(list(DOCS.values()), normalize=True, role="document")
+    docs = model.encode_document(list(DOCS.values()), normalize=True)  # no document prompt: the general one
     for entry, query in zip(results, ["a dog in the park", "kids on bikes"]):
-        scores = docs @ model.encode([query], normalize=True, role="query")[0]
+        scores = docs @ model.encode_query([query], normalize=True)[0]
         order = np.argsort(-scores, kind="stable")[:3]
         assert entry["query"] == query
         assert [r["id"] for r in entry["results"]] == [list(DOCS)[i] for i in order]
@@ -60,12 +60,17 @@ def test_build_then_search_equals_brute_force(
 
 def test_index_from_encode_shards(tmp_path: Path, tiny_bert_dir: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
     shards, index = tmp_path / "shards", tmp_path / "ix"
+    prompts = ["--prompts", "query=query: ", "--prompts", "document=passage: "]
+    # Shards without the document prompt do not fit an index of a model that has one.
+    assert _run(["encode", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(tmp_path / "plain"), "--quiet", *prompts], capsys)[0] == 0
+    code, _, err = _run(["index", "build", str(tiny_bert_dir), "--input", str(tmp_path / "plain"), "--output-dir", str(index), "--quiet", *prompts], capsys)
+    assert code == 2 and "encode with --role document" in err and not index.exists()
     assert _run(["encode", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(shards), "--shard-size", "2", "--role", "document",
-                 "--quiet"], capsys)[0] == 0  # fmt: skip
-    code, out, err = _run(["index", "build", str(tiny_bert_dir), "--input", str(shards), "--output-dir", str(index), "--quiet"], capsys)
+                 "--quiet", *prompts], capsys)[0] == 0  # fmt: skip
+    code, out, err = _run(["index", "build", str(tiny_bert_dir), "--input", str(shards), "--output-dir", str(index), "--quiet", *prompts], capsys)
     assert code == 0 and "indexed 5 documents" in out, err
     direct = tmp_path / "direct"
-    assert _run(["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(direct), "--quiet"], capsys)[0] == 0
+    assert _run(["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(direct), "--quiet", *prompts], capsys)[0] == 0
     _, from_shards, _ = _run(["search", str(index), "a dog", "--json"], capsys)
     _, from_corpus, _ = _run(["search", str(direct), "a dog", "--json"], capsys)
     strip = lambda payload: [[(r["id"], round(r["score"], 5)) for r in e["results"]] for e in json.loads(payload)]  # noqa: E731
@@ -120,7 +125,7 @@ def test_existing_index_needs_overwrite_and_bad_flags(tmp_path: Path, tiny_bert_
         code, _, err = _run([*argv, "--overwrite", *extra], capsys)
         assert code == 2 and message in err, (extra, err)
     for argv2, message in ((["search", str(tmp_path / "nope"), "q"], "not an index folder"), (["search", str(tmp_path / "ix"), "q", "-k", "0"], "positive integer"),
-                           (["search", str(tmp_path / "ix"), "   "], "non-empty")):  # fmt: skip
+                           (["search", str(tmp_path / "ix"), "   "], "query 1 is blank")):  # fmt: skip
         code, _, err = _run(argv2, capsys)
         assert code == 2 and message in err, (argv2, err)
 

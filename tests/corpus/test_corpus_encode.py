@@ -110,12 +110,12 @@ def test_parquet_shards_with_ids(tmp_path: Path, model: Any) -> None:
     rows = [{"id": f"doc-{i}", "text": t} for i, t in enumerate(["dog", "a cat sits", "two kids", "rain today", "red car"])]
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    encode_corpus(model, EncodeRequest(corpus, tmp_path / "out", shard_size=2, shard_format="parquet", normalize=True, role="document"))
+    encode_corpus(model, EncodeRequest(corpus, tmp_path / "out", shard_size=2, shard_format="parquet", normalize=True))
     table = pq.read_table(tmp_path / "out" / "shard-000000.parquet")
     assert table.column_names == ["id", "embedding"] and table.column("id").to_pylist() == ["doc-0", "doc-1"]
     ids, vectors = open_shards(tmp_path / "out").load()
     assert ids == [r["id"] for r in rows]
-    np.testing.assert_allclose(vectors, model.encode([r["text"] for r in rows], normalize=True, role="document"), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(vectors, model.encode([r["text"] for r in rows], normalize=True), atol=1e-5, rtol=0)
 
 
 def test_workers_split_the_shards_between_processes(tmp_path: Path, tiny_bert_dir: Path, model: Any) -> None:

@@ -50,7 +50,7 @@ def _st_model(folder: Path, trust: bool) -> Any:
 def _assert_same(embedder: Embedder, folder: Path, trust: bool, methods: tuple[str, ...] = ("encode",)) -> None:
     model = _st_model(folder, trust)
     for method in methods:
-        ours = embedder.encode(TEXTS, batch_size=2, normalize=True, role={"encode": None, "encode_query": "query", "encode_document": "document"}[method])
+        ours = getattr(embedder, method)(TEXTS, batch_size=2, normalize=True)
         theirs = _unit(getattr(model, method)(TEXTS, batch_size=2, convert_to_numpy=True))
         np.testing.assert_allclose(ours, theirs, atol=1e-5, rtol=0, err_msg=f"{folder.name} {method}")
 
@@ -176,7 +176,7 @@ def test_what_the_format_cannot_express_is_refused_and_nothing_is_written(tiny_l
     with pytest.raises(ExportError, match="bidirectional"):
         export(bidirectional, output_dir=tmp_path / "a")
     roles = Embedder.from_pretrained(tiny_llama_dir, prompt="paper", query_prompt="query: {text}", device="cpu")
-    with pytest.raises(ExportError, match="query_prompt"):
+    with pytest.raises(ExportError, match="prompts.query"):
         export(roles, output_dir=tmp_path / "b")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     assert [p.name for p in tmp_path.iterdir()] == []  # no staging folder left behind

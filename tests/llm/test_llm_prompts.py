@@ -72,13 +72,19 @@ def test_config_resolves_presets_and_decides_preprocessing() -> None:
         EmbedderConfig(prompt_preprocess="yes")  # type: ignore[arg-type]
 
 
-def test_query_and_document_prompts_fall_back_to_the_prompt() -> None:
+def test_a_role_is_a_named_prompt_and_a_missing_one_is_an_error() -> None:
     config = EmbedderConfig(prompt="text: {text}", query_prompt="retrieval-query")
     assert config.format("x", "query") == "Represent this sentence for searching relevant passages: x"
-    assert config.format("x", "document") == "text: x"
     assert config.format("x") == "text: x"
-    with pytest.raises(ConfigError, match="role"):
-        config.format("x", "passage")  # type: ignore[arg-type]
+    # No document prompt: role "document" is an error naming the roles it has; callers that
+    # pick a role for the user (index build, encode_document) fall back to the general prompt.
+    with pytest.raises(ConfigError, match=r"role 'document'.*its prompts: query$"):
+        config.format("x", "document")
+    assert config.role_if_present("document") is None and config.role_if_present("query") == "query"
+    with pytest.raises(ConfigError, match="its prompts: none"):
+        EmbedderConfig(prompt="text: {text}").format("x", "query")
+    with pytest.raises(ConfigError, match="role must be a prompt name"):
+        config.format("x", 1)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="document_prompt"):
         EmbedderConfig(document_prompt="doc:")
 

@@ -43,8 +43,8 @@ def brute_force(model: Any, rows: list[dict[str, str]], corpus: list[str], s: Mi
         if r["positive"] not in positives[r["anchor"]]:
             positives[r["anchor"]].append(r["positive"])
     unique = list(dict.fromkeys(corpus))
-    q = model.encode(anchors, 16, normalize=True, role="query").astype(np.float64)
-    c = model.encode(unique, 16, normalize=True, role="document").astype(np.float64)
+    q = model.encode_query(anchors, 16, normalize=True).astype(np.float64)
+    c = model.encode_document(unique, 16, normalize=True).astype(np.float64)
     vec = {t: c[i] for i, t in enumerate(unique)}
     max_pos = max(len(p) for p in positives.values())
     window = s.window(max_pos)

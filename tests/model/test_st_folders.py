@@ -208,7 +208,10 @@ def test_real_minilm_resaved_by_sentence_transformers(tmp_path: Path, reader: Re
     model.save(str(folder))
     expected = model.encode(texts, batch_size=4, convert_to_numpy=True)
     with reader.active():
-        assert read_sentence_transformers_settings(str(folder)) == {"pooling": "last_avg", "normalize": True, "max_length": 256}
+        # sentence-transformers gives every model empty query and document prompts: roles without a prefix
+        assert read_sentence_transformers_settings(str(folder)) == {
+            "pooling": "last_avg", "normalize": True, "max_length": 256, "query_prompt": "{text}", "document_prompt": "{text}", "prompt_preprocess": False,
+        }  # fmt: skip
         embedder = Embedder.from_pretrained(folder, device="cpu")
     np.testing.assert_allclose(embedder.encode(texts, batch_size=4), expected, atol=1e-5, rtol=0)
 

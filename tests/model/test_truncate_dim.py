@@ -97,7 +97,7 @@ def test_a_truncated_model_shards_and_indexes_at_its_own_width(tiny_bert_dir: Pa
     report = encode_corpus(model, EncodeRequest(corpus, tmp_path / "shards", shard_size=5))
     assert report.dim == 8
     ids, vectors = open_shards(tmp_path / "shards").load()
-    np.testing.assert_allclose(vectors, model.encode(TEXTS * 3, role="document"), atol=1e-6)
+    np.testing.assert_allclose(vectors, model.encode_document(TEXTS * 3), atol=1e-6)
     index = build_index(model, corpus)
     hits = index.search(TEXTS[2], k=1)
     assert index.dim == 8 and hits[0].score > 0.99

@@ -20,10 +20,12 @@ def test_spark_predict_fn_equals_encode(tiny_bert_dir: Path) -> None:
     from anglekit.model.embedder import Embedder
     from anglekit.scale.spark import predict_fn_factory
 
-    factory = pickle.loads(pickle.dumps(predict_fn_factory(str(tiny_bert_dir), device="cpu", normalize=True, role="document")))
+    factory = pickle.loads(
+        pickle.dumps(predict_fn_factory(str(tiny_bert_dir), device="cpu", normalize=True, role="document", prompts={"document": "passage: "}))
+    )
     predict = factory()  # what Spark calls once per Python worker
     out = predict(np.array(TEXTS, dtype=object))
-    expected = Embedder.from_pretrained(tiny_bert_dir, device="cpu").encode(TEXTS, normalize=True, role="document")
+    expected = Embedder.from_pretrained(tiny_bert_dir, device="cpu", prompts={"document": "passage: "}).encode(TEXTS, normalize=True, role="document")
     assert out.dtype == np.float32 and out.shape == (len(TEXTS), 32)
     np.testing.assert_allclose(out, expected, atol=1e-5, rtol=0)
     with pytest.raises(DataError, match="row 2"):

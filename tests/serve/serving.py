@@ -37,6 +37,7 @@ class Gate:
         self.layers = getattr(inner, "layers", None)
         self.early_exit = getattr(inner, "early_exit", False)
         self.early_exit_problem = getattr(inner, "early_exit_problem", None)
+        self.roles = getattr(inner, "roles", ())
         self.batches: list[list[int]] = []
         self.entered = threading.Event()
         self._open = threading.Event()

@@ -65,8 +65,8 @@ BAD_EMBED = [
     (b'{"input": ["a"]}', "input", "unknown field 'input'"),
     (b'{"inputs": ["a"], "normalize": "yes"}', "normalize", "true or false"),
     (b'{"inputs": ["a"], "normalize": 1}', "normalize", "true or false"),
-    (b'{"inputs": ["a"], "role": "passage"}', "role", "'query' or 'document'"),
-    (b'{"inputs": ["a"], "role": 1}', "role", "'query' or 'document'"),
+    (b'{"inputs": ["a"], "role": "passage"}', "role", "role 'passage': the model has no prompt of that name; its prompts: none"),
+    (b'{"inputs": ["a"], "role": 1}', "role", "role must be a string"),
     (b'{"inputs": [3]}', "inputs", "inputs[0] must be a string"),
 ]
 

@@ -34,7 +34,7 @@ LOADING = ("device", "dtype", "revision", "trust_remote_code", "gguf_file")
 """The :class:`LoadSettings` of how the weights load, on every command that loads a model."""
 LONG_TEXT = ("long_text", "long_text_window", "long_text_stride", "long_text_max_chunks")
 """How texts longer than the window are embedded."""
-EMBEDDING = ("max_length", "pooling", "prompt", *LONG_TEXT)
+EMBEDDING = ("max_length", "pooling", "prompt", "prompts", *LONG_TEXT)
 """The :class:`LoadSettings` of how the model embeds, over its own settings."""
 _GIVEN_KEYS = "_load_settings"
 """The namespace attribute listing the LoadSettings fields a parser has flags for."""

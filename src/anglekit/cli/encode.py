@@ -38,7 +38,10 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     outputs.add_argument("--output-dir", metavar="DIR", help="folder of numbered shards (with ids) and manifest.json; rerun to resume")
     parser.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None, help="L2-normalise (default: the model's setting)")
     parser.add_argument(
-        "--role", choices=("query", "document"), default=None, help="embed with the model's query or document prompt (default: its general prompt)"
+        "--role",
+        default=None,
+        metavar="NAME",
+        help="embed with the model's prompt of this name, e.g. query or document (a name it lacks is an error listing its prompts) (default: its general prompt)",
     )
     add_load_settings(parser, ("truncate_dim",))
     shards = parser.add_argument_group("shards (--output-dir)")

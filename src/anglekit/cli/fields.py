@@ -42,6 +42,8 @@ def add_setting(container: Any, s: Setting, *, required: bool = False) -> None:
     flag, *aliases = s.flags
     if s.base is bool:
         kwargs: dict[str, Any] = {"action": argparse.BooleanOptionalAction}
+    elif s.base is dict:  # a mapping setting: --flag NAME=VALUE, repeatable; its parser gives (name, value)
+        kwargs = {"action": MappingFlag, "type": s.parse, "metavar": s.metavar or "NAME=VALUE"}
     else:
         kind = s.item if s.item is not None else s.base
         kwargs = {"type": kind}
@@ -68,6 +70,18 @@ def add_setting(container: Any, s: Setting, *, required: bool = False) -> None:
             container.add_argument(
                 dashed, dest=s.key, action=OldFlag, old=old, new_key=s.key, **{k: v for k, v in kwargs.items() if k not in ("metavar", "action")}
             )
+
+
+class MappingFlag(argparse.Action):
+    """A repeatable ``--flag NAME=VALUE`` building a dict; the same name twice is an error."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        name, value = values
+        mapping = dict(getattr(namespace, self.dest, None) or {})
+        if name in mapping:
+            parser.error(f"{option_string}: {name!r} given twice ({mapping[name]!r} and {value!r})")
+        mapping[name] = value
+        setattr(namespace, self.dest, mapping)
 
 
 class OldFlag(argparse.Action):

@@ -109,8 +109,8 @@ def _check_arguments(shard_size: int, shard_format: str, batch_size: int, shard_
         raise ConfigError(f"shard_id must be below num_shards ({num_shards}), got {shard_id}")
     if shard_format not in SHARD_FORMATS:
         raise ConfigError(f"shard format must be one of {', '.join(SHARD_FORMATS)}, got {shard_format!r}")
-    if role not in (None, "query", "document"):
-        raise ConfigError(f"role must be 'query', 'document' or None, got {role!r}")
+    if role is not None and (not isinstance(role, str) or not role.strip()):
+        raise ConfigError(f"role must be the name of one of the model's prompts (query, document, ...) or None, got {role!r}")
 
 
 def _prepare_folder(folder: Path, manifest: dict[str, Any], embedder: Any) -> bool:

@@ -116,7 +116,11 @@ class AnglekitMTEBModel(AbsEncoder):
         if template is not None:
             texts = [template.replace("{text}", t) for t in texts]
         elif _prompt_type_name(prompt_type) in ("query", "document") and _is_embedder(self.model):
-            encoder = self._role_encoder(str(_prompt_type_name(prompt_type)))
+            # the model's query/document prompt when it has one (else its general prompt, as encode_query does)
+            present = getattr(getattr(self.model, "config", None), "role_if_present", None)
+            role = present(_prompt_type_name(prompt_type)) if present is not None else _prompt_type_name(prompt_type)
+            if role is not None:
+                encoder = self._role_encoder(str(role))
         self.calls.append(
             {
                 "task": getattr(task_metadata, "name", None),

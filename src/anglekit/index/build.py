@@ -48,11 +48,12 @@ def build_index(
             recorded.get("model_fingerprint"), what=f"{source}: encoded by {recorded.get('model')}", path=source,
             advice="build the index from shards this model encoded, or from the corpus",
         )  # fmt: skip
-        template = model.config.template("document")
+        role = model.config.role_if_present("document")  # the document role when the model has one
+        template = model.config.template(role)
         if recorded.get("template") != template:
             raise ConfigError(
                 f"{source}: encoded with the prompt {recorded.get('template')!r}, but documents of an index take the "
-                f"model's document prompt {template!r}; encode with --role document"
+                f"model's document prompt {template!r}; encode {f'with --role {role}' if role else 'without --role'}"
             )
         for ids, vectors in shards:
             index.add_vectors(ids, vectors)

@@ -50,7 +50,7 @@ INDEX_FILE = "index.json"
 FORMAT = "anglekit-index"
 FORMAT_VERSION = 1
 KINDS = ("exact", "hnsw")
-_LOAD_KEYS = ("pooling", "prompt", "query_prompt", "document_prompt", "prompt_preprocess", "normalize", "max_length",
+_LOAD_KEYS = ("pooling", "prompt", "query_prompt", "document_prompt", "prompts", "prompt_preprocess", "normalize", "max_length",
               "padding_side", "bidirectional", "base_model")  # fmt: skip
 """EmbedderConfig fields handed back to ``Embedder.from_pretrained`` to load the index's model."""
 
@@ -267,7 +267,8 @@ class VectorIndex:
             if problem is not None:
                 raise DataError(f"texts: item {i + 1}: {problem[1]}")
         checked = self._new_ids(ids, len(texts))
-        vectors = self._model().encode(list(texts), batch_size, normalize=True, role="document")
+        model = self._model()
+        vectors = model.encode(list(texts), batch_size, normalize=True, role=model.config.role_if_present("document"))
         self._append(checked, vectors, list(texts) if self.settings.store_texts else None)
 
     def add_vectors(self, ids: Sequence[Any], vectors: Any, texts: Sequence[str] | None = None) -> None:
@@ -386,7 +387,8 @@ class VectorIndex:
         blank = next((i for i, q in enumerate(items) if is_blank(q)), None)
         if blank is not None:
             raise DataError(f"query {blank + 1} is blank (only whitespace or invisible characters): {items[blank]!r}")
-        vectors = self._model().encode(list(items), batch_size, normalize=True, role="query")
+        model = self._model()
+        vectors = model.encode(list(items), batch_size, normalize=True, role=model.config.role_if_present("query"))
         rows = self.search_hits(vectors, k, **options)
         return rows[0] if single else rows
 

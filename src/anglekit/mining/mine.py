@@ -48,8 +48,9 @@ logger = logging.getLogger(__name__)
 OUTPUT_FORMATS = {".jsonl": "jsonl", ".parquet": "parquet"}
 QUERY_ROLE = "query"
 DOCUMENT_ROLE = "document"
-"""ROLES: the one place where mining names the query/document roles of the model's prompts
-(anchors are embedded as queries, the corpus as documents, through ``encode_corpus(role=...)``)."""
+"""The one place where mining names the query/document roles of the model's prompts (anchors are
+embedded as queries, the corpus as documents, through ``EncodeRequest(role=...)``); a model without
+such a prompt embeds that side with its general prompt, as ``encode_query``/``encode_document`` do."""
 _QUERY_BLOCK = 4096
 
 
@@ -392,7 +393,7 @@ def _encode(embedder: Any, work: Path, corpus: tuple[Path, str | None, str | Non
         (work / "queries", queries_file, QUERY_ROLE, None, None),
     ):
         request = EncodeRequest(source, folder, text_column=text, id_column=ident, shard_size=shard_size, batch_size=batch_size, normalize=True,
-                                role=role, show_progress=show_progress)  # fmt: skip
+                                role=embedder.config.role_if_present(role), show_progress=show_progress)  # fmt: skip
         try:
             report = encode_corpus(embedder, request, say=say)
         except ConfigError as exc:

@@ -84,11 +84,11 @@ def portable_base(base: str | None) -> str | None:
 def describe(config: Any, dim: int | None) -> dict[str, Any]:
     """The embedding settings a card lists, from an :class:`~anglekit.model.config.EmbedderConfig`."""
     rows: dict[str, Any] = {"dimensions": dim, "pooling": config.pooling, "normalize": config.normalize, "max length (tokens)": config.max_length}
-    for name in ("prompt", "query_prompt", "document_prompt"):
-        value = getattr(config, name)
-        if value is not None:
-            rows[name.replace("_", " ")] = f"`{value}`"
-    if config.prompt is not None or config.query_prompt is not None or config.document_prompt is not None:
+    if config.prompt is not None:
+        rows["prompt"] = f"`{config.prompt}`"
+    for name, value in config.named_prompts.items():
+        rows[f"{name} prompt"] = f"`{value}`"
+    if config.prompt is not None or config.named_prompts:
         rows["prompt preprocessing (paper)"] = config.prompt_preprocess
     if config.bidirectional:
         rows["bidirectional attention"] = True

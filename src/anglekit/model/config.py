@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from anglekit.errors import ConfigError
 from anglekit.io.atomic import atomic_write_json
@@ -16,6 +16,10 @@ from anglekit.model.pooling import check_strategy
 CONFIG_NAME = "anglekit_config.json"
 FORMAT_VERSION = 1
 ROLES = ("query", "document")
+"""The two usual roles (named prompts), stored in ``query_prompt`` / ``document_prompt``."""
+_ROLE_FIELDS = {"query": "query_prompt", "document": "document_prompt"}
+DOCUMENT_ROLES = ("document", "passage", "corpus")
+"""The names a document prompt goes by, in the order sentence-transformers' ``encode_document`` tries them."""
 VECTOR_NEUTRAL = ("early_exit",)
 """EmbedderConfig keys that change no vector (left out of fingerprints, so indexes built before
 they existed still match)."""
@@ -41,9 +45,14 @@ class EmbedderConfig:
     padding_side: str | None = None
     """"left" or "right"; None keeps the tokenizer's own choice."""
     query_prompt: str | None = None
-    """Template for ``encode(..., role="query")`` (retrieval); None falls back to ``prompt``."""
+    """Template for ``encode(..., role="query")`` (retrieval): the named prompt ``query``."""
     document_prompt: str | None = None
-    """Template for ``encode(..., role="document")``; None falls back to ``prompt``."""
+    """Template for ``encode(..., role="document")``: the named prompt ``document``."""
+    prompts: dict[str, str] | None = None
+    """Named prompts (roles) beside ``query`` and ``document``, as sentence-transformers names them:
+    ``encode(..., role=NAME)`` applies one. A value with ``{text}`` is a template, any other a
+    prefix (sentence-transformers' prompts are prefixes). ``query`` and ``document`` entries given
+    here are stored in ``query_prompt`` / ``document_prompt``; None: no other named prompt."""
     prompt_preprocess: bool | None = None
     """Apply the paper's sentence preprocessing before a template (see :mod:`anglekit.llm.prompts`).
     None (only at construction) means: on when a template quotes ``{text}`` with double quotes."""
@@ -81,6 +90,7 @@ class EmbedderConfig:
         check_strategy(self.pooling)
         for name in ("prompt", "query_prompt", "document_prompt"):
             setattr(self, name, resolve_prompt(getattr(self, name), field=name))
+        self._fold_prompts()
         if not isinstance(self.max_length, int) or isinstance(self.max_length, bool) or self.max_length < 1:
             raise ConfigError(f"max_length must be a positive integer, got {self.max_length!r}")
         if self.padding_side not in (None, "left", "right"):
@@ -89,7 +99,7 @@ class EmbedderConfig:
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.prompt_preprocess is None:
-            self.prompt_preprocess = any(quotes_text(t) for t in (self.prompt, self.query_prompt, self.document_prompt))
+            self.prompt_preprocess = any(quotes_text(t) for t in (self.prompt, *self.named_prompts.values()))
         elif not isinstance(self.prompt_preprocess, bool):
             raise ConfigError(f"prompt_preprocess must be true, false or null, got {self.prompt_preprocess!r}")
         for name in ("base_model", "base_gguf_file"):
@@ -105,21 +115,67 @@ class EmbedderConfig:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ConfigError(f"{name} must be an integer >= 1 or null, got {value!r}")
 
-    def template(self, role: Literal["query", "document"] | None = None) -> str | None:
-        """The template for ``role`` (its own when set, else the general ``prompt``)."""
+    def _fold_prompts(self) -> None:
+        """Check ``prompts`` and move its ``query`` / ``document`` entries to their own fields."""
+        if self.prompts is None:
+            return
+        if not isinstance(self.prompts, dict):
+            raise ConfigError(f"prompts must map role names to prompts, got {type(self.prompts).__name__} {self.prompts!r}")
+        others: dict[str, str] = {}
+        for name, value in self.prompts.items():
+            template = named_template(name, value)
+            own = _ROLE_FIELDS.get(name)
+            if own is None:
+                others[name] = template
+            elif getattr(self, own) not in (None, template):
+                raise ConfigError(f"prompts.{name} {template!r} disagrees with {own} {getattr(self, own)!r}; give one of them")
+            else:
+                setattr(self, own, template)
+        self.prompts = others or None
+
+    @property
+    def named_prompts(self) -> dict[str, str]:
+        """Every named prompt (role) of the model, name -> template: ``query`` and ``document`` first."""
+        named = {name: getattr(self, own) for name, own in _ROLE_FIELDS.items() if getattr(self, own) is not None}
+        return {**named, **(self.prompts or {})}
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The names of the model's prompts, the roles ``encode(..., role=...)`` takes."""
+        return tuple(self.named_prompts)
+
+    def has_role(self, role: str) -> bool:
+        """Whether the model has a prompt named ``role``."""
+        return role in self.named_prompts
+
+    def role_if_present(self, role: str) -> str | None:
+        """``role`` when the model has that prompt (for ``document``: else ``passage`` or ``corpus``,
+        as sentence-transformers' ``encode_document``), else None, its general prompt: what index
+        building, search, training and ``encode_query`` use, so a model without roles embeds as before."""
+        candidates = DOCUMENT_ROLES if role == "document" else (role,)
+        return next((name for name in candidates if self.has_role(name)), None)
+
+    def template(self, role: str | None = None) -> str | None:
+        """The template for ``role`` (a named prompt), or the general ``prompt`` for None; a role
+        the model does not have is a ConfigError naming the ones it has."""
         if role is None:
             return self.prompt
-        if role not in ROLES:
-            raise ConfigError(f"role must be one of {ROLES} or None, got {role!r}")
-        own = self.query_prompt if role == "query" else self.document_prompt
-        return own if own is not None else self.prompt
+        if not isinstance(role, str):
+            raise ConfigError(f"role must be a prompt name (a string) or None, got {type(role).__name__} {role!r}")
+        named = self.named_prompts
+        if role not in named:
+            raise ConfigError(f"role {role!r}: the model has no prompt of that name; its prompts: {', '.join(named) or 'none'}")
+        return named[role]
 
-    def format(self, text: str, role: Literal["query", "document"] | None = None) -> str:
+    def format(self, text: str, role: str | None = None) -> str:
         """Apply the (role's) prompt template to one text, preprocessing it first when configured."""
         return apply_prompt(self.template(role), text, preprocess=bool(self.prompt_preprocess))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if data["prompts"] is None:  # files (and fingerprints) of models without named prompts stay as they were
+            del data["prompts"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str = "config") -> EmbedderConfig:
@@ -152,7 +208,17 @@ class EmbedderConfig:
         return cls.from_dict(data, source=str(path))
 
 
-_TEMPLATES = ("prompt", "query_prompt", "document_prompt")
+def named_template(name: Any, value: Any) -> str:
+    """The template of the named prompt ``name``: ``value`` when it holds ``{text}``, else the prefix
+    ``value`` before the text (as sentence-transformers applies its prompts)."""
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        raise ConfigError(f"prompts: a role name must be a non-empty string without surrounding spaces, got {name!r}")
+    if not isinstance(value, str):
+        raise ConfigError(f"prompts.{name} must be a string (a prefix or a template with {{text}}), got {type(value).__name__} {value!r}")
+    return value if "{text}" in value else value + "{text}"
+
+
+_TEMPLATES = ("prompt", "query_prompt", "document_prompt", "prompts")
 
 
 @dataclass(frozen=True)
@@ -169,6 +235,7 @@ class EmbedderSettings:
     prompt: str | None = None
     query_prompt: str | None = None
     document_prompt: str | None = None
+    prompts: dict[str, str] | None = None
     prompt_preprocess: bool | None = None
     normalize: bool | None = None
     max_length: int | None = None
@@ -189,6 +256,21 @@ class EmbedderSettings:
         """Every setting of a complete config."""
         return cls(**{f.name: getattr(config, f.name) for f in fields(cls)})
 
+    def folded(self) -> EmbedderSettings:
+        """These settings with ``prompts``' ``query`` / ``document`` entries moved to their fields
+        (so that a source's ``prompts={"query": ...}`` replaces a lower source's ``query_prompt``)."""
+        if self.prompts is None or not isinstance(self.prompts, dict):
+            return self
+        moved: dict[str, Any] = {}
+        for name, own in _ROLE_FIELDS.items():
+            if name in self.prompts:
+                template = named_template(name, self.prompts[name])
+                if getattr(self, own) not in (None, template):
+                    raise ConfigError(f"prompts.{name} {template!r} disagrees with {own} {getattr(self, own)!r}; give one of them")
+                moved[own] = template
+        others = {k: v for k, v in self.prompts.items() if k not in _ROLE_FIELDS}
+        return replace(self, prompts=others or None, **moved)
+
     def given(self) -> dict[str, Any]:
         """The settings this source gives."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
@@ -196,7 +278,10 @@ class EmbedderSettings:
     def over(self, lower: EmbedderSettings) -> EmbedderSettings:
         """These settings laid over ``lower``. A new prompt template without ``prompt_preprocess``
         lets the preprocessing be decided again for it (see :class:`EmbedderConfig`)."""
-        merged = replace(lower, **self.given())
+        upper, lower = self.folded(), lower.folded()
+        merged = replace(lower, **upper.given())
+        if upper.prompts is not None and lower.prompts is not None:  # named prompts merge name by name
+            merged = replace(merged, prompts={**lower.prompts, **upper.prompts})
         if self.prompt_preprocess is None and any(getattr(self, name) is not None for name in _TEMPLATES):
             merged = replace(merged, prompt_preprocess=None)
         return merged

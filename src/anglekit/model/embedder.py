@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -344,7 +344,7 @@ class Embedder(EncodeAPI, nn.Module):
         return pool(self.config.pooling, states, attention_mask)
 
     # ----------------------------------------------------------------- tokens
-    def tokenize_unpadded(self, texts: Sequence[str], role: Literal["query", "document"] | None = None) -> list[list[int]]:
+    def tokenize_unpadded(self, texts: Sequence[str], role: str | None = None) -> list[list[int]]:
         """Token ids of each text (the role's prompt applied, truncated to max_length), in one tokenizer call."""
         return tokenize_texts(self.tokenizer, self.config, texts, role)
 
@@ -355,7 +355,7 @@ class Embedder(EncodeAPI, nn.Module):
             out = {k: v.to(device, non_blocking=True) for k, v in out.items()}
         return out
 
-    def tokenize(self, texts: Sequence[str], role: Literal["query", "document"] | None = None) -> dict[str, Tensor]:
+    def tokenize(self, texts: Sequence[str], role: str | None = None) -> dict[str, Tensor]:
         """Padded tensors for ``texts`` on this model's device."""
         return self.pad(self.tokenize_unpadded(texts, role), device=self.device)
 

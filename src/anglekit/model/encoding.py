@@ -33,7 +33,7 @@ def prepare_tokenizer(tokenizer: Any, config: Any, source: str) -> None:
         tokenizer.pad_token = tokenizer.eos_token
 
 
-def tokenize_texts(tokenizer: Any, config: Any, texts: Sequence[str], role: Literal["query", "document"] | None) -> list[list[int]]:
+def tokenize_texts(tokenizer: Any, config: Any, texts: Sequence[str], role: str | None) -> list[list[int]]:
     """Token ids of each text (the role's prompt applied, truncated to max_length), in one tokenizer call."""
     encoded = tokenizer(
         [config.format(t, role) for t in texts],
@@ -115,7 +115,7 @@ def encode_texts(
     normalize: bool | None = None,
     show_progress: bool = False,
     convert_to: Literal["numpy", "torch"] = "numpy",
-    role: Literal["query", "document"] | None = None,
+    role: str | None = None,
     truncate_dim: int | None = None,
     long_text: str | None = None,
 ) -> Any:
@@ -128,6 +128,7 @@ def encode_texts(
     overlapping windows of each text and pool them (:mod:`anglekit.model.long_text`)."""
     items, single = check_texts(texts)
     batch_size = check_batch_size(batch_size)
+    model.config.template(role)  # a role the model does not have: an error naming the ones it has, even for no texts
     if convert_to not in ("numpy", "torch"):
         raise ValueError(f"convert_to must be 'numpy' or 'torch', got {convert_to!r}")
     normalize = model.config.normalize if normalize is None else normalize
@@ -199,14 +200,15 @@ class EncodeAPI:
         normalize: bool | None = None,
         show_progress: bool = False,
         convert_to: Literal["numpy", "torch"] = "numpy",
-        role: Literal["query", "document"] | None = None,
+        role: str | None = None,
         truncate_dim: int | None = None,
         long_text: str | None = None,
     ) -> Any:
         """Embed ``texts`` (one string gives one vector, a list gives a matrix in input order).
 
-        ``role`` picks the config's ``query_prompt`` or ``document_prompt`` (retrieval; each falls
-        back to ``prompt`` when unset). ``truncate_dim`` (default: the config's) keeps the first k
+        ``role`` picks one of the model's named prompts (``query``, ``document``, ...; None: its
+        general ``prompt``); a role it does not have is a ConfigError naming the ones it has.
+        ``truncate_dim`` (default: the config's) keeps the first k
         coordinates, normalised after the cut when normalising; an integer outside [1, dim] is a
         ConfigError. ``long_text`` (default: the config's) is ``truncate``, ``chunk-mean`` or
         ``chunk-max``. Batches are formed in order of token length (longest first, so memory
@@ -219,9 +221,11 @@ class EncodeAPI:
             )  # fmt: skip
 
     def encode_query(self, texts: str | Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> Any:
-        """:meth:`encode` with the query prompt."""
-        return self.encode(texts, batch_size, role="query", **kwargs)
+        """:meth:`encode` with the model's ``query`` prompt, or its general prompt when it has none
+        (as sentence-transformers' ``encode_query``)."""
+        return self.encode(texts, batch_size, role=self.config.role_if_present("query"), **kwargs)
 
     def encode_document(self, texts: str | Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> Any:
-        """:meth:`encode` with the document prompt."""
-        return self.encode(texts, batch_size, role="document", **kwargs)
+        """:meth:`encode` with the model's ``document`` prompt (else ``passage`` or ``corpus``), or its
+        general prompt when it has none (as sentence-transformers' ``encode_document``)."""
+        return self.encode(texts, batch_size, role=self.config.role_if_present("document"), **kwargs)

@@ -41,6 +41,14 @@ def device_name(text: str) -> str:
     return text
 
 
+def named_prompt(text: str) -> tuple[str, str]:
+    """A flag's parser (argparse type): ``NAME=PROMPT`` as (name, prompt); the prompt may be empty."""
+    name, sep, prompt = text.partition("=")
+    if not sep or not name.strip() or name != name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=PROMPT (a role name, '=', then a prefix or a template with {{text}}), got {text!r}")
+    return name, prompt
+
+
 def _backend_choices() -> tuple[str, ...]:
     return (AUTO, *backend_names())
 
@@ -80,8 +88,15 @@ class LoadSettings:
     prompt: str | None = setting(
         None, metavar="TEMPLATE", help="Prompt template with {text}, or a preset: paper, paper-b, retrieval-query, none (default: the model's)."
     )
-    query_prompt: str | None = setting(None, metavar="TEMPLATE", help="Prompt template of queries (role query; default: the model's, else --prompt).")
-    document_prompt: str | None = setting(None, metavar="TEMPLATE", help="Prompt template of documents (role document; default: the model's, else --prompt).")
+    query_prompt: str | None = setting(None, metavar="TEMPLATE", help="Prompt template of queries (the role query; default: the model's).")
+    document_prompt: str | None = setting(None, metavar="TEMPLATE", help="Prompt template of documents (the role document; default: the model's).")
+    prompts: dict[str, str] | None = setting(
+        None,
+        parse=named_prompt,
+        metavar="NAME=PROMPT",
+        help="A named prompt (role), as sentence-transformers saves them: a prefix, or a template with {text}; repeatable "
+        "(--prompts 'query=query: ' --prompts 'document=passage: ') (default: the model's).",
+    )
     prompt_preprocess: bool | None = setting(
         None, help="Apply the paper's sentence preprocessing before the prompt (default: on when the template quotes {text})."
     )
@@ -146,7 +161,7 @@ class LoadSettings:
 
 
 EMBEDDING_FIELDS = (
-    "pooling", "prompt", "query_prompt", "document_prompt", "prompt_preprocess", "normalize", "max_length", "padding_side",
+    "pooling", "prompt", "query_prompt", "document_prompt", "prompts", "prompt_preprocess", "normalize", "max_length", "padding_side",
     "bidirectional", "truncate_dim", "layer", "long_text", "long_text_window", "long_text_stride", "long_text_max_chunks",
 )  # fmt: skip
 """The fields that are settings of the model's :class:`~anglekit.model.config.EmbedderConfig`."""
@@ -164,4 +179,4 @@ def _dtype_name(dtype: Any) -> str:
     return DTYPE_ALIASES.get(name, name)
 
 
-__all__ = ["DTYPE_CHOICES", "EMBEDDING_FIELDS", "FIXED_BY_EXPORT", "INFERENCE_PRECISIONS", "LoadSettings", "device_name"]
+__all__ = ["DTYPE_CHOICES", "EMBEDDING_FIELDS", "FIXED_BY_EXPORT", "INFERENCE_PRECISIONS", "LoadSettings", "device_name", "named_prompt"]

@@ -176,7 +176,7 @@ def _windows(model: Any, window: int | None = None, stride: int | None = None, m
 def plan_chunks(
     model: Any,
     texts: Sequence[str],
-    role: Literal["query", "document"] | None,
+    role: str | None,
     *,
     window: int | None = None,
     stride: int | None = None,
@@ -236,7 +236,7 @@ def embed_long(
     max_chunks: int | None = None,
     batch_size: int = 32,
     normalize: bool | None = None,
-    role: Literal["query", "document"] | None = None,
+    role: str | None = None,
 ) -> np.ndarray:
     """Embed ``texts`` of any length by pooling over overlapping chunks; ``[len(texts), dim]`` float32 (order kept).
 
@@ -267,7 +267,7 @@ def embed_long(
 
 
 # --------------------------------------------------------------------------- training
-def tokenize_whole(embedder: Any, texts: Sequence[str], role: Literal["query", "document"] | None = None) -> list[list[int]]:
+def tokenize_whole(embedder: Any, texts: Sequence[str], role: str | None = None) -> list[list[int]]:
     """Token ids of each whole text (prompt applied, special tokens added, no truncation): what a
     training batch holds when the model chunks long texts (:func:`expand_rows` cuts them later)."""
     with warnings.catch_warnings():

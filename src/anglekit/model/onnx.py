@@ -21,7 +21,7 @@ import shutil
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -464,6 +464,7 @@ class OnnxEmbedder(EncodeAPI):
         prompt: str | None = None,
         query_prompt: str | None = None,
         document_prompt: str | None = None,
+        prompts: dict[str, str] | None = None,
         normalize: bool | None = None,
         max_length: int | None = None,
         threads: int | None = None,
@@ -478,7 +479,14 @@ class OnnxEmbedder(EncodeAPI):
         if not is_onnx_folder(path):
             raise ConfigError(f"{path}: not an ONNX model folder (no {ONNX_FILE} with {CONFIG_NAME} beside it)")
         config, tokenizer, info = load_exported_parts(
-            path, ONNX_CONFIG, prompt=prompt, query_prompt=query_prompt, document_prompt=document_prompt, normalize=normalize, max_length=max_length
+            path,
+            ONNX_CONFIG,
+            prompt=prompt,
+            query_prompt=query_prompt,
+            document_prompt=document_prompt,
+            prompts=prompts,
+            normalize=normalize,
+            max_length=max_length,
         )
         session = cls.session_for(path / ONNX_FILE, threads=threads, device=device)
         return cls(session, tokenizer, config, source=str(path), info=info)
@@ -500,7 +508,7 @@ class OnnxEmbedder(EncodeAPI):
     def has_lora(self) -> bool:
         return False
 
-    def tokenize_unpadded(self, texts: Sequence[str], role: Literal["query", "document"] | None = None) -> list[list[int]]:
+    def tokenize_unpadded(self, texts: Sequence[str], role: str | None = None) -> list[list[int]]:
         """Token ids of each text (the role's prompt applied, truncated to max_length)."""
         return tokenize_texts(self.tokenizer, self.config, texts, role)
 
@@ -543,7 +551,7 @@ def load_exported(runtime: Any, what: str, source: str | os.PathLike[str], setti
         raise ConfigError(f"{', '.join(fixed)}: fixed when the {what} was exported; export again to change them")
     exported = runtime.from_pretrained(
         source, prompt=settings.prompt, query_prompt=settings.query_prompt, document_prompt=settings.document_prompt,
-        normalize=settings.normalize, max_length=settings.max_length, threads=threads, device=settings.device, precision=settings.precision,
+        prompts=settings.prompts, normalize=settings.normalize, max_length=settings.max_length, threads=threads, device=settings.device, precision=settings.precision,
     )  # fmt: skip
     later = {key: value for key, value in settings.embedding().items() if key in _APPLIED_AFTER_LOADING}
     if "truncate_dim" in later:

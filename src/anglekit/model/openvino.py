@@ -200,7 +200,7 @@ def _quantize_static(embedder: Any, model: Any, texts: list[str]) -> Any:
 
         batches = []
         for start in range(0, len(texts), CALIBRATION_BATCH):
-            ids = embedder.tokenize_unpadded(texts[start : start + CALIBRATION_BATCH], role="document")
+            ids = embedder.tokenize_unpadded(texts[start : start + CALIBRATION_BATCH], role=embedder.config.role_if_present("document"))
             batches.append(graph_feeds(embedder.pad(ids)))
         return nncf.quantize(
             model, nncf.Dataset(batches), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(batches),  # items: batches
@@ -306,6 +306,7 @@ class OpenVinoEmbedder(OnnxEmbedder):
         prompt: str | None = None,
         query_prompt: str | None = None,
         document_prompt: str | None = None,
+        prompts: dict[str, str] | None = None,
         normalize: bool | None = None,
         max_length: int | None = None,
         threads: int | None = None,
@@ -325,7 +326,14 @@ class OpenVinoEmbedder(OnnxEmbedder):
         else:
             raise ConfigError(f"{path}: not an OpenVINO or ONNX model folder (no {OPENVINO_FILE} or {ONNX_FILE} with {CONFIG_NAME} beside it)")
         config, tokenizer, info = load_exported_parts(
-            path, info_file, prompt=prompt, query_prompt=query_prompt, document_prompt=document_prompt, normalize=normalize, max_length=max_length
+            path,
+            info_file,
+            prompt=prompt,
+            query_prompt=query_prompt,
+            document_prompt=document_prompt,
+            prompts=prompts,
+            normalize=normalize,
+            max_length=max_length,
         )
         recorded = info.get("precision", "fp32") if info_file == OPENVINO_CONFIG else "fp32"
         if not isinstance(recorded, str) or recorded not in PRECISIONS:

@@ -353,16 +353,23 @@ def _max_length(name: str, revision: str | None, config: dict[str, Any], model_c
 # ----------------------------------------------------------------- prompts
 
 
+DEFAULT_PROMPT_NAME = "default"
+"""The name under which anglekit saves its general prompt (``default_prompt_name``)."""
+
+
 def _template(prefix: str, where: str) -> str:
     if "{text}" in prefix:
         raise UnsupportedModelError(f"{where}: prompt {prefix!r} contains '{{text}}', which anglekit reads as the text's place")
     return prefix + "{text}"
 
 
-def prompt_settings(config: dict[str, Any], where: str) -> dict[str, Any]:
+def prompt_settings(config: dict[str, Any], where: str, template: str | None = None) -> dict[str, Any]:
     """anglekit's prompt settings for a ``config_sentence_transformers.json``, as sentence-transformers
-    applies its prompts: ``encode`` the default prompt, ``encode_query`` the ``query`` prompt and
-    ``encode_document`` the ``document`` prompt (each "" when absent, never the default)."""
+    applies its prompts: the ``default_prompt_name`` one becomes the general ``prompt`` (applied
+    when no role is given), and every named prompt a role (``query`` and ``document`` in
+    ``query_prompt`` / ``document_prompt``, the others in ``prompts``), except the entry named
+    ``default`` that is the default (anglekit's own name for its general prompt). ``template``: the
+    general template of anglekit's custom module, which empty prefixes leave as it is."""
     _check_types(config, where, _ST_CONFIG_TYPES)
     kind = config.get("model_type")
     if kind not in (None, "SentenceTransformer"):
@@ -378,11 +385,22 @@ def prompt_settings(config: dict[str, Any], where: str) -> dict[str, Any]:
     settings: dict[str, Any] = {}
     if default:
         settings["prompt"] = _template(default, where)
-    for role, key in (("query_prompt", "query"), ("document_prompt", "document")):
-        own = prompts.get(key, "")
-        if own or default:  # "" must stay "no prompt", not fall back to the default
-            settings[role] = _template(own, where)
-    if settings:
+    named: dict[str, str] = {}
+    for name, prefix in prompts.items():
+        if name == default_name == DEFAULT_PROMPT_NAME:
+            continue
+        if template is None:
+            named[name] = _template(prefix, where)
+        elif prefix:
+            raise UnsupportedModelError(f"{where}: prompt {name!r} ({prefix!r}) before anglekit's prompt template {template!r} is not supported")
+        else:
+            named[name] = template
+    for name, key in (("query", "query_prompt"), ("document", "document_prompt")):
+        if name in named:
+            settings[key] = named.pop(name)
+    if named:
+        settings["prompts"] = named
+    if settings and template is None:
         settings["prompt_preprocess"] = False
     return settings
 
@@ -485,7 +503,7 @@ def read_sentence_transformers_settings(
     st_config_file = _file(name_or_path, ST_CONFIG_FILE, revision)
     if st_config_file is not None:
         st_config = _read_object(st_config_file, "sentence-transformers config")
-        prompts = prompt_settings(st_config, str(st_config_file))
+        prompts = prompt_settings(st_config, str(st_config_file), settings.get("prompt"))
         if "prompt" in prompts and "prompt" in settings:
             raise UnsupportedModelError(f"{st_config_file}: a default prompt and an anglekit prompt template together are not supported")
         settings.update(prompts)
@@ -527,13 +545,22 @@ def check_agreement(from_st: dict[str, Any], saved: Any, where: str) -> None:
         if key in from_st and from_st[key] != getattr(saved, key)
     ]
     prompts_differ = False
-    for role, key in ((None, "prompt"), ("query", "query_prompt"), ("document", "document_prompt")):
-        st_template = from_st.get(key, from_st.get("prompt"))
-        ours = saved.template(role)
-        if st_template != ours:
+    st_general = from_st.get("prompt")
+    if st_general != saved.prompt:
+        prompts_differ = True
+        differ.append(f"prompt: {st_general!r} in {ST_CONFIG_FILE}, {saved.prompt!r} in anglekit_config.json")
+    st_named = {**{n: from_st[k] for n, k in (("query", "query_prompt"), ("document", "document_prompt")) if k in from_st}, **from_st.get("prompts", {})}
+    ours = saved.named_prompts
+    for name in dict.fromkeys([*st_named, *ours]):
+        st_template, our_template = st_named.get(name), ours.get(name)
+        # sentence-transformers gives every model query and document prompts: for a model without
+        # those roles the layout writes its general prompt (or none) there, what encode_query uses.
+        if our_template is None and name in ("query", "document") and st_template in (saved.prompt, "{text}" if saved.prompt is None else saved.prompt):
+            continue
+        if st_template != our_template:
             prompts_differ = True
-            differ.append(f"{key}: {st_template!r} in {ST_CONFIG_FILE}, {ours!r} in anglekit_config.json")
-    templates = any(saved.template(role) for role in (None, "query", "document"))
+            differ.append(f"prompts.{name}: {st_template!r} in {ST_CONFIG_FILE}, {our_template!r} in anglekit_config.json")
+    templates = saved.prompt is not None or bool(ours)
     if not prompts_differ and templates and from_st.get("prompt_preprocess", bool(saved.prompt_preprocess)) != bool(saved.prompt_preprocess):
         differ.append(
             f"prompt_preprocess: {from_st['prompt_preprocess']!r} in the sentence-transformers files, {saved.prompt_preprocess!r} in anglekit_config.json"
@@ -546,6 +573,7 @@ def check_agreement(from_st: dict[str, Any], saved: Any, where: str) -> None:
 
 __all__ = [
     "ANGLEKIT_MODULE_FILE",
+    "DEFAULT_PROMPT_NAME",
     "ANGLEKIT_POOLING",
     "ANGLEKIT_TRANSFORMER",
     "LEGACY_POOLING_KEYS",

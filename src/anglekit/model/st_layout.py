@@ -8,8 +8,9 @@ and 6.x, TEI and infinity read:
   normalises, ``.Normalize``;
 - ``1_Pooling/config.json`` with every old key (``pooling_mode_cls_token``, ..., ``include_prompt``);
 - ``sentence_bert_config.json`` with ``max_seq_length``;
-- ``config_sentence_transformers.json``: prompts (``query``, ``document``, and ``default`` named by
-  ``default_prompt_name`` for the general prompt), ``similarity_fn_name`` cosine, ``truncate_dim``;
+- ``config_sentence_transformers.json``: prompts (every named prompt, such as ``query`` and
+  ``document``, and ``default`` named by ``default_prompt_name`` for the general prompt),
+  ``similarity_fn_name`` cosine, ``truncate_dim``;
 - ``anglekit_config.json`` beside them holds what sentence-transformers cannot express.
 
 A setting stock sentence-transformers modules cannot reproduce (see :func:`unexpressible`) gets
@@ -28,6 +29,7 @@ from anglekit.errors import ConfigError
 from anglekit.model.sentence_transformers import (
     ANGLEKIT_POOLING,
     ANGLEKIT_TRANSFORMER,
+    DEFAULT_PROMPT_NAME,
     LEGACY_POOLING_KEYS,
     MODULES_FILE,
     REFUSAL_MODULE,
@@ -37,8 +39,6 @@ from anglekit.model.sentence_transformers import (
 
 ST_MODE = {pooling: mode for mode, pooling in ST_TO_ANGLEKIT_POOLING.items()}
 """anglekit pooling -> sentence-transformers Pooling mode, where one matches exactly."""
-DEFAULT_PROMPT_NAME = "default"
-"""The name under which the general prompt is saved (``default_prompt_name``)."""
 REFUSAL_README = "README_sentence_transformers.md"
 """Written beside :data:`REFUSAL_MODULE`: why sentence-transformers cannot load the folder."""
 ST_FILES = (MODULES_FILE, "1_Pooling", "1_AnglekitPooling", "2_Normalize", "sentence_bert_config.json", ST_CONFIG_FILE, REFUSAL_README)
@@ -89,29 +89,35 @@ def plan(config: Any) -> Layout:
             "bidirectional attention (a decoder without its causal mask) cannot be expressed in the "
             "sentence-transformers format; sentence-transformers would run the decoder causally"
         )
-    templates = {"prompt": config.prompt, "query_prompt": config.query_prompt, "document_prompt": config.document_prompt}
+    named = config.named_prompts
+    templates = {"prompt": config.prompt, **{f"prompts.{name}": t for name, t in named.items()}}
     prefixes = {name: _prefix(t) for name, t in templates.items()}
     template, preprocess = None, bool(config.prompt_preprocess) and any(t is not None for t in templates.values())
     prompts: dict[str, str] = {}
     default_name = None
     if not preprocess and all(p is not None for p in prefixes.values()):
         general = prefixes["prompt"] or ""
-        prompts = {
-            "query": prefixes["query_prompt"] if config.query_prompt is not None else general,
-            "document": prefixes["document_prompt"] if config.document_prompt is not None else general,
-        }
+        # sentence-transformers gives every model query and document prompts ("" unless saved), which
+        # its encode_query / encode_document apply instead of the default: a model without those
+        # roles gets its general prompt there, as anglekit's encode_query / encode_document use it.
+        prompts = {"query": general, "document": general, **{name: prefixes[f"prompts.{name}"] or "" for name in named}}
         if config.prompt is not None:
+            if prompts.get(DEFAULT_PROMPT_NAME, general) != general:
+                raise ConfigError(
+                    f"the named prompt {DEFAULT_PROMPT_NAME!r} ({named[DEFAULT_PROMPT_NAME]!r}) differs from the general prompt "
+                    f"{config.prompt!r}, which the sentence-transformers layout saves under that name"
+                )
             prompts[DEFAULT_PROMPT_NAME] = general
             default_name = DEFAULT_PROMPT_NAME
-    elif config.prompt is not None and config.query_prompt in (None, config.prompt) and config.document_prompt in (None, config.prompt):
+    elif config.prompt is not None and all(t == config.prompt for t in named.values()):
         template = config.prompt
-        prompts = {"query": "", "document": ""}
+        prompts = {"query": "", "document": "", **{name: "" for name in named}}
     else:
         given = {name: t for name, t in templates.items() if t is not None}
         raise ConfigError(
             f"prompts {given} (preprocessing {'on' if preprocess else 'off'}) cannot be expressed in the "
             "sentence-transformers format: its prompts are plain prefixes, and anglekit's custom module carries one "
-            "general template (no separate query or document template)"
+            "general template (no separate template per named prompt)"
         )
     return Layout(
         pooling=config.pooling,

@@ -47,8 +47,8 @@ class RayEmbedder:
 
         from anglekit.model.embedder import Embedder
 
-        if role not in (None, "query", "document"):
-            raise ConfigError(f"role must be 'query', 'document' or None, got {role!r}")
+        if role is not None and (not isinstance(role, str) or not role.strip()):
+            raise ConfigError(f"role must be the name of one of the model's prompts (query, document, ...) or None, got {role!r}")
         self.text_column, self.output_column = text_column, output_column
         self.batch_size, self.normalize, self.role = batch_size, normalize, role
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")

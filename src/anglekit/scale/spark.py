@@ -60,6 +60,6 @@ def predict_fn_factory(
 ) -> PredictFnFactory:
     """The ``make_predict_fn`` argument of ``predict_batch_udf`` for ``model``; ``load``: further
     ``Embedder.from_pretrained`` keyword arguments (dtype, revision, ...)."""
-    if role not in (None, "query", "document"):
-        raise ConfigError(f"role must be 'query', 'document' or None, got {role!r}")
+    if role is not None and (not isinstance(role, str) or not role.strip()):
+        raise ConfigError(f"role must be the name of one of the model's prompts (query, document, ...) or None, got {role!r}")
     return PredictFnFactory(model, batch_size, normalize, role, device, dict(load))

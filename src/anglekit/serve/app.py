@@ -289,17 +289,23 @@ def _guarded(state: ServerState, handler: Handler) -> Callable[[Request], Awaita
     return route
 
 
+def _roles(backend: Any) -> tuple[str, ...]:
+    """The names of the served model's prompts."""
+    return tuple(getattr(backend, "roles", ()))
+
+
 async def _embeddings(state: ServerState, request: Request) -> Response:
-    """OpenAI embeddings: ``input``, ``model``, ``encoding_format``, ``dimensions``, ``user``; ``layer``, ``index``."""
+    """OpenAI embeddings: ``input``, ``model``, ``encoding_format``, ``dimensions``, ``user``; ``layer``, ``index``,
+    ``input_type``, ``prompt_name``."""
     settings = state.settings
     batcher, data = await state.begin(request)
     backend = batcher.backend
-    parsed = EmbeddingsRequest.parse(data, max_inputs=settings.max_client_batch, dim=backend.dim)
+    parsed = EmbeddingsRequest.parse(data, max_inputs=settings.max_client_batch, dim=backend.dim, roles=_roles(backend))
     state.check_model(parsed.model)
     state.check_layer(parsed.layer, backend)
     quantized = parsed.encoding_format in QUANTIZED_FORMATS
     calibration = state.calibration(parsed, backend.dim) if quantized else None
-    result = await batcher.embed(parsed.texts, truncate=settings.auto_truncate, layer=parsed.layer)
+    result = await batcher.embed(parsed.texts, parsed.role, truncate=settings.auto_truncate, layer=parsed.layer)
     vectors = finish(result.vectors, normalize=backend.normalize or quantized, dimensions=parsed.dimensions)
     quantization = None
     if calibration is not None:
@@ -317,7 +323,8 @@ async def _search(state: ServerState, request: Request) -> Response:
     served = state.served_index(parsed.index)
     if parsed.k > served.size:
         raise InvalidRequest(f"k is {parsed.k}, more than the {served.size} documents of index {served.name!r}", param="k")
-    result = await batcher.embed(parsed.queries, "query", truncate=state.settings.auto_truncate)
+    query_role = "query" if "query" in _roles(batcher.backend) else None  # the model's query prompt, else its general one
+    result = await batcher.embed(parsed.queries, query_role, truncate=state.settings.auto_truncate)
     started = time.perf_counter()
     hits = await asyncio.to_thread(served.search, result.vectors, parsed.k)
     state.metrics.search_latency.labels(served.name).observe(time.perf_counter() - started)
@@ -327,9 +334,9 @@ async def _search(state: ServerState, request: Request) -> Response:
 
 
 async def _embed(state: ServerState, request: Request) -> Response:
-    """Native: ``inputs``, ``normalize`` (default: the model's), ``role`` (its query/document prompt)."""
+    """Native: ``inputs``, ``normalize`` (default: the model's), ``role`` (one of its named prompts)."""
     batcher, data = await state.begin(request)
-    parsed = EmbedRequest.parse(data, max_inputs=state.settings.max_client_batch)
+    parsed = EmbedRequest.parse(data, max_inputs=state.settings.max_client_batch, roles=_roles(batcher.backend))
     result = await batcher.embed(parsed.texts, parsed.role, truncate=state.settings.auto_truncate)
     normalize = batcher.backend.normalize if parsed.normalize is None else parsed.normalize
     return Response(dumps(finish(result.vectors, normalize=normalize)), media_type="application/json")

@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from anglekit.model.backends import AUTO, DEFAULT_BACKEND, load_encoder
 from anglekit.model.load_settings import FIXED_BY_EXPORT, LoadSettings
@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-Role = Literal["query", "document"]
+Role = str
+"""The name of one of the model's prompts (``query``, ``document``, ...)."""
 
 
 class Backend(Protocol):
@@ -42,6 +43,8 @@ class Backend(Protocol):
     ``embed`` pools the windows of a longer text, so no text is too long."""
     normalize: bool
     """The model's own setting: whether its vectors are L2-normalised by default."""
+    roles: tuple[str, ...]
+    """The names of the model's prompts, the roles a request may ask for."""
 
     def tokenize(self, texts: Sequence[str], role: Role | None, *, truncate: bool) -> list[list[int]]:
         """Token ids of each text with the role's prompt; cut to ``max_length`` when ``truncate``,
@@ -72,6 +75,7 @@ class TorchBackend:
 
     def _describe(self, embedder: Any) -> None:
         self.dim = embedder.dim
+        self.roles: tuple[str, ...] = tuple(getattr(embedder.config, "roles", ()))
         self.layers: int | None = getattr(embedder, "num_layers", None)
         """The transformer layers of the model (None when unknown)."""
         self.early_exit = False

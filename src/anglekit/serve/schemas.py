@@ -4,6 +4,7 @@ and rendered with orjson (vectors straight from numpy)."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,12 +12,14 @@ import numpy as np
 import orjson
 
 from anglekit.io.text import is_blank
+from anglekit.model.config import DOCUMENT_ROLES
 from anglekit.serve.backends import Role
 from anglekit.serve.errors import InvalidRequest
 from anglekit.serve.quantized import QUANTIZED_FORMATS
 
 ENCODING_FORMATS = ("float", "base64", *QUANTIZED_FORMATS)
-ROLES = ("query", "document")
+INPUT_TYPES = ("query", "document")
+"""``input_type`` values of ``/v1/embeddings`` (as several hosted embedding APIs name them)."""
 MAX_K = 10_000
 """Results per search query at most."""
 
@@ -53,6 +56,40 @@ def _optional(data: dict[str, Any], name: str, kind: type, what: str) -> Any:
     return value
 
 
+def _has_none(roles: Sequence[str]) -> str:
+    return f"its prompts: {', '.join(roles) or 'none'}"
+
+
+def check_role(value: Any, name: str, roles: Sequence[str]) -> str | None:
+    """``value`` (the field ``name``) when it names one of the model's prompts ``roles``; a 400 naming them otherwise."""
+    value = _optional({name: value}, name, str, f"a string (the name of one of the model's prompts; {_has_none(roles)})")
+    if value is not None and value not in roles:
+        raise InvalidRequest(f"{name} {value!r}: the model has no prompt of that name; {_has_none(roles)}", param=name)
+    return value
+
+
+def pick_role(data: dict[str, Any], roles: Sequence[str]) -> str | None:
+    """The prompt a ``/v1/embeddings`` request asks for: ``input_type`` (``query`` or ``document``:
+    the model's prompt of that name, for documents else ``passage`` or ``corpus``) and/or
+    ``prompt_name`` (any of its prompts, as text-embeddings-inference names the field); both
+    given must agree. None: the model's general prompt."""
+    input_type = _optional(data, "input_type", str, "'query' or 'document'")
+    by_type = None
+    if input_type is not None:
+        if input_type not in INPUT_TYPES:
+            raise InvalidRequest(f"input_type must be 'query' or 'document', got {input_type!r}", param="input_type")
+        candidates = DOCUMENT_ROLES if input_type == "document" else (input_type,)
+        by_type = next((role for role in candidates if role in roles), None)
+        if by_type is None:
+            raise InvalidRequest(f"input_type {input_type!r}: the model has no {input_type} prompt; {_has_none(roles)}", param="input_type")
+    prompt_name = check_role(data.get("prompt_name"), "prompt_name", roles)
+    if prompt_name is not None and by_type is not None and prompt_name != by_type:
+        raise InvalidRequest(
+            f"input_type {input_type!r} (the model's prompt {by_type!r}) and prompt_name {prompt_name!r} disagree; give one of them", param="prompt_name"
+        )
+    return prompt_name if prompt_name is not None else by_type
+
+
 def parse_texts(value: Any, name: str, max_inputs: int) -> list[str]:
     """A string or a non-empty array of non-empty strings, at most ``max_inputs`` of them."""
     if value is None:
@@ -79,9 +116,10 @@ def parse_texts(value: Any, name: str, max_inputs: int) -> list[str]:
 
 @dataclass
 class EmbeddingsRequest:
-    """``POST /v1/embeddings`` (OpenAI), with two fields of anglekit's: ``layer`` (a model trained
-    with ESE embeds from that layer, the layers after it not run) and ``index`` (the served int8
-    index whose scale calibrates ``encoding_format`` int8/uint8)."""
+    """``POST /v1/embeddings`` (OpenAI), with fields of anglekit's: ``layer`` (a model trained
+    with ESE embeds from that layer, the layers after it not run), ``index`` (the served int8
+    index whose scale calibrates ``encoding_format`` int8/uint8), and the prompt to embed with:
+    ``input_type`` (``query`` / ``document``) or ``prompt_name`` (see :func:`pick_role`)."""
 
     texts: list[str]
     model: str | None
@@ -90,11 +128,12 @@ class EmbeddingsRequest:
     user: str | None
     layer: int | None = None
     index: str | None = None
+    role: Role | None = None
 
-    FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "layer", "index")
+    FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "layer", "index", "input_type", "prompt_name")
 
     @classmethod
-    def parse(cls, data: dict[str, Any], *, max_inputs: int, dim: int) -> EmbeddingsRequest:
+    def parse(cls, data: dict[str, Any], *, max_inputs: int, dim: int, roles: Sequence[str] = ()) -> EmbeddingsRequest:
         _check_keys(data, cls.FIELDS)
         model = _optional(data, "model", str, "a string")
         encoding_format = _optional(data, "encoding_format", str, "a string") or "float"
@@ -109,8 +148,9 @@ class EmbeddingsRequest:
         index = _optional(data, "index", str, "a string")
         if index is not None and encoding_format not in ("int8", "uint8"):
             raise InvalidRequest(f"index calibrates the int8 and uint8 encoding formats only; encoding_format is {encoding_format!r}", param="index")
+        role = pick_role(data, roles)
         texts = parse_texts(data.get("input"), "input", max_inputs)
-        return cls(texts, model, encoding_format, dimensions, user, layer, index)
+        return cls(texts, model, encoding_format, dimensions, user, layer, index, role)
 
 
 @dataclass
@@ -150,12 +190,10 @@ class EmbedRequest:
     FIELDS = ("inputs", "normalize", "role")
 
     @classmethod
-    def parse(cls, data: dict[str, Any], *, max_inputs: int) -> EmbedRequest:
+    def parse(cls, data: dict[str, Any], *, max_inputs: int, roles: Sequence[str] = ()) -> EmbedRequest:
         _check_keys(data, cls.FIELDS)
         normalize = _optional(data, "normalize", bool, "true or false")
-        role = _optional(data, "role", str, "'query' or 'document'")
-        if role is not None and role not in ROLES:
-            raise InvalidRequest(f"role must be 'query' or 'document', got {role!r}", param="role")
+        role = check_role(data.get("role"), "role", roles)
         texts = parse_texts(data.get("inputs"), "inputs", max_inputs)
         return cls(texts, normalize, role)
 
@@ -202,6 +240,6 @@ def dumps(value: Any) -> bytes:
 
 
 __all__ = [
-    "ENCODING_FORMATS", "MAX_K", "ROLES", "EmbedRequest", "EmbeddingsRequest", "SearchRequest", "dumps", "embeddings_response", "finish",
+    "ENCODING_FORMATS", "INPUT_TYPES", "MAX_K", "EmbedRequest", "EmbeddingsRequest", "SearchRequest", "dumps", "embeddings_response", "finish",
     "parse_json", "parse_texts", "search_response",
 ]  # fmt: skip

@@ -28,6 +28,7 @@ from anglekit.errors import ConfigError
 from anglekit.llm.attention import ATTENTION_CHOICES
 from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.model.load_settings import LoadSettings
+from anglekit.training.roles import check_column_roles, column_role
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 MODEL_DTYPES = ("fp32", "bf16", "fp16")
@@ -55,6 +56,7 @@ class ModelSection:
         help="cls, cls_avg, last_avg, last_max, first_last_avg, last_token (default: cls for encoders, last_token for decoders).",
     )
     prompt: str | None = same_setting(LoadSettings, "prompt")
+    prompts: dict[str, str] | None = same_setting(LoadSettings, "prompts")
     prompt_preprocess: bool | None = same_setting(LoadSettings, "prompt_preprocess")
     max_length: int | None = same_setting(LoadSettings, "max_length")
     bidirectional: bool | None = same_setting(LoadSettings, "bidirectional")
@@ -91,6 +93,7 @@ class ModelSection:
         return {
             "pooling": self.pooling,
             "prompt": self.prompt,
+            "prompts": self.prompts,
             "prompt_preprocess": self.prompt_preprocess,
             "max_length": self.max_length,
             "bidirectional": self.bidirectional,
@@ -242,6 +245,15 @@ class DataSection:
         help="Keep the training rows in a memory-mapped Arrow file instead of Python lists, and tokenize them batch by "
         "batch (for corpora larger than memory; same checks and errors; NLI premise/hypothesis data is not streamed).",
     )
+    column_roles: dict[str, str] | None = setting(
+        None,
+        parse=column_role,
+        metavar="COLUMN=ROLE",
+        help="The model's named prompt (role) each column is embedded with, or none for its general prompt; repeatable "
+        "(--column-roles anchor=query --column-roles positive=document). Columns: text1, text2 (pairs), anchor, positive, "
+        "negative (triplets), text. Default: triplets' anchor query, positive and negative document, where the model has "
+        "those prompts; pairs and sentences none. docs/retrieval.md.",
+    )
     dev_data: str | None = setting(
         None, help="Pairs scored every eval_steps (Spearman); the best checkpoint is kept (by nDCG@10 when dev_retrieval is given too)."
     )
@@ -259,6 +271,7 @@ class DataSection:
         from anglekit.data.training_data import parse_columns
 
         parse_columns(self.columns)  # the syntax; which names apply depends on the objective's data
+        check_column_roles(self.column_roles)
 
     @property
     def datasets(self) -> tuple[TrainDataEntry, ...] | None:

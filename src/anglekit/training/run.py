@@ -21,6 +21,7 @@ from anglekit.errors import ConfigError
 from anglekit.io.atomic import atomic_write_json, atomic_write_text, check_writable
 from anglekit.training.config import TrainConfig, TrainerSection
 from anglekit.training.precision import describe, resolve_precision
+from anglekit.training.roles import NO_ROLE, apply_column_roles, check_roles_used
 from anglekit.training.tasks import ResolvedObjective, TrainingTask, default_positive_threshold, resolve
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -417,6 +418,15 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
 
     device = "cpu" if run.device == "cpu" else None
     embedder = load_embedder(config, device)
+    # each column's role (named prompt), checked before anything is written
+    if several is None:
+        prompted_set, tokenizing, roles = apply_column_roles(task.kind, data.column_roles, train_set, embedder)
+    else:  # each dataset's columns by its own kind; a configured column applies where the kind has it
+        role_sets = [apply_column_roles(d.task.kind, data.column_roles, d.train_set, embedder, partial=True) for d in several]
+        roles = {f"{d.name}:{column}": role for d, (_, _, own) in zip(several, role_sets, strict=True) for column, role in own.items()}
+        check_roles_used(data.column_roles, [d.task.kind for d in several])
+    if any(role is not None for role in roles.values()):
+        logger.info("column roles: %s", ", ".join(f"{column} {role or NO_ROLE}" for column, role in roles.items()))
     model: Any = embedder
     if config.objective.mlp_head:
         from anglekit.training.heads import MLPHead, TrainingModel
@@ -434,11 +444,11 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
 
     tokenize_started = time.perf_counter()
     if several is None:
-        tokenized, collator = task.tokenize(train_set, embedder)
+        tokenized, collator = task.tokenize(prompted_set, tokenizing)
     else:
         from anglekit.training.multi import MultiCollator, MultiDataset
 
-        pieces = [d.task.tokenize(d.train_set, embedder) for d in several]
+        pieces = [d.task.tokenize(prompted, tokenizer) for d, (prompted, tokenizer, _) in zip(several, role_sets, strict=True)]
         tokenized, collator = MultiDataset([t for t, _ in pieces]), MultiCollator([c for _, c in pieces])
     tokenize_seconds = time.perf_counter() - tokenize_started
     evaluating = dev_set is not None or dev_retrieval is not None

@@ -124,7 +124,10 @@ def check_label_spread(name: str, config: Any, train_set: Any) -> None:
     """A DataError naming the data and the label when every label of ``train_set`` is the same
     and no term of preset ``name``'s ``config`` learns from that: the cosine and angle terms rank
     pairs by label (one label: nothing to rank, the loss is 0); the in-batch-negative term trains
-    only when that label marks positives (>= ``positive_threshold``)."""
+    only when that label marks positives (>= ``positive_threshold``). n-tuple rows carry no labels:
+    they become pairs labelled 1 (the positive) and 0 (each negative), which always differ."""
+    if getattr(train_set, "labels", None) is None:
+        return
     labels = np.asarray(train_set.labels, dtype=np.float64)
     if len(labels) == 0 or labels.min() != labels.max():
         return
