@@ -60,7 +60,7 @@ def write_subset(pairs: Any, limit: int, path: Path) -> Path:
     with path.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle, delimiter="\t")
         writer.writerow(["text1", "text2", "label"])
-        for a, b, label in list(zip(pairs.text1, pairs.text2, pairs.labels))[:limit]:
+        for a, b, label in list(zip(pairs.text1, pairs.text2, pairs.labels, strict=False))[:limit]:
             writer.writerow([a, b, float(label)])
     return path
 
@@ -118,7 +118,7 @@ def as_table(texts: list[str], matrix: Any) -> dict[str, Any]:
 
     matrix = np.asarray(matrix, dtype=np.float64)
     matrix = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
-    return dict(zip(texts, matrix))
+    return dict(zip(texts, matrix, strict=False))
 
 
 def infinity_vectors(folder: Path, texts: list[str], batch_size: int, threads: int) -> tuple[dict[str, Any] | None, str]:

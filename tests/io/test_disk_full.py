@@ -30,7 +30,7 @@ class FakeDisk:
         self.failed = 0
 
     def open(self, file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        handle = builtins.open(file, mode, *args, **kwargs)
+        handle = builtins.open(file, mode, *args, **kwargs)  # noqa: SIM115 - returned to the caller, who closes it
         return handle if not any(c in mode for c in "wa+") else _Limited(handle, self)
 
 

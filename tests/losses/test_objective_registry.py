@@ -163,7 +163,7 @@ def test_a_knob_of_a_term_that_is_off_warns_once_each(preset: str, caplog: pytes
     messages = [r.getMessage() for r in caplog.records]
     flags = ["--" + key.replace("_", "-") for key in INERT[preset]]
     assert len(messages) == len(flags), messages
-    for flag, message in zip(flags, messages):
+    for flag, message in zip(flags, messages, strict=False):
         assert message.startswith(f"{flag} ") and f"does nothing: in the objective {preset!r}" in message, message
     if preset == "angle":
         assert messages[0] == "--cosine-tau 0.1 does nothing: in the objective 'angle' the cosine term weighs 0 (cosine_weight 0)"

@@ -56,7 +56,7 @@ def test_chunks_keep_special_tokens_and_cover_the_text(bert: Any) -> None:
     inner = [c[1:-1] for c in chunks]
     assert inner[0] == content[:18] and inner[-1] == content[-18:]
     covered = set()
-    for start, piece in zip(list(range(0, len(content) - 18 + 1, 9)) + [len(content) - 18], inner):
+    for start, piece in zip(list(range(0, len(content) - 18 + 1, 9)) + [len(content) - 18], inner, strict=False):
         assert piece == content[start : start + 18]
         covered.update(range(start, start + 18))
     assert covered == set(range(len(content)))

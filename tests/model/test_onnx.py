@@ -151,7 +151,7 @@ def test_anglekit_export_format_onnx(tiny_bert_dir: Path, tmp_path: Path, capsys
 
 def _pairs(tmp_path: Path) -> Path:
     path = tmp_path / "pairs.jsonl"
-    rows = [{"text1": a, "text2": b, "label": float(i % 5)} for i, (a, b) in enumerate(zip(TEXTS, TEXTS[1:] + TEXTS[:1]))]
+    rows = [{"text1": a, "text2": b, "label": float(i % 5)} for i, (a, b) in enumerate(zip(TEXTS, TEXTS[1:] + TEXTS[:1], strict=False))]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 

@@ -207,7 +207,7 @@ def test_two_processes_see_every_negative_of_both_batches(tmp_path: Path) -> Non
     # each process's rows (anchors, positives, real negatives) get the gradient of both losses
     local = [_process_inputs(range(sum(SIZES[:r]), sum(SIZES[: r + 1])))[0] for r in range(len(SIZES))]
     order = {int(t): j for j, t in enumerate(inputs["text_ids"])}
-    for part, rows in zip(parts, local):
+    for part, rows in zip(parts, local, strict=False):
         want = torch.stack([vectors.grad[order[int(t)]] for t in rows["text_ids"]])
         torch.testing.assert_close(part["grad"], want, rtol=1e-5, atol=1e-6)  # the task computes in float32
 

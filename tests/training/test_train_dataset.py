@@ -78,7 +78,7 @@ def test_columns_syntax_is_checked_with_the_settings(bad: str) -> None:
 def test_columns_flag_on_the_command_line(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = _renamed_pairs()
     path = tmp_path / "pairs.jsonl"
-    path.write_text("".join(json.dumps({"q": q, "d": d, "y": y}) + "\n" for q, d, y in zip(data["q"], data["d"], data["y"])))
+    path.write_text("".join(json.dumps({"q": q, "d": d, "y": y}) + "\n" for q, d, y in zip(data["q"], data["d"], data["y"], strict=False)))
     argv = ["train", str(tiny_bert_dir), "--train-data", str(path), "--columns", "text1=q,text2=d,label=y", "--output-dir", str(tmp_path / "run"),
             "--max-steps", "2", "--batch-size", "4", "--positive-threshold", "4.0", "--device", "cpu", "--quiet"]  # fmt: skip
     code, out, err = helpers.run_cli(argv, capsys)

@@ -3,6 +3,7 @@ end-to-end runs on the tiny BERT (in-process, and a killed-then-resumed CLI subp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -253,7 +254,7 @@ def test_sampler_batch_order_is_not_sorted_inside_mega_batches() -> None:
     about as often as they fall; unshuffled they would fall inside every mega-batch."""
     lengths = _lengths(4000)
     tops = _batch_tops(list(LengthGroupedSampler(lengths, 8, seed=0)), lengths, 8)
-    rises = sum(b > a for a, b in zip(tops, tops[1:]))
+    rises = sum(b > a for a, b in zip(tops, tops[1:], strict=False))
     assert rises > len(tops) // 4, (rises, len(tops))
 
 
@@ -556,10 +557,8 @@ def _checkpoint_done(path: Path, step: int) -> bool:
 
 def _kill(process: subprocess.Popen[Any]) -> None:
     if process.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         process.wait(timeout=60)
 
 

@@ -78,9 +78,8 @@ def run(args: argparse.Namespace) -> int:
     vectors = model.encode(texts, batch_size=args.batch_size, normalize=args.normalize, show_progress=not args.quiet, role=args.role)
     if (model.config.normalize if args.normalize is None else args.normalize) and (message := zero_rows_message(vectors, where=f"{args.input}: ")):
         print(f"anglekit encode: warning: {message}", file=sys.stderr)
-    with atomic_path(output) as tmp:
-        with open(tmp, "wb") as handle:
-            np.save(handle, vectors)
+    with atomic_path(output) as tmp, open(tmp, "wb") as handle:
+        np.save(handle, vectors)
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} vectors to {output}")
     return 0
 

@@ -60,10 +60,7 @@ def run(args: argparse.Namespace) -> int:
         if "model" in values and values["model"] != positional:
             raise ConfigError(f"the model is given twice, as MODEL {positional!r} and as --model {values['model']!r}; give one")
         values["model"] = positional
-    if getattr(args, "config", None):
-        config = TrainConfig.from_yaml(args.config, values)
-    else:
-        config = TrainConfig.from_dict(values, source="flags")
+    config = TrainConfig.from_yaml(args.config, values) if getattr(args, "config", None) else TrainConfig.from_dict(values, source="flags")
     result = train(config)
     print(result.table())
     return 0

@@ -14,6 +14,7 @@ model once and taking every W-th of those shards.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -222,10 +223,8 @@ def _resume_note(folder: Path, shard_id: int, num_shards: int, shard_size: int) 
         return None
     texts = 0
     for index in done:
-        try:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # an unreadable record: the shard is redone, with a warning, when its turn comes
             texts += int(json.loads(record_path(folder, index).read_text(encoding="utf-8"))["rows"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # an unreadable record: the shard is redone, with a warning, when its turn comes
     restart = shard_id
     while restart in done:
         restart += num_shards

@@ -112,7 +112,7 @@ def report(run_dirs: Sequence[str | os.PathLike[str]], *, suites: Sequence[str] 
                 if c not in columns:
                     columns.append(c)
         rows = []
-        for name, (_, results) in zip(names, runs):
+        for name, (_, results) in zip(names, runs, strict=False):
             if suite in results:
                 scores = results[suite]["scores"]
                 variant = results[suite].get("variant")
@@ -130,7 +130,7 @@ def report(run_dirs: Sequence[str | os.PathLike[str]], *, suites: Sequence[str] 
         sections += [f"- {n}" for n in dict.fromkeys(notes)]
         sections.append("")
     sections += ["Runs:", ""]
-    for name, (directory, results) in zip(names, runs):
+    for name, (directory, results) in zip(names, runs, strict=False):
         model = next(iter(results.values())).get("model") or {}
         sections.append(f"- {name}: `{directory}` (fingerprint {model.get('fingerprint')}, max_length {model.get('max_length')}; suites {', '.join(results)})")
     return "\n".join(sections) + "\n"
