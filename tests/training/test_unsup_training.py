@@ -224,7 +224,7 @@ def test_cli_trains_simace_unsup_on_a_sentence_file(tiny_bert_dir: Path, sentenc
     from safetensors import safe_open
 
     with safe_open(str(out / "model" / "model.safetensors"), "pt") as handle:
-        assert not any("head" in key or key == "dense.weight" for key in handle)
+        assert not any("head" in key or key == "dense.weight" for key in handle.keys())  # noqa: SIM118 - safe_open has keys() and is not iterable
     checkpoint = sorted(out.glob("checkpoint-*"))[-1]
     with safe_open(str(checkpoint / "model.safetensors"), "pt") as handle:
         assert "head.dense.weight" in set(handle.keys())
