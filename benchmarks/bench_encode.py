@@ -487,6 +487,92 @@ def print_report(result: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------- main
+def _selected_rows(parser: argparse.ArgumentParser, asked: str | None, rows: list[Row]) -> list[Row]:
+    """The rows ``--rows`` names (an unknown one is a usage error), else the default rows."""
+    names = [r.name for r in rows]
+    if not asked:
+        return [r for r in rows if r.default]
+    wanted = [n.strip() for n in asked.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in names]
+    if unknown:
+        parser.error(f"unknown rows {unknown}; known: {', '.join(names)}")
+    return [r for r in rows if r.name in wanted]
+
+
+def _runnable(rows: list[Row], pythons: dict[str, Path], st_venv: str, results: dict[str, dict[str, Any]]) -> list[Row]:
+    """The rows whose venv has what they need; the others are recorded in ``results`` as skipped, with why."""
+    have = {venv: probe_venv(pythons[venv], {m for r in rows if r.venv == venv for m in r.needs} | {"numpy"}) for venv in pythons}
+    runnable: list[Row] = []
+    for row in rows:
+        missing = [m for m in row.needs if not have[row.venv].get(m)]
+        if row.venv == "st" and not pythons["st"].is_file():
+            results[row.name] = {"skipped": f"no {st_venv}: run bash benchmarks/peers/setup_st_onnx.sh --openvino"}
+        elif missing:
+            hint = " (bash benchmarks/peers/setup_st_onnx.sh --openvino)" if row.venv == "st" else ""
+            results[row.name] = {"skipped": f"{pythons[row.venv]} lacks {', '.join(missing)}{hint}"}
+        else:
+            runnable.append(row)
+    return runnable
+
+
+def _prepare_exports(runnable: list[Row], pythons: dict[str, Path], env: dict[str, str], work: Path, threads: int, quant_config: str) -> dict[str, Any]:
+    """The exports the rows need, once per run, before any row is timed: what each preparation
+    reported (or its error), by ``anglekit`` / ``st``."""
+    prepared: dict[str, Any] = {}
+    exports = sorted({r.model for r in runnable if r.kind in ("anglekit-onnx", "anglekit-openvino")})
+    if exports:
+        say(f"exporting anglekit {', '.join(exports)} ...")
+        try:
+            prepared["anglekit"] = run_child(
+                pythons["main"],
+                ["prepare", "--what", "anglekit", "--out-dir", str(work / "anglekit"), "--exports", ",".join(exports), "--threads", str(threads)],
+                env,
+                work / "prepare-anglekit.log",
+            )
+        except RuntimeError as exc:
+            prepared["anglekit"] = {"error": str(exc)}
+    st_rows = [r for r in runnable if r.model == "st"]
+    if st_rows:
+        say("exporting sentence-transformers onnx / onnx-int8" + (" / openvino" if any(r.kind == "st-openvino" for r in st_rows) else "") + " ...")
+        argv_st = ["prepare", "--what", "st", "--out-dir", str(work / "st"), "--quant-config", quant_config, "--threads", str(threads)]
+        if any(r.kind == "st-openvino" for r in st_rows):
+            argv_st.append("--openvino")
+        try:
+            prepared["st"] = run_child(pythons["st"], argv_st, env, work / "prepare-st.log")
+        except RuntimeError as exc:
+            prepared["st"] = {"error": str(exc)}
+    return prepared
+
+
+def _row_path(row: Row, model_dir: Path, work: Path, prepared: dict[str, Any]) -> tuple[str | None, str]:
+    """(the model path a row runs on, "") or (None, why its export failed)."""
+    if row.model == "minilm":
+        return str(model_dir), ""
+    if row.model == "st":
+        if "error" in prepared.get("st", {"error": "not prepared"}):
+            return None, "sentence-transformers export failed: " + prepared.get("st", {}).get("error", "")
+        return str(work / "st"), ""
+    done = prepared.get("anglekit", {}).get("exports", {})
+    if row.model not in done:
+        return None, "anglekit export failed: " + prepared.get("anglekit", {}).get("error", "")
+    return done[row.model]["path"], ""
+
+
+def _compare_rows(results: dict[str, dict[str, Any]], work: Path) -> None:
+    """Each measured row compared with the reference vectors and the baseline's throughput (in place)."""
+    reference = work / f"{REFERENCE}.npz"
+    for name, row in results.items():
+        if "short" not in row:
+            continue
+        if reference.is_file() and name != REFERENCE:
+            with np.load(work / f"{name}.npz") as mine, np.load(reference) as ref:
+                row.update(compare(mine, ref))
+        if BASELINE in results and "short" in results[BASELINE]:
+            row["ratio_vs_st_torch"] = {part: round(row[part]["sentences_per_s"] / results[BASELINE][part]["sentences_per_s"], 3) for part in ("short", "long")}
+        if REFERENCE in results and "spearman" in results[REFERENCE]:
+            row["spearman_minus_anglekit_torch"] = round(row["spearman"] - results[REFERENCE]["spearman"], 4)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per row; the best counts")
@@ -507,30 +593,10 @@ def main(argv: list[str] | None = None) -> int:
 
     cpu = cpu_info()
     quant_config = st_quant_config(cpu)
-    rows = all_rows(quant_config)
-    names = [r.name for r in rows]
-    if args.rows:
-        wanted = [n.strip() for n in args.rows.split(",") if n.strip()]
-        unknown = [n for n in wanted if n not in names]
-        if unknown:
-            parser.error(f"unknown rows {unknown}; known: {', '.join(names)}")
-        rows = [r for r in rows if r.name in wanted]
-    else:
-        rows = [r for r in rows if r.default]
-
+    rows = _selected_rows(parser, args.rows, all_rows(quant_config))
     pythons = {"main": Path(sys.executable), "st": Path(args.st_venv) / "bin" / "python"}
-    have = {venv: probe_venv(pythons[venv], {m for r in rows if r.venv == venv for m in r.needs} | {"numpy"}) for venv in pythons}
     results: dict[str, dict[str, Any]] = {}
-    runnable: list[Row] = []
-    for row in rows:
-        missing = [m for m in row.needs if not have[row.venv].get(m)]
-        if row.venv == "st" and not pythons["st"].is_file():
-            results[row.name] = {"skipped": f"no {args.st_venv}: run bash benchmarks/peers/setup_st_onnx.sh --openvino"}
-        elif missing:
-            hint = " (bash benchmarks/peers/setup_st_onnx.sh --openvino)" if row.venv == "st" else ""
-            results[row.name] = {"skipped": f"{pythons[row.venv]} lacks {', '.join(missing)}{hint}"}
-        else:
-            runnable.append(row)
+    runnable = _runnable(rows, pythons, args.st_venv, results)
 
     model_dir = common.minilm_dir()
     long_count = min(args.long_count, args.limit) if args.limit else args.long_count
@@ -543,45 +609,14 @@ def main(argv: list[str] | None = None) -> int:
         inputs_path = work / "inputs.json"
         inputs_path.write_text(json.dumps(inputs), encoding="utf-8")
 
-        # Exports, once per run, before any row is timed.
-        exports = sorted({r.model for r in runnable if r.kind in ("anglekit-onnx", "anglekit-openvino")})
-        if exports:
-            say(f"exporting anglekit {', '.join(exports)} ...")
-            try:
-                prepared["anglekit"] = run_child(
-                    pythons["main"],
-                    ["prepare", "--what", "anglekit", "--out-dir", str(work / "anglekit"), "--exports", ",".join(exports), "--threads", str(args.threads)],
-                    env,
-                    work / "prepare-anglekit.log",
-                )
-            except RuntimeError as exc:
-                prepared["anglekit"] = {"error": str(exc)}
-        st_rows = [r for r in runnable if r.model == "st"]
-        if st_rows:
-            say("exporting sentence-transformers onnx / onnx-int8" + (" / openvino" if any(r.kind == "st-openvino" for r in st_rows) else "") + " ...")
-            argv_st = ["prepare", "--what", "st", "--out-dir", str(work / "st"), "--quant-config", quant_config, "--threads", str(args.threads)]
-            if any(r.kind == "st-openvino" for r in st_rows):
-                argv_st.append("--openvino")
-            try:
-                prepared["st"] = run_child(pythons["st"], argv_st, env, work / "prepare-st.log")
-            except RuntimeError as exc:
-                prepared["st"] = {"error": str(exc)}
+        prepared.update(_prepare_exports(runnable, pythons, env, work, args.threads, quant_config))
 
         for row in runnable:
             file_name = row.file_name
-            if row.model == "minilm":
-                path = str(model_dir)
-            elif row.model == "st":
-                if "error" in prepared.get("st", {"error": "not prepared"}):
-                    results[row.name] = {"error": "sentence-transformers export failed: " + prepared.get("st", {}).get("error", "")}
-                    continue
-                path = str(work / "st")
-            else:
-                done = prepared.get("anglekit", {}).get("exports", {})
-                if row.model not in done:
-                    results[row.name] = {"error": "anglekit export failed: " + prepared.get("anglekit", {}).get("error", "")}
-                    continue
-                path = done[row.model]["path"]
+            path, error = _row_path(row, model_dir, work, prepared)
+            if path is None:
+                results[row.name] = {"error": error}
+                continue
             say(f"row {row.name} ...")
             argv_row = [
                 "run",
@@ -614,20 +649,7 @@ def main(argv: list[str] | None = None) -> int:
                 results[row.name] = {"error": str(exc)}
                 say(f"row {row.name} failed: {str(exc)[-400:]}")
 
-        # Comparisons with the reference vectors and the baseline's throughput.
-        reference = work / f"{REFERENCE}.npz"
-        for name, row in results.items():
-            if "short" not in row:
-                continue
-            if reference.is_file() and name != REFERENCE:
-                with np.load(work / f"{name}.npz") as mine, np.load(reference) as ref:
-                    row.update(compare(mine, ref))
-            if BASELINE in results and "short" in results[BASELINE]:
-                row["ratio_vs_st_torch"] = {
-                    part: round(row[part]["sentences_per_s"] / results[BASELINE][part]["sentences_per_s"], 3) for part in ("short", "long")
-                }
-            if REFERENCE in results and "spearman" in results[REFERENCE]:
-                row["spearman_minus_anglekit_torch"] = round(row["spearman"] - results[REFERENCE]["spearman"], 4)
+        _compare_rows(results, work)
     finally:
         if args.keep_temp:
             say(f"kept {work}")

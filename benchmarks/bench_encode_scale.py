@@ -33,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE / "peers"))
 import common  # noqa: E402
+import contextlib
 
 
 def data_root() -> Path:
@@ -98,10 +99,8 @@ def _tree_rss(process: object) -> int:
     except psutil.Error:
         return 0
     for proc in procs:
-        try:
+        with contextlib.suppress(psutil.Error):
             total += proc.memory_info().rss
-        except psutil.Error:
-            pass
     return total
 
 

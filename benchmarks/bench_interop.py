@@ -60,7 +60,7 @@ def write_subset(pairs: Any, limit: int, path: Path) -> Path:
     with path.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle, delimiter="\t")
         writer.writerow(["text1", "text2", "label"])
-        for a, b, label in list(zip(pairs.text1, pairs.text2, pairs.labels))[:limit]:
+        for a, b, label in list(zip(pairs.text1, pairs.text2, pairs.labels, strict=False))[:limit]:
             writer.writerow([a, b, float(label)])
     return path
 
@@ -118,7 +118,7 @@ def as_table(texts: list[str], matrix: Any) -> dict[str, Any]:
 
     matrix = np.asarray(matrix, dtype=np.float64)
     matrix = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
-    return dict(zip(texts, matrix))
+    return dict(zip(texts, matrix, strict=False))
 
 
 def infinity_vectors(folder: Path, texts: list[str], batch_size: int, threads: int) -> tuple[dict[str, Any] | None, str]:
@@ -163,6 +163,24 @@ def infinity_vectors(folder: Path, texts: list[str], batch_size: int, threads: i
     return as_table(texts, out), peer_versions
 
 
+def _train(args: argparse.Namespace, run_dir: Path) -> float:
+    """Train the model of ``args.config`` into ``run_dir`` (replaced); the seconds it took."""
+    import yaml
+
+    from anglekit.training.config import TrainConfig
+    from anglekit.training.run import train
+
+    settings = yaml.safe_load(Path(args.config).read_text())
+    settings.update(output_dir=str(run_dir), overwrite_output_dir=True, quiet=True, test_data=None)
+    if args.max_steps:
+        settings["max_steps"] = args.max_steps
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    started = time.perf_counter()
+    train(TrainConfig.from_dict(settings))
+    return time.perf_counter() - started
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import numpy as np
@@ -177,8 +195,6 @@ def main(argv: list[str] | None = None) -> int:
     from anglekit.data.catalog import resolve_dataset
     from anglekit.export import export
     from anglekit.model.embedder import Embedder
-    from anglekit.training.config import TrainConfig
-    from anglekit.training.run import train
 
     root = data_root(args.data_dir)
     os.environ["ANGLEKIT_DATA"] = str(root)
@@ -196,17 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     trained = run_dir / "model"
     train_seconds = None
     if not (args.reuse and (trained / "anglekit_config.json").is_file()):
-        import yaml
-
-        settings = yaml.safe_load(Path(args.config).read_text())
-        settings.update(output_dir=str(run_dir), overwrite_output_dir=True, quiet=True, test_data=None)
-        if args.max_steps:
-            settings["max_steps"] = args.max_steps
-        if run_dir.exists():
-            shutil.rmtree(run_dir)
-        started = time.perf_counter()
-        train(TrainConfig.from_dict(settings))
-        train_seconds = time.perf_counter() - started
+        train_seconds = _train(args, run_dir)
 
     rows: list[dict[str, Any]] = []
 

@@ -63,7 +63,7 @@ def write_subset(pairs: Any, limit: int, path: Path) -> Path:
     with path.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle, delimiter="\t", quoting=csv.QUOTE_MINIMAL)
         writer.writerow(["text1", "text2", "label"])
-        for a, b, label in list(zip(pairs.text1, pairs.text2, pairs.labels))[:limit]:
+        for a, b, label in list(zip(pairs.text1, pairs.text2, pairs.labels, strict=False))[:limit]:
             writer.writerow([a, b, float(label)])
     return path
 

@@ -41,7 +41,7 @@ DATA = HERE.parent.parent / "shared" / "data" / "flickr30k" / "Train"
 def pairs(rows: int) -> list[dict[str, str]]:
     first = (DATA / "train.1").read_text(encoding="utf-8").splitlines()[:rows]
     second = (DATA / "train.2").read_text(encoding="utf-8").splitlines()[:rows]
-    return [{"anchor": a, "positive": p} for a, p in zip(first, second)]
+    return [{"anchor": a, "positive": p} for a, p in zip(first, second, strict=False)]
 
 
 def run_anglekit(model: Any, rows: list[dict[str, str]], negatives: int, folder: Path) -> tuple[float, dict[tuple[str, str], list[str]]]:

@@ -123,7 +123,7 @@ def main() -> int:
             line = f"{runtime:22s} {batch:5d} " + " ".join(f"{mean[m][0]:10.0f} {mean[m][1]:10.0f}" for m in args.multiples)
             entry = {"runtime": runtime, "batch": batch, "rows": {str(m): c for m, c in cells.items()}}
             if 1 in mean and 8 in mean:
-                per_run = [(a["cold"] / b["cold"], a["warm"] / b["warm"]) for a, b in zip(cells[8], cells[1])]
+                per_run = [(a["cold"] / b["cold"], a["warm"] / b["warm"]) for a, b in zip(cells[8], cells[1], strict=False)]
                 entry["ratio_8_over_1"] = per_run
                 line += "   " + ", ".join(f"{c:.2f}/{w:.2f}" for c, w in per_run)
             summary.append(entry)

@@ -322,7 +322,7 @@ def _scrape_batches(url: str) -> tuple[float, float]:
 
 
 # --------------------------------------------------------------------------- main
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--peers", nargs="+", default=list(PEERS), choices=PEERS)
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 8, 32, 128])
@@ -340,7 +340,11 @@ def main(argv: list[str] | None = None) -> int:
         "for every server alike; OMP_WAIT_POLICY=ACTIVE: OpenMP threads spin, torch's default, for all)",
     )
     parser.add_argument("--out", default=str(HERE / "results" / "bench_serve.json"))
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
 
     from anglekit import Embedder
     from anglekit.model.hardware import cpu_has_native_bf16
@@ -369,18 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             with server(peer, model_dir, threads, extra_env) as url:
                 max_diff[peer] = asyncio.run(check_vectors(url, probe, expected, args.encoding))
-                for size in args.sizes:
-                    for concurrency in args.concurrency:
-                        requests = max(args.sentences // size, 2 * concurrency)
-                        before = _scrape_batches(url) if peer.startswith("anglekit") else None
-                        row = asyncio.run(run_cell(url, sentences, size, concurrency, requests, args.max_seconds, args.encoding))
-                        row["peer"] = peer
-                        if before is not None:
-                            after = _scrape_batches(url)
-                            row["mean_batch_size"] = (after[0] - before[0]) / max(after[1] - before[1], 1)
-                        rows.append(row)
-                        print(f"   {size:>3} x {concurrency:>3}: {row['sentences_per_s']:8.1f} sentences/s  p50 {row['p50_ms']:8.1f} ms"
-                              f"  p99 {row['p99_ms']:8.1f} ms  failures {row['failures']}", file=sys.stderr, flush=True)  # fmt: skip
+                _measure(args, peer, url, sentences, rows)
         except (infinity_peer.InfinityUnavailable, RuntimeError) as exc:
             skipped[peer] = str(exc)
             print(f"   skipped: {exc}", file=sys.stderr, flush=True)
@@ -388,45 +381,13 @@ def main(argv: list[str] | None = None) -> int:
     def cell(peer: str, size: int, concurrency: int) -> dict[str, Any] | None:
         return next((r for r in rows if (r["peer"], r["size"], r["concurrency"]) == (peer, size, concurrency)), None)
 
-    ratios = []
-    for size in args.sizes:
-        for concurrency in args.concurrency:
-            ours, theirs = cell("anglekit", size, concurrency), cell("infinity-torch", size, concurrency)
-            if ours and theirs and theirs["sentences_per_s"] and ours["p99_ms"] and theirs["p99_ms"]:
-                ratios.append({
-                    "size": size, "concurrency": concurrency,
-                    "throughput_ratio": ours["sentences_per_s"] / theirs["sentences_per_s"],
-                    "p99_ratio": ours["p99_ms"] / theirs["p99_ms"],
-                })  # fmt: skip
-    best_ratios = []  # anglekit's best row against infinity's best engine, cell by cell
-    for size in args.sizes:
-        for concurrency in args.concurrency:
-            mine = [r for r in (cell(p, size, concurrency) for p in ANGLEKIT) if r and r["p99_ms"]]
-            theirs = [r for r in (cell(p, size, concurrency) for p in INFINITY) if r and r["p99_ms"]]
-            if mine and theirs:
-                ours, best = max(mine, key=lambda r: r["sentences_per_s"]), max(theirs, key=lambda r: r["sentences_per_s"])
-                best_ratios.append({
-                    "size": size, "concurrency": concurrency, "anglekit": ours["peer"], "infinity": best["peer"],
-                    "throughput_ratio": ours["sentences_per_s"] / best["sentences_per_s"], "p99_ratio": ours["p99_ms"] / best["p99_ms"],
-                })  # fmt: skip
+    ratios, best_ratios = _ratios(args, cell)
 
     print(
         f"\nall-MiniLM-L6-v2, CPU, {threads} threads per server, {args.encoding} responses, STS-B test sentences"
         + (f", server environment {extra_env}" if extra_env else "")
     )
-    header = f"{'sentences/request':>17} {'concurrency':>11}  " + "  ".join(f"{p:>30}" for p in args.peers if p not in skipped)
-    print(header)
-    print(f"{'':>17} {'':>11}  " + "  ".join(f"{'sent/s   p50 ms   p99 ms':>30}" for p in args.peers if p not in skipped))
-    for size in args.sizes:
-        for concurrency in args.concurrency:
-            cells = []
-            for peer in args.peers:
-                if peer in skipped:
-                    continue
-                r = cell(peer, size, concurrency)
-                cells.append(f"{r['sentences_per_s']:8.1f} {r['p50_ms']:8.1f} {r['p99_ms']:8.1f}" if r and r["p50_ms"] else f"{'-':>26}")
-                cells[-1] = f"{cells[-1]:>30}"
-            print(f"{size:>17} {concurrency:>11}  " + "  ".join(cells))
+    _print_table(args, skipped, cell)
     if ratios:
         print("\nanglekit / infinity (torch):")
         for r in ratios:
@@ -460,6 +421,66 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     write_json(Path(args.out), result)
     return 0
+
+
+def _measure(args: argparse.Namespace, peer: str, url: str, sentences: list[str], rows: list[dict[str, Any]]) -> None:
+    """Every (size, concurrency) cell of ``peer``'s server at ``url`` appended to ``rows`` (kept
+    if a later cell fails), each printed as it is measured."""
+    for size in args.sizes:
+        for concurrency in args.concurrency:
+            requests = max(args.sentences // size, 2 * concurrency)
+            before = _scrape_batches(url) if peer.startswith("anglekit") else None
+            row = asyncio.run(run_cell(url, sentences, size, concurrency, requests, args.max_seconds, args.encoding))
+            row["peer"] = peer
+            if before is not None:
+                after = _scrape_batches(url)
+                row["mean_batch_size"] = (after[0] - before[0]) / max(after[1] - before[1], 1)
+            rows.append(row)
+            print(f"   {size:>3} x {concurrency:>3}: {row['sentences_per_s']:8.1f} sentences/s  p50 {row['p50_ms']:8.1f} ms"
+                  f"  p99 {row['p99_ms']:8.1f} ms  failures {row['failures']}", file=sys.stderr, flush=True)  # fmt: skip
+
+
+def _ratios(args: argparse.Namespace, cell: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(anglekit / infinity-torch per cell, anglekit's best row / infinity's best engine per cell)."""
+    ratios = []
+    for size in args.sizes:
+        for concurrency in args.concurrency:
+            ours, theirs = cell("anglekit", size, concurrency), cell("infinity-torch", size, concurrency)
+            if ours and theirs and theirs["sentences_per_s"] and ours["p99_ms"] and theirs["p99_ms"]:
+                ratios.append({
+                    "size": size, "concurrency": concurrency,
+                    "throughput_ratio": ours["sentences_per_s"] / theirs["sentences_per_s"],
+                    "p99_ratio": ours["p99_ms"] / theirs["p99_ms"],
+                })  # fmt: skip
+    best_ratios = []  # anglekit's best row against infinity's best engine, cell by cell
+    for size in args.sizes:
+        for concurrency in args.concurrency:
+            mine = [r for r in (cell(p, size, concurrency) for p in ANGLEKIT) if r and r["p99_ms"]]
+            theirs = [r for r in (cell(p, size, concurrency) for p in INFINITY) if r and r["p99_ms"]]
+            if mine and theirs:
+                ours, best = max(mine, key=lambda r: r["sentences_per_s"]), max(theirs, key=lambda r: r["sentences_per_s"])
+                best_ratios.append({
+                    "size": size, "concurrency": concurrency, "anglekit": ours["peer"], "infinity": best["peer"],
+                    "throughput_ratio": ours["sentences_per_s"] / best["sentences_per_s"], "p99_ratio": ours["p99_ms"] / best["p99_ms"],
+                })  # fmt: skip
+    return ratios, best_ratios
+
+
+def _print_table(args: argparse.Namespace, skipped: dict[str, str], cell: Any) -> None:
+    """The cells as a table: a column per peer measured, a row per (size, concurrency)."""
+    header = f"{'sentences/request':>17} {'concurrency':>11}  " + "  ".join(f"{p:>30}" for p in args.peers if p not in skipped)
+    print(header)
+    print(f"{'':>17} {'':>11}  " + "  ".join(f"{'sent/s   p50 ms   p99 ms':>30}" for p in args.peers if p not in skipped))
+    for size in args.sizes:
+        for concurrency in args.concurrency:
+            cells = []
+            for peer in args.peers:
+                if peer in skipped:
+                    continue
+                r = cell(peer, size, concurrency)
+                cells.append(f"{r['sentences_per_s']:8.1f} {r['p50_ms']:8.1f} {r['p99_ms']:8.1f}" if r and r["p50_ms"] else f"{'-':>26}")
+                cells[-1] = f"{cells[-1]:>30}"
+            print(f"{size:>17} {concurrency:>11}  " + "  ".join(cells))
 
 
 def write_json(out: Path, result: dict[str, Any]) -> None:

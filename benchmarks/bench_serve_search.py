@@ -104,7 +104,7 @@ async def fetch_ids(url: str, queries: list[str]) -> list[list[str]]:
 
 
 def recall(found: list[list[str]], truth: list[list[str]]) -> float:
-    return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth)]))
+    return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth, strict=False)]))
 
 
 def run_search(args: argparse.Namespace, model_dir: Path, threads: int, env: dict[str, str]) -> dict[str, Any]:

@@ -21,7 +21,8 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

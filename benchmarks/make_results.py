@@ -136,7 +136,7 @@ def claims() -> list[Claim]:
         theirs = r.get(train, f"rows[row={st_best}].train_pairs_per_s_runs")
         if not (_numbers(ours) and _numbers(theirs) and len(ours) == len(theirs) and 0 not in theirs):
             raise ResultsError(f"{r.root / train}: train_pairs_per_s_runs of {default} and {st_best} are not lists of one length of positive numbers")
-        return _range([a / b for a, b in zip(ours, theirs)])
+        return _range([a / b for a, b in zip(ours, theirs, strict=False)])
 
     def llm_recipe(r: Results) -> str:
         ratios = [

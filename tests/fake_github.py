@@ -48,10 +48,7 @@ class FakeGitHub:
         delay_s: float = 0.0,
         log_path: str | os.PathLike[str] | None = None,
     ) -> None:
-        if isinstance(fixture, Mapping):
-            data = dict(fixture)
-        else:
-            data = json.loads(Path(fixture).read_text(encoding="utf-8"))
+        data = dict(fixture) if isinstance(fixture, Mapping) else json.loads(Path(fixture).read_text(encoding="utf-8"))
         self.routes: dict[str, Any] = dict(data.get("routes", {}))
         self.once: dict[str, list[Any]] = {k: list(v) for k, v in data.get("once", {}).items()}
         self.extra_headers: dict[str, str] = {str(k): str(v) for k, v in data.get("headers", {}).items()}
@@ -156,10 +153,7 @@ class FakeGitHub:
 
     def _send(self, handler: BaseHTTPRequestHandler, spec: Mapping[str, Any]) -> None:
         status = int(spec.get("status", 200))
-        if "text" in spec:
-            payload = str(spec["text"]).encode("utf-8")
-        else:
-            payload = json.dumps(spec.get("json")).encode("utf-8")
+        payload = str(spec["text"]).encode("utf-8") if "text" in spec else json.dumps(spec.get("json")).encode("utf-8")
         handler.send_response(status)
         headers = {**self.extra_headers, **{str(k): str(v) for k, v in spec.get("headers", {}).items()}}
         headers.setdefault("Content-Type", "application/json; charset=utf-8")

@@ -25,19 +25,203 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
-WORDS = (
-    "a an the and or but if then of to in on at by for with from up down out over under again "
-    "is are was were be been being have has had do does did will would can could should may might "
-    "i you he she it we they me him her us them my your his its our their this that these those "
-    "man woman child dog cat bird horse car bus train plane boat bike house road street city park "
-    "tree flower grass water river sea lake beach mountain sky sun rain snow food apple bread "
-    "guitar piano music song book paper phone computer table chair door window ball game team "
-    "play plays playing played run runs running ran walk walks walking eat eats eating sit sits "
-    "sitting ride rides riding read reads reading cut cuts cutting cook cooks cooking talk talks "
-    "big small red blue green black white young old happy sad fast slow new good bad hot cold "
-    "one two three four five some many all no not very there here now today yesterday tomorrow "
-    "people person group men women children dogs cats birds cars kids girl boy girls boys"
-).split()
+WORDS = [
+    "a",
+    "an",
+    "the",
+    "and",
+    "or",
+    "but",
+    "if",
+    "then",
+    "of",
+    "to",
+    "in",
+    "on",
+    "at",
+    "by",
+    "for",
+    "with",
+    "from",
+    "up",
+    "down",
+    "out",
+    "over",
+    "under",
+    "again",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "have",
+    "has",
+    "had",
+    "do",
+    "does",
+    "did",
+    "will",
+    "would",
+    "can",
+    "could",
+    "should",
+    "may",
+    "might",
+    "i",
+    "you",
+    "he",
+    "she",
+    "it",
+    "we",
+    "they",
+    "me",
+    "him",
+    "her",
+    "us",
+    "them",
+    "my",
+    "your",
+    "his",
+    "its",
+    "our",
+    "their",
+    "this",
+    "that",
+    "these",
+    "those",
+    "man",
+    "woman",
+    "child",
+    "dog",
+    "cat",
+    "bird",
+    "horse",
+    "car",
+    "bus",
+    "train",
+    "plane",
+    "boat",
+    "bike",
+    "house",
+    "road",
+    "street",
+    "city",
+    "park",
+    "tree",
+    "flower",
+    "grass",
+    "water",
+    "river",
+    "sea",
+    "lake",
+    "beach",
+    "mountain",
+    "sky",
+    "sun",
+    "rain",
+    "snow",
+    "food",
+    "apple",
+    "bread",
+    "guitar",
+    "piano",
+    "music",
+    "song",
+    "book",
+    "paper",
+    "phone",
+    "computer",
+    "table",
+    "chair",
+    "door",
+    "window",
+    "ball",
+    "game",
+    "team",
+    "play",
+    "plays",
+    "playing",
+    "played",
+    "run",
+    "runs",
+    "running",
+    "ran",
+    "walk",
+    "walks",
+    "walking",
+    "eat",
+    "eats",
+    "eating",
+    "sit",
+    "sits",
+    "sitting",
+    "ride",
+    "rides",
+    "riding",
+    "read",
+    "reads",
+    "reading",
+    "cut",
+    "cuts",
+    "cutting",
+    "cook",
+    "cooks",
+    "cooking",
+    "talk",
+    "talks",
+    "big",
+    "small",
+    "red",
+    "blue",
+    "green",
+    "black",
+    "white",
+    "young",
+    "old",
+    "happy",
+    "sad",
+    "fast",
+    "slow",
+    "new",
+    "good",
+    "bad",
+    "hot",
+    "cold",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "some",
+    "many",
+    "all",
+    "no",
+    "not",
+    "very",
+    "there",
+    "here",
+    "now",
+    "today",
+    "yesterday",
+    "tomorrow",
+    "people",
+    "person",
+    "group",
+    "men",
+    "women",
+    "children",
+    "dogs",
+    "cats",
+    "birds",
+    "cars",
+    "kids",
+    "girl",
+    "boy",
+    "girls",
+    "boys",
+]
 
 LETTERS = list("abcdefghijklmnopqrstuvwxyz0123456789")
 PUNCT = list(".,!?;:'\"-()")
@@ -48,6 +232,30 @@ def vocabulary() -> list[str]:
     for token in [*SPECIAL_TOKENS, *PUNCT, *LETTERS, *WORDS, *(f"##{c}" for c in LETTERS)]:
         seen.setdefault(token, None)
     return list(seen)
+
+
+def words(n: int, offset: int = 0) -> str:
+    """``n`` words of the tiny vocabulary, starting at word ``offset`` (wrapping around): a text of a known length."""
+    vocab = [w for w in vocabulary() if w.isalpha()]
+    return " ".join(vocab[(offset + i) % len(vocab)] for i in range(n))
+
+
+def row_cosines(a: Any, b: Any) -> Any:
+    """The cosine of each row of ``a`` with the same row of ``b`` (numpy arrays [N, D] -> [N])."""
+    import numpy as np
+
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def train_config(model: Path | str, train_data: Path | str | None, output_dir: Path | str, /, **settings: Any) -> Any:
+    """A TrainConfig of ``model`` on ``train_data`` (left out when None) into ``output_dir``, quiet,
+    with ``settings`` (flat keys) on top: the one builder the training tests share."""
+    from anglekit.training.config import TrainConfig
+
+    values: dict[str, Any] = {"model": str(model), "output_dir": str(output_dir), "quiet": True}
+    if train_data is not None:
+        values["train_data"] = str(train_data)
+    return TrainConfig.from_dict({**values, **settings})
 
 
 def build_tiny_bert(directory: Path, *, seed: int = 0, layers: int = 2) -> Path:

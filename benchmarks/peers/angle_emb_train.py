@@ -250,7 +250,7 @@ def run(args) -> dict:
         "epochs": targs.num_train_epochs,
         "filter_duplicate": bool(args.filter_duplicate),
         "labels": "raw STS-B scores 0..5 (format A 'label')",
-        "eval": "angle_emb AnglE.encode (avg pooling, max_length=%d), cosine Spearman" % args.max_length,
+        "eval": f"angle_emb AnglE.encode (avg pooling, max_length={args.max_length:d}), cosine Spearman",
         "angle_emb_version": angle_emb.__version__,
         "torch_threads": torch.get_num_threads(),
         "timing": common.TIMING_NOTE,

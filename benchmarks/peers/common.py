@@ -26,7 +26,8 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -190,7 +191,7 @@ def pair_lengths(tokenizer: Any, text1: list[str], text2: list[str], max_length:
         ids = tokenizer(texts, truncation=True, max_length=max_length, add_special_tokens=True)["input_ids"]
         return [len(row) for row in ids]
 
-    return [max(a, b) for a, b in zip(count(text1), count(text2))]
+    return [max(a, b) for a, b in zip(count(text1), count(text2), strict=False)]
 
 
 # --------------------------------------------------------------------------- metrics

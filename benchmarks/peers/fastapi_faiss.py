@@ -42,8 +42,8 @@ def build(model_dir: str, index_dir: str):  # noqa: ANN201 - a FastAPI app
         scores, rows = flat.search(np.ascontiguousarray(vectors, dtype=np.float32), k)
         data = [
             {"index": i, "query": q, "results": [{"rank": r + 1, "id": ids[j], "score": float(s), "text": texts[j]}
-                                                 for r, (j, s) in enumerate(zip(row, srow)) if j >= 0]}
-            for i, (q, row, srow) in enumerate(zip(queries, rows, scores))
+                                                 for r, (j, s) in enumerate(zip(row, srow, strict=False)) if j >= 0]}
+            for i, (q, row, srow) in enumerate(zip(queries, rows, scores, strict=False))
         ]  # fmt: skip
         return {"object": "list", "data": data}
 

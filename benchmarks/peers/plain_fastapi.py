@@ -31,10 +31,7 @@ def build(model_dir: str, name: str):  # noqa: ANN201 - a FastAPI app
     def embeddings(body: dict = Body(...)) -> dict:  # noqa: B008 - FastAPI's way
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         vectors = model.encode(texts)
-        if body.get("encoding_format") == "base64":
-            rows = [base64.b64encode(v.astype("<f4").tobytes()).decode() for v in vectors]
-        else:
-            rows = vectors.tolist()
+        rows = [base64.b64encode(v.astype("<f4").tobytes()).decode() for v in vectors] if body.get("encoding_format") == "base64" else vectors.tolist()
         data = [{"object": "embedding", "embedding": row, "index": i} for i, row in enumerate(rows)]
         return {"object": "list", "data": data, "model": name, "usage": {"prompt_tokens": 0, "total_tokens": 0}}
 

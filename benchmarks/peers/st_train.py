@@ -135,10 +135,7 @@ def run(args) -> dict:
         tokenize_seconds = time.perf_counter() - t0
         sampler = length_grouped_batch_sampler(lengths)
         sampler_options["batch_sampler"] = sampler
-    if args.loss == "cosent":
-        loss = losses.CoSENTLoss(model)
-    else:
-        loss = losses.AnglELoss(model)
+    loss = losses.CoSENTLoss(model) if args.loss == "cosent" else losses.AnglELoss(model)
 
     with tempfile.TemporaryDirectory(prefix="st_train_") as tmp:
         targs = SentenceTransformerTrainingArguments(

@@ -191,7 +191,7 @@ def test_an_odd_hidden_size_with_the_angle_term_fails_before_any_data(
     (model / "config.json").write_text(json.dumps(config))
     argv = ["train", str(model), "--train-data", str(tmp_path / "not-read-yet.jsonl"), "--output-dir", str(tmp_path / "run"), "--device", "cpu"]
     code, _, err = _run(argv, capsys)
-    _clean_error(code, err, "even hidden size", "33")
+    _clean_error(code, err, "hidden size must be even", "33")
     assert not (tmp_path / "run").exists()
     code, _, err = _run([*argv, "--objective", "cosine"], capsys)  # no angle term: gets as far as the data
     _clean_error(code, err, "not-read-yet.jsonl")

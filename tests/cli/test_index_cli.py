@@ -47,7 +47,7 @@ def test_build_then_search_equals_brute_force(
     assert code == 0, err
     results = json.loads(out)
     docs = model.encode_document(list(DOCS.values()), normalize=True)  # no document prompt: the general one
-    for entry, query in zip(results, ["a dog in the park", "kids on bikes"]):
+    for entry, query in zip(results, ["a dog in the park", "kids on bikes"], strict=False):
         scores = docs @ model.encode_query([query], normalize=True)[0]
         order = np.argsort(-scores, kind="stable")[:3]
         assert entry["query"] == query

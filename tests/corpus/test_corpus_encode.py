@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from anglekit.corpus import encode_corpus, open_shards
+from anglekit.corpus import EncodeRequest, encode_corpus, open_shards
 from anglekit.errors import ConfigError, DataError, OutputError
 
 import helpers
@@ -32,7 +32,7 @@ def model(load_bert: Any) -> Any:
 
 def test_shards_hold_the_vectors_of_embedder_encode(tmp_path: Path, model: Any) -> None:
     texts = _corpus(tmp_path / "c.txt", 23)
-    report = encode_corpus(model, tmp_path / "c.txt", tmp_path / "out", shard_size=5, batch_size=4)
+    report = encode_corpus(model, EncodeRequest(tmp_path / "c.txt", tmp_path / "out", shard_size=5, batch_size=4))
     assert (report.rows, report.shards, report.encoded, report.reused, report.dim) == (23, 5, 5, 0, 32)
     ids, vectors = open_shards(tmp_path / "out").load()
     assert ids == [str(i) for i in range(1, 24)]
@@ -44,9 +44,9 @@ def test_shards_hold_the_vectors_of_embedder_encode(tmp_path: Path, model: Any) 
 def test_a_rerun_keeps_finished_shards_and_redoes_damaged_ones(tmp_path: Path, model: Any) -> None:
     _corpus(tmp_path / "c.txt", 20)
     out = tmp_path / "out"
-    encode_corpus(model, tmp_path / "c.txt", out, shard_size=5)
+    encode_corpus(model, EncodeRequest(tmp_path / "c.txt", out, shard_size=5))
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()}
-    report = encode_corpus(model, tmp_path / "c.txt", out, shard_size=5)
+    report = encode_corpus(model, EncodeRequest(tmp_path / "c.txt", out, shard_size=5))
     assert (report.encoded, report.reused) == (0, 4)
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before
 
@@ -66,38 +66,38 @@ def test_a_rerun_keeps_finished_shards_and_redoes_damaged_ones(tmp_path: Path, m
     with pytest.raises(DataError, match="shard 0: missing"):
         (out / "shard-000000.json").unlink()
         open_shards(out)
-    report = encode_corpus(model, tmp_path / "c.txt", out, shard_size=5)
+    report = encode_corpus(model, EncodeRequest(tmp_path / "c.txt", out, shard_size=5))
     assert (report.encoded, report.reused) == (4, 0)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == {name: content for name, (content, _) in before.items()}
 
 
 def test_a_folder_of_another_encode_is_refused(tmp_path: Path, model: Any, load_bert: Any) -> None:
     _corpus(tmp_path / "c.txt", 8)
-    encode_corpus(model, tmp_path / "c.txt", tmp_path / "out", shard_size=4)
+    encode_corpus(model, EncodeRequest(tmp_path / "c.txt", tmp_path / "out", shard_size=4))
     with pytest.raises(ConfigError, match="differs in: shard_size"):
-        encode_corpus(model, tmp_path / "c.txt", tmp_path / "out", shard_size=3)
+        encode_corpus(model, EncodeRequest(tmp_path / "c.txt", tmp_path / "out", shard_size=3))
     with pytest.raises(ConfigError, match="model_fingerprint"):
-        encode_corpus(load_bert(pooling="last_avg"), tmp_path / "c.txt", tmp_path / "out", shard_size=4)
+        encode_corpus(load_bert(pooling="last_avg"), EncodeRequest(tmp_path / "c.txt", tmp_path / "out", shard_size=4))
     _corpus(tmp_path / "c.txt", 9)
     with pytest.raises(ConfigError, match="input"):
-        encode_corpus(model, tmp_path / "c.txt", tmp_path / "out", shard_size=4)
+        encode_corpus(model, EncodeRequest(tmp_path / "c.txt", tmp_path / "out", shard_size=4))
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
     with pytest.raises(OutputError, match="no manifest.json"):
-        encode_corpus(model, tmp_path / "c.txt", other)
+        encode_corpus(model, EncodeRequest(tmp_path / "c.txt", other))
     assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
 
 
 def test_splits_cover_the_corpus_once(tmp_path: Path, model: Any) -> None:
     texts = _corpus(tmp_path / "c.txt", 17)
     out = tmp_path / "out"
-    first = encode_corpus(model, tmp_path / "c.txt", out, shard_size=3, num_shards=2, shard_id=0)
+    first = encode_corpus(model, EncodeRequest(tmp_path / "c.txt", out, shard_size=3, num_shards=2, shard_id=0))
     assert first.encoded == 3  # shards 0, 2, 4 of 6
     with pytest.raises(DataError, match="shard 1: missing"):
         open_shards(out)
     assert open_shards(out, allow_partial=True).rows == 9
-    second = encode_corpus(model, tmp_path / "c.txt", out, shard_size=3, num_shards=2, shard_id=1)
+    second = encode_corpus(model, EncodeRequest(tmp_path / "c.txt", out, shard_size=3, num_shards=2, shard_id=1))
     assert second.encoded == 3
     ids, vectors = open_shards(out).load()
     assert ids == [str(i) for i in range(1, 18)]
@@ -110,7 +110,7 @@ def test_parquet_shards_with_ids(tmp_path: Path, model: Any) -> None:
     rows = [{"id": f"doc-{i}", "text": t} for i, t in enumerate(["dog", "a cat sits", "two kids", "rain today", "red car"])]
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    encode_corpus(model, corpus, tmp_path / "out", shard_size=2, shard_format="parquet", normalize=True)
+    encode_corpus(model, EncodeRequest(corpus, tmp_path / "out", shard_size=2, shard_format="parquet", normalize=True))
     table = pq.read_table(tmp_path / "out" / "shard-000000.parquet")
     assert table.column_names == ["id", "embedding"] and table.column("id").to_pylist() == ["doc-0", "doc-1"]
     ids, vectors = open_shards(tmp_path / "out").load()
@@ -120,7 +120,7 @@ def test_parquet_shards_with_ids(tmp_path: Path, model: Any) -> None:
 
 def test_workers_split_the_shards_between_processes(tmp_path: Path, tiny_bert_dir: Path, model: Any) -> None:
     texts = _corpus(tmp_path / "c.txt", 14)
-    report = encode_corpus(str(tiny_bert_dir), tmp_path / "c.txt", tmp_path / "out", shard_size=3, workers=2, model_kwargs={"device": "cpu"})
+    report = encode_corpus(str(tiny_bert_dir), EncodeRequest(tmp_path / "c.txt", tmp_path / "out", shard_size=3, workers=2, model_kwargs={"device": "cpu"}))
     assert (report.shards, report.encoded) == (5, 5)
     ids, vectors = open_shards(tmp_path / "out").load()
     assert ids == [str(i) for i in range(1, 15)]
@@ -131,7 +131,7 @@ def test_a_bad_record_fails_with_its_row_and_keeps_the_shards_before_it(tmp_path
     corpus = tmp_path / "c.txt"
     corpus.write_text("dog\ncat\ncow\nhen\n\nfox\n")
     with pytest.raises(DataError, match="row 5"):
-        encode_corpus(model, corpus, tmp_path / "out", shard_size=2)
+        encode_corpus(model, EncodeRequest(corpus, tmp_path / "out", shard_size=2))
     assert open_shards(tmp_path / "out", allow_partial=True).rows == 4
     with pytest.raises(DataError, match="not finished"):
         open_shards(tmp_path / "out")
@@ -145,5 +145,15 @@ def test_a_bad_record_fails_with_its_row_and_keeps_the_shards_before_it(tmp_path
 def test_bad_arguments_are_refused_before_any_work(tmp_path: Path, model: Any, kwargs: dict[str, Any], match: str) -> None:
     _corpus(tmp_path / "c.txt", 3)
     with pytest.raises(ConfigError, match=match):
-        encode_corpus(model, tmp_path / "c.txt", tmp_path / "out", **kwargs)
+        encode_corpus(model, EncodeRequest(tmp_path / "c.txt", tmp_path / "out", **kwargs))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_request_of_another_type_is_refused(tmp_path: Path, model: Any) -> None:
+    """The parameters come in one EncodeRequest; loose arguments are refused before any work."""
+    _corpus(tmp_path / "c.txt", 3)
+    with pytest.raises(ConfigError, match="encode_corpus takes an EncodeRequest, got PosixPath"):
+        encode_corpus(model, tmp_path / "c.txt")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        encode_corpus(model, tmp_path / "c.txt", tmp_path / "out", shard_size=3)  # type: ignore[call-arg]
     assert not (tmp_path / "out").exists()

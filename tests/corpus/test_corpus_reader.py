@@ -78,7 +78,7 @@ def test_default_columns_and_integer_ids(tmp_path: Path) -> None:
         (b"dog\n\ncat\n", ".txt", "row 2"),
         (b"dog\ncat\n   \n", ".txt", "row 3"),
         ("dog\n\u200b\u3164\u2060\n".encode(), ".txt", "row 2, field 'text': text is blank"),
-        ('{"id": 1, "text": "a"}\n{"id": 2, "text": "\\ufeff\\u115f"}\n'.encode(), ".jsonl", "row 2, field 'text': text is blank"),
+        (b'{"id": 1, "text": "a"}\n{"id": 2, "text": "\\ufeff\\u115f"}\n', ".jsonl", "row 2, field 'text': text is blank"),
         (b"\x00\x01\x02binary\x00stuff\xff", ".txt", "binary"),
         (b"dog\ncaf\xe9 au lait\n", ".txt", "row 2"),
         (b"id,other,more\n1,x,y\n", ".csv", "column"),

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from anglekit.corpus import encode_corpus, open_shards
+from anglekit.corpus import EncodeRequest, encode_corpus, open_shards
 from anglekit.model.embedder import Embedder
 
 import helpers
@@ -46,11 +46,11 @@ def test_nothing_to_do_does_not_load_the_model(tmp_path: Path, tiny_bert_dir: Pa
     texts = _corpus(tmp_path / "c.txt", 14)
     out = tmp_path / "out"
     kwargs = {"model_kwargs": {"device": "cpu"}, "shard_size": 4}
-    first = encode_corpus(str(model_dir), tmp_path / "c.txt", out, **kwargs)
+    first = encode_corpus(str(model_dir), EncodeRequest(tmp_path / "c.txt", out, **kwargs))
     assert (first.encoded, first.reused, first.loaded_model, first.resumed) == (4, 0, True, None) and len(loads) == 1
     files = {p.name: p.read_bytes() for p in out.iterdir()}
 
-    again = encode_corpus(str(model_dir), tmp_path / "c.txt", out, **kwargs)
+    again = encode_corpus(str(model_dir), EncodeRequest(tmp_path / "c.txt", out, **kwargs))
     assert (again.rows, again.shards, again.encoded, again.reused, again.dim) == (14, 4, 0, 4, 32)
     assert not again.loaded_model and len(loads) == 1 and "nothing to do" in again.summary()
     assert {p.name: p.read_bytes() for p in out.iterdir()} == files
@@ -69,29 +69,31 @@ def test_nothing_to_do_does_not_load_the_model(tmp_path: Path, tiny_bert_dir: Pa
         elif change == "damaged shard":
             (out / "shard-000002.npy").write_bytes(b"damaged")
         calls = len(loads)
-        report = encode_corpus(str(model_dir), tmp_path / "c.txt", out, **given)  # type: ignore[arg-type]
+        report = encode_corpus(str(model_dir), EncodeRequest(tmp_path / "c.txt", out, **given))  # type: ignore[arg-type]
         assert report.loaded_model and len(loads) == calls + 1, change
         assert (report.encoded, report.reused) == expected, change
     ids, vectors = open_shards(out).load()
     np.testing.assert_allclose(vectors, Embedder.from_pretrained(model_dir, device="cpu").encode(texts), atol=1e-5, rtol=0)
     settings = changes["settings"][0]
-    assert not encode_corpus(str(model_dir), tmp_path / "c.txt", out, **settings).loaded_model  # type: ignore[arg-type]
+    assert not encode_corpus(str(model_dir), EncodeRequest(tmp_path / "c.txt", out, **settings)).loaded_model  # type: ignore[arg-type]
 
 
 def test_a_resumed_encode_says_where_it_restarts(tmp_path: Path, tiny_bert_dir: Path) -> None:
     _corpus(tmp_path / "c.txt", 14)
     out = tmp_path / "out"
-    encode_corpus(str(tiny_bert_dir), tmp_path / "c.txt", out, shard_size=4, model_kwargs={"device": "cpu"})
+    encode_corpus(str(tiny_bert_dir), EncodeRequest(tmp_path / "c.txt", out, shard_size=4, model_kwargs={"device": "cpu"}))
     for index in (2, 3):  # as if killed after shard 1
         (out / f"shard-{index:06d}.json").unlink()
     said: list[str] = []
-    report = encode_corpus(str(tiny_bert_dir), tmp_path / "c.txt", out, shard_size=4, model_kwargs={"device": "cpu"}, say=said.append)
+    report = encode_corpus(str(tiny_bert_dir), EncodeRequest(tmp_path / "c.txt", out, shard_size=4, model_kwargs={"device": "cpu"}), say=said.append)
     note = "resumed: shards 0-1 (8 texts) were already done; restarting at shard 2 (row 8)"
     assert said == [f"{out}: {note}"] and report.resumed == note and note in report.summary()
     assert (report.encoded, report.reused) == (2, 2)
     # A fresh folder says nothing of resuming.
     said.clear()
-    fresh = encode_corpus(str(tiny_bert_dir), tmp_path / "c.txt", tmp_path / "fresh", shard_size=4, model_kwargs={"device": "cpu"}, say=said.append)
+    fresh = encode_corpus(
+        str(tiny_bert_dir), EncodeRequest(tmp_path / "c.txt", tmp_path / "fresh", shard_size=4, model_kwargs={"device": "cpu"}), say=said.append
+    )
     assert said == [] and fresh.resumed is None
 
 
@@ -154,6 +156,6 @@ def test_workers_are_joined_not_terminated(tmp_path: Path, tiny_bert_dir: Path, 
     monkeypatch.setattr(SpawnProcess, "terminate", terminate)
     monkeypatch.setattr(SpawnProcess, "start", start)
     _corpus(tmp_path / "c.txt", 14)
-    report = encode_corpus(str(tiny_bert_dir), tmp_path / "c.txt", tmp_path / "out", shard_size=3, workers=2, model_kwargs={"device": "cpu"})
+    report = encode_corpus(str(tiny_bert_dir), EncodeRequest(tmp_path / "c.txt", tmp_path / "out", shard_size=3, workers=2, model_kwargs={"device": "cpu"}))
     assert report.encoded == 5
     assert len(started) == 2 and terminated == [] and [p.exitcode for p in started] == [0, 0]

@@ -255,7 +255,7 @@ NLI_ROWS = [  # premise, hypothesis, label
 
 
 def _nli(pairing: str = "zip") -> TripletDataset:
-    premises, hypotheses, labels = zip(*NLI_ROWS)
+    premises, hypotheses, labels = zip(*NLI_ROWS, strict=False)
     return nli_to_triplets(premises, hypotheses, labels, pairing=pairing)
 
 
@@ -341,7 +341,7 @@ def test_real_snli_dev_to_triplets() -> None:
     s1 = (SHARED / "senteval/SNLI/s1.dev").read_text(encoding="utf-8").splitlines()
     s2 = (SHARED / "senteval/SNLI/s2.dev").read_text(encoding="utf-8").splitlines()
     labels = (SHARED / "senteval/SNLI/labels.dev").read_text(encoding="utf-8").splitlines()
-    gold = {(p, h): lab for p, h, lab in zip(s1, s2, labels)}
+    gold = {(p, h): lab for p, h, lab in zip(s1, s2, labels, strict=False)}
     for anchor, positive, negative in list(ds)[:200]:
         assert gold[(anchor, positive)] == "entailment" and gold[(anchor, negative)] == "contradiction"
     assert ds.skipped["unused: neutral"] == labels.count("neutral")

@@ -47,7 +47,7 @@ def test_metrics_equal_sentence_transformers_evaluator(tmp_path: Path, tiny_bert
     ours = evaluate_retrieval_set(lambda texts: model.encode(texts, 16), data)
     st_model = SentenceTransformer(str(tiny_bert_dir), device="cpu")
     evaluator = InformationRetrievalEvaluator(
-        dict(zip(data.query_ids, data.queries)), dict(zip(data.corpus_ids, data.corpus)), data.qrels,
+        dict(zip(data.query_ids, data.queries, strict=False)), dict(zip(data.corpus_ids, data.corpus, strict=False)), data.qrels,
         precision_recall_at_k=[1, 10, 100], map_at_k=[100], write_csv=False,
     )  # fmt: skip
     theirs = evaluator(st_model)

@@ -19,7 +19,7 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 def loop_alignment(x: np.ndarray, y: np.ndarray) -> float:
     total = 0.0
-    for a, b in zip(x, y):
+    for a, b in zip(x, y, strict=False):
         d = _unit(a) - _unit(b)
         total += float(sum(t * t for t in d))
     return total / len(x)
@@ -62,7 +62,7 @@ def test_saturation_and_buckets() -> None:
 
 def write_stsb(root: Path) -> Path:
     rng = np.random.default_rng(2)
-    words = "a man woman dog plays guitar runs in the park red car".split()
+    words = ["a", "man", "woman", "dog", "plays", "guitar", "runs", "in", "the", "park", "red", "car"]
     d = root / "senteval" / "STS" / "STSBenchmark"
     d.mkdir(parents=True)
     for split, n in (("train", 40), ("test", 30)):

@@ -32,7 +32,7 @@ class RandomProjection:
 
 def _pairs(n: int = 40) -> tuple[list[str], list[str], np.ndarray]:
     rng = np.random.default_rng(0)
-    words = "a man woman dog cat plays runs in the park red car guitar".split()
+    words = ["a", "man", "woman", "dog", "cat", "plays", "runs", "in", "the", "park", "red", "car", "guitar"]
     t1 = [" ".join(rng.choice(words, 5)) for _ in range(n)]
     t2 = [" ".join(rng.choice(words, 5)) for _ in range(n)]
     return t1, t2, rng.uniform(0, 5, n)

@@ -17,7 +17,28 @@ from anglekit.evaluation.sts import evaluate_sts, load_sts_data, sts_markdown, y
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_data = pytest.mark.skipif(not (DATA / "senteval" / "STS").is_dir(), reason="../shared/data not present")
 
-WORDS = "a man woman dog cat plays guitar runs eats food in the park on street red blue car big small".split()
+WORDS = [
+    "a",
+    "man",
+    "woman",
+    "dog",
+    "cat",
+    "plays",
+    "guitar",
+    "runs",
+    "eats",
+    "food",
+    "in",
+    "the",
+    "park",
+    "on",
+    "street",
+    "red",
+    "blue",
+    "car",
+    "big",
+    "small",
+]
 
 
 def _sentence(rng: np.random.Generator) -> str:
@@ -79,7 +100,7 @@ def test_real_blank_gold_lines_are_skipped_exactly_like_senteval() -> None:
         raw_in = (directory / f"STS.input.{sub.name}.txt").read_text(encoding="utf-8").splitlines()
         raw_gs = np.array((directory / f"STS.gs.{sub.name}.txt").read_text(encoding="utf-8").splitlines())
         keep = raw_gs != ""
-        expected_s1 = [" ".join(line.split("\t")[0].split()) for line, k in zip(raw_in, keep) if k]
+        expected_s1 = [" ".join(line.split("\t")[0].split()) for line, k in zip(raw_in, keep, strict=False) if k]
         assert sub.text1 == expected_s1
         np.testing.assert_array_equal(sub.gold, raw_gs[keep].astype(float))
 
@@ -233,7 +254,7 @@ def test_markdown_year_table_puts_all_mean_and_wmean_in_their_columns() -> None:
         for row in cells[2:]:
             if len(row) != len(cells[0]):
                 break
-            rows.append(dict(zip(cells[0], row)))
+            rows.append(dict(zip(cells[0], row, strict=False)))
         return rows
 
     assert table("year") == [{"year": "STS12", "all": "11.11", "mean": "22.22", "wmean": "33.33", "pairs": "44"}]

@@ -18,7 +18,7 @@ from anglekit.evaluation.suites import SUITES, run_suite, run_suites, suite_opti
 
 def write_nontransfer_root(root: Path, n: int = 24) -> Path:
     rng = np.random.default_rng(0)
-    words = "a man woman dog plays guitar runs in the park red car what where is".split()
+    words = ["a", "man", "woman", "dog", "plays", "guitar", "runs", "in", "the", "park", "red", "car", "what", "where", "is"]
 
     def s() -> str:
         return " ".join(rng.choice(words, size=5))

@@ -34,10 +34,10 @@ def test_folds_are_seeded() -> None:
     a = stratified_folds(y, 10, seed=1111)
     b = stratified_folds(y, 10, seed=1111)
     c = stratified_folds(y, 10, seed=7)
-    for (tr1, te1), (tr2, te2) in zip(a, b):
+    for (tr1, te1), (tr2, te2) in zip(a, b, strict=False):
         np.testing.assert_array_equal(te1, te2)
         np.testing.assert_array_equal(tr1, tr2)
-    assert any(not np.array_equal(t1, t2) for (_, t1), (_, t2) in zip(a, c))
+    assert any(not np.array_equal(t1, t2) for (_, t1), (_, t2) in zip(a, c, strict=False))
 
 
 def test_folds_are_stratified_and_partition_the_data() -> None:
@@ -88,7 +88,7 @@ def test_pair_features_order() -> None:
 
 def write_senteval_root(root: Path, n: int = 40) -> Path:
     rng = np.random.default_rng(3)
-    pos_words, neg_words = "good great fine lovely".split(), "bad awful poor dull".split()
+    pos_words, neg_words = ["good", "great", "fine", "lovely"], ["bad", "awful", "poor", "dull"]
 
     def sent(words: list[str]) -> str:
         return " ".join(rng.choice(words + ["the", "film", "is", "a"], size=5))

@@ -22,7 +22,7 @@ REPOS = ("acme/a", "acme/b")
 def _specs() -> dict[str, list[dict[str, Any]]]:
     """Per repository: 80 closed issues; chains of duplicates (components of 2-3 issues) and singletons."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for r, repo in enumerate(REPOS):
+    for _r, repo in enumerate(REPOS):
         issues = []
         for k in range(1, 81):
             body = f"{repo} report {k}. " + ("word " * (k * 12)) + f"\n```\ntrace {k}\n```"
@@ -82,7 +82,7 @@ def test_no_issue_in_two_splits(built: Any) -> None:
 
 
 def test_negatives_same_repository_and_ratio(built: Any) -> None:
-    for split, metas in built.meta.items():
+    for _split, metas in built.meta.items():
         pos = sum(1 for m in metas if m["label"] == 1)
         neg = [m for m in metas if m["label"] == 0]
         assert len(neg) == round(PAPER_NEGATIVE_RATIO * pos)

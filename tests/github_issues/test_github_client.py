@@ -141,9 +141,8 @@ def test_server_errors_retry_and_404_raises_not_found() -> None:
 def test_other_403_is_an_error_not_a_wait() -> None:
     fixture = {"routes": {"/private": {"status": 403, "json": {"message": "Resource not accessible by integration"}}}}
     t = FakeTime()
-    with FakeGitHub(fixture) as server:
-        with pytest.raises(GitHubError, match="403"):
-            _client(server, t).get("/private")
+    with FakeGitHub(fixture) as server, pytest.raises(GitHubError, match="403"):
+        _client(server, t).get("/private")
     assert t.sleeps == []
 
 

@@ -202,9 +202,8 @@ def test_retry_after_loop_is_bounded() -> None:
         assert len(server.requests) == 4
     assert t.sleeps == [5.0, 5.0, 5.0] and issubclass(RateLimited, GitHubError)
     t = _Time()
-    with FakeGitHub(fixture) as server:
-        with pytest.raises(RateLimited):
-            GitHubClient(server.base_url, sleep=t.sleep, clock=t.clock, max_total_wait_s=12.0).get("/items")
+    with FakeGitHub(fixture) as server, pytest.raises(RateLimited):
+        GitHubClient(server.base_url, sleep=t.sleep, clock=t.clock, max_total_wait_s=12.0).get("/items")
     assert t.sleeps == [5.0, 5.0, 2.0]
     reset = {
         "routes": {"/items": {"items": [{"id": 1}]}},
@@ -214,9 +213,8 @@ def test_retry_after_loop_is_bounded() -> None:
         },
     }
     t = _Time()
-    with FakeGitHub(reset) as server:
-        with pytest.raises(RateLimited):
-            GitHubClient(server.base_url, sleep=t.sleep, clock=t.clock, max_rate_limit_waits=2).get("/items")
+    with FakeGitHub(reset) as server, pytest.raises(RateLimited):
+        GitHubClient(server.base_url, sleep=t.sleep, clock=t.clock, max_rate_limit_waits=2).get("/items")
     assert len(t.sleeps) == 2
 
 

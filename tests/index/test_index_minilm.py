@@ -40,6 +40,6 @@ def test_recall_at_10_on_minilm_embeddings() -> None:
         index = VectorIndex.create(model, kind=kind, quantize=quantize, backend=backend)
         index.add_vectors(range(len(docs)), doc_vectors)
         ids, _ = index.search_vectors(query_vectors, 10)
-        recalls[(kind, quantize, backend)] = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, truth)]))
+        recalls[(kind, quantize, backend)] = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, truth, strict=False)]))
         assert recalls[(kind, quantize, backend)] >= bound, recalls
     print(recalls)

@@ -44,7 +44,7 @@ def _brute_force(docs: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndar
 
 
 def _recall(ids: list[list[str]], truth: np.ndarray) -> float:
-    return float(np.mean([len({int(i) for i in got} & set(row.tolist())) / truth.shape[1] for got, row in zip(ids, truth)]))
+    return float(np.mean([len({int(i) for i in got} & set(row.tolist())) / truth.shape[1] for got, row in zip(ids, truth, strict=False)]))
 
 
 def _index(model: Any, docs: np.ndarray, **settings: Any) -> VectorIndex:
@@ -89,7 +89,7 @@ def test_recall_at_10_against_exact_is_bounded(model: Any, kind: str, quantize: 
     # Returned scores are the exact cosines of the returned documents (rescored with float vectors).
     d = docs / np.linalg.norm(docs, axis=1, keepdims=True)
     q = queries / np.linalg.norm(queries, axis=1, keepdims=True)
-    for row, (got, s) in enumerate(zip(ids, scores)):
+    for row, (got, s) in enumerate(zip(ids, scores, strict=False)):
         np.testing.assert_allclose(s[: len(got)], d[[int(i) for i in got]] @ q[row], atol=1e-5)
 
 

@@ -30,7 +30,7 @@ class FakeDisk:
         self.failed = 0
 
     def open(self, file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        handle = builtins.open(file, mode, *args, **kwargs)
+        handle = builtins.open(file, mode, *args, **kwargs)  # noqa: SIM115 - returned to the caller, who closes it
         return handle if not any(c in mode for c in "wa+") else _Limited(handle, self)
 
 
@@ -113,7 +113,7 @@ def test_other_write_errors_pass_through_unchanged(tmp_path: Path, monkeypatch: 
 
 
 def test_a_corpus_encode_says_which_shards_are_intact_and_a_rerun_resumes(tmp_path: Path, load_bert: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from anglekit.corpus import encode_corpus, open_shards
+    from anglekit.corpus import EncodeRequest, encode_corpus, open_shards
 
     model = load_bert()
     import random
@@ -122,20 +122,20 @@ def test_a_corpus_encode_says_which_shards_are_intact_and_a_rerun_resumes(tmp_pa
     texts = [helpers.random_sentence(rng) for _ in range(20)]
     (tmp_path / "c.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
     reference = tmp_path / "reference"
-    encode_corpus(model, tmp_path / "c.txt", reference, shard_size=5)
+    encode_corpus(model, EncodeRequest(tmp_path / "c.txt", reference, shard_size=5))
     per_shard = sum(p.stat().st_size for p in reference.glob("shard-000000*"))
     manifest = (reference / "manifest.json").stat().st_size
 
     out = tmp_path / "out"
     disk = _fill(monkeypatch, manifest + 2 * per_shard + 40)  # the manifest and two shards fit, the third does not
     with pytest.raises(DiskFullError) as info:
-        encode_corpus(model, tmp_path / "c.txt", out, shard_size=5)
+        encode_corpus(model, EncodeRequest(tmp_path / "c.txt", out, shard_size=5))
     message = str(info.value)
     assert disk.failed == 1 and "ENOSPC" in message
     assert "Shard 2 (rows 10-14) is not finished" in message and "the 2 finished shards (0-1) are intact" in message, message
     assert str(out) in message and "shard-000002" in info.value.path
     monkeypatch.undo()
-    report = encode_corpus(model, tmp_path / "c.txt", out, shard_size=5)
+    report = encode_corpus(model, EncodeRequest(tmp_path / "c.txt", out, shard_size=5))
     assert (report.reused, report.encoded) == (2, 2)
     ids, vectors = open_shards(out).load()
     np.testing.assert_array_equal(vectors, open_shards(reference).load()[1])

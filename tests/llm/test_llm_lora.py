@@ -21,6 +21,7 @@ from anglekit.training.config import TrainConfig
 from anglekit.training.run import train
 
 import helpers
+from helpers import train_config
 
 pytest.importorskip("peft")
 
@@ -165,26 +166,26 @@ def test_cli_merge_lora(lora_llama: Embedder, tmp_path: Path, capsys: pytest.Cap
 
 
 def _config(base: Path, pair_file: Path, out: Path, **kwargs: Any) -> TrainConfig:
-    settings: dict[str, Any] = {
-        "model": str(base),
-        "train_data": str(pair_file),
-        "output_dir": str(out),
-        "prompt": "paper",
-        "lora": True,
-        "lora_rank": 4,
-        "lora_alpha": 8.0,
-        "max_steps": 6,
-        "batch_size": 4,
-        "logging_steps": 1,
-        "learning_rate": 5e-3,
-        "positive_threshold": 4.0,
-        "device": "cpu",
-        "precision": "fp32",
-        "quiet": True,
-        "seed": 3,
-    }
-    settings.update(kwargs)
-    return TrainConfig.from_dict(settings)
+    return train_config(
+        base,
+        pair_file,
+        out,
+        **{
+            "prompt": "paper",
+            "lora": True,
+            "lora_rank": 4,
+            "lora_alpha": 8.0,
+            "max_steps": 6,
+            "batch_size": 4,
+            "logging_steps": 1,
+            "learning_rate": 5e-3,
+            "positive_threshold": 4.0,
+            "device": "cpu",
+            "precision": "fp32",
+            "seed": 3,
+            **kwargs,
+        },
+    )
 
 
 def test_train_config_lora_settings() -> None:

@@ -28,7 +28,7 @@ def reference_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_q: to
     assert max_q == int((cu_q[1:] - cu_q[:-1]).max())
     assert q.shape == k.shape == v.shape and q.shape[0] == int(cu_q[-1])
     out = torch.empty_like(q)
-    for start, end in zip(cu_q[:-1].tolist(), cu_q[1:].tolist()):
+    for start, end in zip(cu_q[:-1].tolist(), cu_q[1:].tolist(), strict=False):
         qi, ki, vi = (t[start:end].transpose(0, 1) for t in (q, k, v))  # (H, T, D)
         out[start:end] = F.scaled_dot_product_attention(qi, ki, vi, is_causal=is_causal, scale=scale).transpose(0, 1)
     return out, None, None, None, None

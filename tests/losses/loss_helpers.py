@@ -30,7 +30,7 @@ def _rows(t: torch.Tensor) -> list[list[float]]:
 
 
 def ref_cosine(u: list[float], v: list[float]) -> float:
-    dot = sum(p * q for p, q in zip(u, v))
+    dot = sum(p * q for p, q in zip(u, v, strict=False))
     return dot / (math.sqrt(sum(p * p for p in u)) * math.sqrt(sum(q * q for q in v)))
 
 

@@ -163,7 +163,7 @@ def test_a_knob_of_a_term_that_is_off_warns_once_each(preset: str, caplog: pytes
     messages = [r.getMessage() for r in caplog.records]
     flags = ["--" + key.replace("_", "-") for key in INERT[preset]]
     assert len(messages) == len(flags), messages
-    for flag, message in zip(flags, messages):
+    for flag, message in zip(flags, messages, strict=False):
         assert message.startswith(f"{flag} ") and f"does nothing: in the objective {preset!r}" in message, message
     if preset == "angle":
         assert messages[0] == "--cosine-tau 0.1 does nothing: in the objective 'angle' the cosine term weighs 0 (cosine_weight 0)"
@@ -210,3 +210,23 @@ def test_anglekit_train_trains_a_registered_family(
     assert saved["objective"] == {"scale": 3.5} and saved["batch_kind"] == "pairs" and saved["train"]["toy_scale"] == 3.5
     logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert any("loss_toy" in record for record in logged)
+
+
+def test_objective_help_lists_the_registered_presets(toy: ObjectiveFamily) -> None:
+    """--objective's help is read from the registry as the parser is built: a plugin's preset is
+    there while its family is registered, and gone after."""
+    from anglekit.cli import build_parser
+
+    def objective_help() -> str:
+        train = build_parser()._subparsers._group_actions[0].choices["train"]  # type: ignore[union-attr]
+        return next(a.help for a in train._actions if a.dest == "objective" and "--objective" in a.option_strings)
+
+    text = objective_help()
+    for preset, kind in all_presets().items():
+        assert preset in text and kind in text
+    assert "toy-cos" in text
+    unregister_objective_family(TOY.name)
+    try:
+        assert "toy-cos" not in objective_help() and "simcse-sup" in objective_help()
+    finally:
+        register_objective_family(TOY)

@@ -36,7 +36,7 @@ def test_ranking_objectives_match_loop_reference(name: str, seed: int) -> None:
     labels = torch.tensor([1.0, 2.4, 2.6, 1.0, 3.0, 0.0, 3.0], dtype=torch.float64)
     loss_fn = ALL_LOSSES[name]()
     got = float(loss_fn(x, y, labels))
-    ref_scores = [REF_SCORES[name](u, v) for u, v in zip(_rows(x), _rows(y))]
+    ref_scores = [REF_SCORES[name](u, v) for u, v in zip(_rows(x), _rows(y), strict=False)]
     want = ref_ranking(ref_scores, labels.tolist(), loss_fn.tau)
     assert got == pytest.approx(want, rel=1e-10, abs=1e-12)
 

@@ -28,7 +28,7 @@ def _pairs(n: int, seed: int = 0) -> list[dict[str, str]]:
     anchors = list(dict.fromkeys(random_sentence(rng, 3, 10) for _ in range(3 * n)))[:n]
     positives = list(dict.fromkeys(random_sentence(rng, 3, 10) for _ in range(3 * n)))
     positives = [p for p in positives if p not in anchors][:n]
-    return [{"anchor": a, "positive": p} for a, p in zip(anchors, positives)]
+    return [{"anchor": a, "positive": p} for a, p in zip(anchors, positives, strict=False)]
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -115,7 +115,7 @@ def test_same_negatives_as_sentence_transformers(tmp_path: Path) -> None:
 
     first = (FLICKR / "test.1").read_text(encoding="utf-8").splitlines()[:120]
     second = (FLICKR / "test.2").read_text(encoding="utf-8").splitlines()[:120]
-    rows = [{"anchor": a, "positive": p} for a, p in zip(first, second)]
+    rows = [{"anchor": a, "positive": p} for a, p in zip(first, second, strict=False)]
     pairs = _write_jsonl(tmp_path / "pairs.jsonl", rows)
     model = Embedder.from_pretrained(minilm_dir(), device="cpu")
     st_model = SentenceTransformer(str(minilm_dir()), device="cpu")
@@ -216,7 +216,7 @@ def test_approximate_indexes_find_nearly_the_exact_negatives(tmp_path: Path, loa
     exact = _read(mine_hard_negatives(model, pairs, tmp_path / "e.jsonl", settings=MineSettings(num_negatives=3)).output)
     approx = _read(mine_hard_negatives(model, pairs, tmp_path / "a.jsonl", settings=MineSettings(num_negatives=3, index=kind)).output)
     texts = [[r[f"negative_{j + 1}"] for j in range(3)] for r in exact]
-    same = sum(t == [r[f"negative_{j + 1}"] for j in range(3)] for t, r in zip(texts, approx))
+    same = sum(t == [r[f"negative_{j + 1}"] for j in range(3)] for t, r in zip(texts, approx, strict=False))
     assert len(approx) == len(exact) and same >= 0.8 * len(exact)
 
 

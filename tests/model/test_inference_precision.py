@@ -12,11 +12,9 @@ import pytest
 from anglekit.errors import ConfigError
 from anglekit.model.embedder import Embedder
 
+from helpers import row_cosines
+
 TEXTS = ["a man is playing the guitar .", "dog", "the old woman walks her small white dog in the park every morning ."]
-
-
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
 def test_torch_precision_is_the_weights_dtype(tiny_bert_dir: Path) -> None:
@@ -28,7 +26,7 @@ def test_torch_precision_is_the_weights_dtype(tiny_bert_dir: Path) -> None:
     assert bf16.precision == "bf16" and all(p.dtype == torch.bfloat16 for p in bf16.backbone.parameters() if p.is_floating_point())
     reference, vectors = fp32.encode(TEXTS), bf16.encode(TEXTS)
     assert vectors.dtype == np.float32 and np.abs(vectors - reference).max() > 0
-    assert _cosine(vectors, reference).min() >= 0.99
+    assert row_cosines(vectors, reference).min() >= 0.99
     assert Embedder.from_pretrained(tiny_bert_dir, device="cpu", precision="fp32", dtype="fp32").precision == "fp32"
     assert Embedder.from_pretrained(tiny_bert_dir, device="cpu", precision="bf16", dtype="bfloat16").precision == "bf16"
     assert Embedder.from_pretrained(tiny_bert_dir, device="cpu", dtype="fp16").precision == "fp16"

@@ -12,7 +12,7 @@ import pytest
 from anglekit.errors import ConfigError
 from anglekit.model.long_text import chunk_token_ids, embed_long, model_max_length
 
-import helpers
+from helpers import words
 
 
 @pytest.fixture(scope="module")
@@ -22,22 +22,17 @@ def bert(tiny_bert_dir: Any) -> Any:
     return Embedder.from_pretrained(tiny_bert_dir, device="cpu")
 
 
-def _words(n: int, offset: int = 0) -> str:
-    vocab = [w for w in helpers.vocabulary() if w.isalpha()]
-    return " ".join(vocab[(offset + i) % len(vocab)] for i in range(n))
-
-
 def test_model_max_length(bert: Any) -> None:
     assert model_max_length(bert) == 128
 
 
 def test_short_text_equals_plain_encode(bert: Any) -> None:
-    texts = [_words(5), _words(30, 3)]
+    texts = [words(5), words(30, 3)]
     np.testing.assert_allclose(embed_long(bert, texts, window=64), bert.encode(texts), atol=1e-5)
 
 
 def test_long_texts_differ_from_truncation_and_order_is_kept(bert: Any) -> None:
-    long_a, long_b, short = _words(300), _words(250, 7), _words(6, 2)
+    long_a, long_b, short = words(300), words(250, 7), words(6, 2)
     texts = [long_a, short, long_b]
     pooled = embed_long(bert, texts, window=32, stride=15)
     assert pooled.shape == (3, bert.dim) and pooled.dtype == np.float32
@@ -55,13 +50,13 @@ def test_long_texts_differ_from_truncation_and_order_is_kept(bert: Any) -> None:
 
 def test_chunks_keep_special_tokens_and_cover_the_text(bert: Any) -> None:
     tok = bert.tokenizer
-    content = tok(_words(100), add_special_tokens=False)["input_ids"]
+    content = tok(words(100), add_special_tokens=False)["input_ids"]
     chunks = chunk_token_ids(content, tok, window=20, stride=9)
     assert all(c[0] == tok.cls_token_id and c[-1] == tok.sep_token_id and len(c) <= 20 for c in chunks)
     inner = [c[1:-1] for c in chunks]
     assert inner[0] == content[:18] and inner[-1] == content[-18:]
     covered = set()
-    for start, piece in zip(list(range(0, len(content) - 18 + 1, 9)) + [len(content) - 18], inner):
+    for start, piece in zip(list(range(0, len(content) - 18 + 1, 9)) + [len(content) - 18], inner, strict=False):
         assert piece == content[start : start + 18]
         covered.update(range(start, start + 18))
     assert covered == set(range(len(content)))
@@ -69,7 +64,7 @@ def test_chunks_keep_special_tokens_and_cover_the_text(bert: Any) -> None:
 
 def test_mean_is_length_weighted(bert: Any) -> None:
     tok = bert.tokenizer
-    text = _words(40)
+    text = words(40)
     content = tok(text, add_special_tokens=False)["input_ids"]
     chunks = chunk_token_ids(content, tok, window=32, stride=30)
     assert len(chunks) == 2
@@ -88,7 +83,7 @@ def test_mean_is_length_weighted(bert: Any) -> None:
 def test_no_length_warning_and_limits(bert: Any) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        embed_long(bert, [_words(400)], window=128)
+        embed_long(bert, [words(400)], window=128)
     with pytest.raises(ConfigError, match="limit"):
         embed_long(bert, ["x"], window=512)
     with pytest.raises(ConfigError, match="stride"):
@@ -100,18 +95,18 @@ def test_no_length_warning_and_limits(bert: Any) -> None:
 
 def test_normalize_follows_flag(load_bert: Callable[..., Any]) -> None:
     bert = load_bert()
-    out = embed_long(bert, [_words(200)], window=32, normalize=True)
+    out = embed_long(bert, [words(200)], window=32, normalize=True)
     np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
 
 
 def test_max_chunks_spreads_windows_over_the_text(bert: Any) -> None:
     tok = bert.tokenizer
-    content = tok(_words(100), add_special_tokens=False)["input_ids"]
+    content = tok(words(100), add_special_tokens=False)["input_ids"]
     capped = chunk_token_ids(content, tok, window=20, stride=9, max_chunks=3)
     inner = [c[1:-1] for c in capped]
     assert len(capped) == 3 and inner[0] == content[:18] and inner[-1] == content[-18:]
     assert len(chunk_token_ids(content[:10], tok, window=20, stride=9, max_chunks=3)) == 1
     with pytest.raises(ConfigError):
         chunk_token_ids(content, tok, window=20, stride=9, max_chunks=0)
-    out = embed_long(bert, [_words(100)], window=20, stride=9, max_chunks=3)
+    out = embed_long(bert, [words(100)], window=20, stride=9, max_chunks=3)
     assert out.shape == (1, bert.dim)

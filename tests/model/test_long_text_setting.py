@@ -16,14 +16,9 @@ from anglekit.model.embedder import Embedder
 from anglekit.model.long_text import embed_long
 
 import helpers
+from helpers import words
 
-
-def _words(n: int, offset: int = 0) -> str:
-    vocab = [w for w in helpers.vocabulary() if w.isalpha()]
-    return " ".join(vocab[(offset + i) % len(vocab)] for i in range(n))
-
-
-TEXTS = [_words(300), _words(6, 2), _words(250, 7), _words(40, 3)]
+TEXTS = [words(300), words(6, 2), words(250, 7), words(40, 3)]
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +32,7 @@ def test_the_setting_equals_explicit_chunk_pooling_and_short_texts_equal_truncat
         np.testing.assert_allclose(
             chunked.encode(TEXTS, 2, normalize=normalize), embed_long(plain, TEXTS, window=32, stride=15, normalize=normalize), atol=1e-5
         )
-    short = [_words(6, 2), _words(12, 1)]
+    short = [words(6, 2), words(12, 1)]
     np.testing.assert_allclose(chunked.encode(short), plain.encode(short), atol=1e-5)  # one window: the same tokens
     assert not np.allclose(chunked.encode(TEXTS[:1]), plain.encode(TEXTS[:1]), atol=1e-3)
     maxed = chunked.encode(TEXTS, long_text="chunk-max")  # per call

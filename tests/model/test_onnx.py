@@ -18,6 +18,8 @@ from anglekit.model.embedder import Embedder  # noqa: E402
 from anglekit.model.onnx import FP32_TOLERANCE, INT8_MIN_COSINE, ONNX_FILE, OnnxEmbedder, export_onnx, is_onnx_folder  # noqa: E402
 from anglekit.model.pooling import POOLING_STRATEGIES  # noqa: E402
 
+from helpers import row_cosines
+
 TEXTS = [
     "a man is playing the guitar .",
     "dog",
@@ -25,10 +27,6 @@ TEXTS = [
     "two kids ride bikes " * 20,  # longer than max_length: truncated the same way
     "i can not eat bread today !",
 ]
-
-
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +87,7 @@ def test_int8_stays_within_the_stated_cosine(exported: dict[str, Any], tmp_path:
     folder = export_onnx(model, tmp_path / "int8", quantize="int8", optimize="O2")
     info = json.loads((folder / "onnx_config.json").read_text())
     assert info["quantize"] == "int8" and info["optimize"] == "O2" and info["check"]["min_cosine"] >= INT8_MIN_COSINE
-    cosine = _cosine(OnnxEmbedder.from_pretrained(folder).encode(TEXTS), model.encode(TEXTS))
+    cosine = row_cosines(OnnxEmbedder.from_pretrained(folder).encode(TEXTS), model.encode(TEXTS))
     assert cosine.min() >= INT8_MIN_COSINE
 
 
@@ -153,7 +151,7 @@ def test_anglekit_export_format_onnx(tiny_bert_dir: Path, tmp_path: Path, capsys
 
 def _pairs(tmp_path: Path) -> Path:
     path = tmp_path / "pairs.jsonl"
-    rows = [{"text1": a, "text2": b, "label": float(i % 5)} for i, (a, b) in enumerate(zip(TEXTS, TEXTS[1:] + TEXTS[:1]))]
+    rows = [{"text1": a, "text2": b, "label": float(i % 5)} for i, (a, b) in enumerate(zip(TEXTS, TEXTS[1:] + TEXTS[:1], strict=False))]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -209,5 +207,5 @@ def test_minilm_exports_equal_torch_for_every_pooling(tmp_path: Path) -> None:
     model = Embedder.from_pretrained(directory, device="cpu")
     for name, kwargs in (("int8", {"quantize": "int8"}), ("int8-o2", {"quantize": "int8", "optimize": "O2"})):
         folder = export_onnx(model, tmp_path / name, **kwargs)
-        assert _cosine(OnnxEmbedder.from_pretrained(folder).encode(TEXTS), model.encode(TEXTS)).min() >= INT8_MIN_COSINE, name
+        assert row_cosines(OnnxEmbedder.from_pretrained(folder).encode(TEXTS), model.encode(TEXTS)).min() >= INT8_MIN_COSINE, name
     assert json.loads((tmp_path / "int8-o2" / "onnx_config.json").read_text())["fused_operators"]["Attention"] == 6

@@ -22,6 +22,8 @@ from anglekit.model.embedder import Embedder  # noqa: E402
 from anglekit.model.onnx import FP32_TOLERANCE, INT8_MIN_COSINE, OnnxEmbedder, export_onnx  # noqa: E402
 from anglekit.model.openvino import OPENVINO_CONFIG, OPENVINO_FILE, OpenVinoEmbedder, export_openvino, is_openvino_folder  # noqa: E402
 
+from helpers import row_cosines
+
 TEXTS = [
     "a man is playing the guitar .",
     "dog",
@@ -29,10 +31,6 @@ TEXTS = [
     "two kids ride bikes " * 20,
     "i can not eat bread today !",
 ]
-
-
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +68,7 @@ def test_int8_weights_stay_within_the_stated_cosine(bert: tuple[Embedder, Path],
     info = json.loads((folder / OPENVINO_CONFIG).read_text())
     assert info["quantize"] == "int8" and info["check"]["min_cosine"] >= INT8_MIN_COSINE
     assert (folder / "openvino_model.bin").stat().st_size < (bert[1] / "openvino_model.bin").stat().st_size
-    assert _cosine(OpenVinoEmbedder.from_pretrained(folder).encode(TEXTS), model.encode(TEXTS)).min() >= INT8_MIN_COSINE
+    assert row_cosines(OpenVinoEmbedder.from_pretrained(folder).encode(TEXTS), model.encode(TEXTS)).min() >= INT8_MIN_COSINE
 
 
 CALIBRATION = [f"sentence number {i} about a {w} in the park ." for i, w in enumerate(["dog", "cat", "man", "woman", "kid", "bike"] * 8)]
@@ -89,7 +87,7 @@ def test_static_int8_quantizes_activations_within_the_stated_cosine(bert: tuple[
     assert "FakeQuantize" in ops
     loaded = Embedder.from_pretrained(folder)
     assert isinstance(loaded, OpenVinoEmbedder)
-    assert _cosine(loaded.encode(TEXTS), model.encode(TEXTS)).min() >= INT8_MIN_COSINE
+    assert row_cosines(loaded.encode(TEXTS), model.encode(TEXTS)).min() >= INT8_MIN_COSINE
 
 
 @pytest.mark.parametrize(
@@ -236,7 +234,7 @@ def test_minilm_static_int8_keeps_the_vectors(tmp_path: Path) -> None:
         export_openvino(model, tmp_path / "templated", quantize="int8-static", calibration_texts=CALIBRATION)
     assert not (tmp_path / "templated").exists()
     folder = export_openvino(model, tmp_path / "static", quantize="int8-static", calibration_texts=calibration)
-    assert _cosine(OpenVinoEmbedder.from_pretrained(folder).encode(TEXTS), model.encode(TEXTS)).min() >= INT8_MIN_COSINE
+    assert row_cosines(OpenVinoEmbedder.from_pretrained(folder).encode(TEXTS), model.encode(TEXTS)).min() >= INT8_MIN_COSINE
 
 
 # ------------------------------------------------------------------ precision: a setting, never the CPU's default
@@ -284,7 +282,7 @@ def test_bf16_is_its_own_choice_with_its_own_check(bert: tuple[Embedder, Path], 
     loaded = OpenVinoEmbedder.from_pretrained(folder)  # the recorded precision
     assert loaded.precision == "bf16" and compiled_precision(loaded.session) == "bf16"
     vectors = loaded.encode(TEXTS)
-    assert _cosine(vectors, model.encode(TEXTS)).min() >= BF16_MIN_COSINE
+    assert row_cosines(vectors, model.encode(TEXTS)).min() >= BF16_MIN_COSINE
     assert np.abs(vectors - model.encode(TEXTS)).max() > 0  # really computed in bf16, not fp32
     as_fp32 = OpenVinoEmbedder.from_pretrained(folder, precision="fp32")  # the caller's setting wins
     assert as_fp32.precision == "fp32"

@@ -83,13 +83,13 @@ def hand_pool(strategy: str, per_layer: list[torch.Tensor]) -> list[float]:
     if strategy == "cls":
         return first_tok
     if strategy == "cls_avg":
-        return [(a + b) / 2 for a, b in zip(first_tok, _mean(last))]
+        return [(a + b) / 2 for a, b in zip(first_tok, _mean(last), strict=False)]
     if strategy == "last_avg":
         return _mean(last)
     if strategy == "last_max":
         return _max(last)
     if strategy == "first_last_avg":
-        return [(a + b) / 2 for a, b in zip(_mean(per_layer[1]), _mean(last))]
+        return [(a + b) / 2 for a, b in zip(_mean(per_layer[1]), _mean(last), strict=False)]
     if strategy == "last_token":
         return last_tok
     raise AssertionError(strategy)

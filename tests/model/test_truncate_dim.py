@@ -86,7 +86,7 @@ def test_older_config_files_load_without_the_new_keys(tiny_bert_dir: Path) -> No
 
 def test_a_truncated_model_shards_and_indexes_at_its_own_width(tiny_bert_dir: Path, tmp_path: Path) -> None:
     """Corpus shards and indexes record the width encode returns (truncate_dim), not the backbone's."""
-    from anglekit.corpus.encode import encode_corpus
+    from anglekit.corpus.encode import EncodeRequest, encode_corpus
     from anglekit.corpus.shards import open_shards
     from anglekit.index.build import build_index
 
@@ -94,7 +94,7 @@ def test_a_truncated_model_shards_and_indexes_at_its_own_width(tiny_bert_dir: Pa
     corpus.write_text("\n".join(TEXTS * 3) + "\n", encoding="utf-8")
     model = Embedder.from_pretrained(tiny_bert_dir, pooling="cls", normalize=True, truncate_dim=8, device="cpu")
     assert model.output_dim == 8
-    report = encode_corpus(model, corpus, tmp_path / "shards", shard_size=5)
+    report = encode_corpus(model, EncodeRequest(corpus, tmp_path / "shards", shard_size=5))
     assert report.dim == 8
     ids, vectors = open_shards(tmp_path / "shards").load()
     np.testing.assert_allclose(vectors, model.encode_document(TEXTS * 3), atol=1e-6)

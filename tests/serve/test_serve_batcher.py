@@ -50,7 +50,7 @@ def test_vectors_equal_encode_in_input_order(tiny_backend: Callable[..., Any], r
         results = asyncio.run(main())
     finally:
         batcher.close()
-    for group, result in zip(groups, results):
+    for group, result in zip(groups, results, strict=False):
         assert result.vectors.shape == (len(group), reference.dim)
         np.testing.assert_allclose(result.vectors, reference.encode(group, normalize=False), rtol=1e-5, atol=1e-5)
         assert result.tokens == token_count(reference, group)
@@ -75,7 +75,7 @@ def test_batches_are_length_ordered_and_within_the_budget(tiny_backend: Callable
         results = asyncio.run(main())
     finally:
         batcher.close()
-    for group, result in zip(groups, results):
+    for group, result in zip(groups, results, strict=False):
         np.testing.assert_allclose(result.vectors, reference.encode(group, normalize=False), rtol=1e-5, atol=1e-5)
     batches = gate.batches[1:]
     assert sum(map(len, batches)) == sum(map(len, groups))
@@ -232,7 +232,7 @@ def test_close_finishes_every_accepted_request_then_refuses(tiny_backend: Callab
         return results
 
     results = asyncio.run(main())
-    for group, result in zip(groups, results):
+    for group, result in zip(groups, results, strict=False):
         np.testing.assert_allclose(result.vectors, reference.encode(group, normalize=False), rtol=1e-5, atol=1e-5)
 
 

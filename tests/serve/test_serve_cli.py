@@ -159,7 +159,7 @@ def test_sigterm_finishes_the_requests_in_flight_and_exits_0(tiny_bert_dir: Path
     finally:
         server.stop()
     assert refused_in_flight, "new connections were still accepted while draining"
-    for texts, response in zip(groups, responses):
+    for texts, response in zip(groups, responses, strict=False):
         assert isinstance(response, httpx.Response) and response.status_code == 200, response
         got = np.array([d["embedding"] for d in response.json()["data"]])
         np.testing.assert_allclose(got, reference.encode(texts), rtol=1e-5, atol=1e-5)

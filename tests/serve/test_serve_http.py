@@ -149,18 +149,21 @@ def test_100_concurrent_mixed_requests_each_get_their_own_vectors_in_order(serve
     requests = [sentences(rng.choice([1, 1, 2, 5, 13, 40]), seed=1000 + i, low=1, high=60) for i in range(100)]
     formats = [rng.choice(["float", "base64"]) for _ in requests]
     unique = sorted({t for texts in requests for t in texts})
-    expected = dict(zip(unique, reference.encode(unique)))
+    expected = dict(zip(unique, reference.encode(unique), strict=False))
 
     async def main() -> list[httpx.Response]:
         async with httpx.AsyncClient(base_url=server.url, timeout=120, limits=httpx.Limits(max_connections=100)) as client:
             return list(
                 await asyncio.gather(
-                    *(client.post("/v1/embeddings", json={"input": texts, "model": "tiny", "encoding_format": fmt}) for texts, fmt in zip(requests, formats))
+                    *(
+                        client.post("/v1/embeddings", json={"input": texts, "model": "tiny", "encoding_format": fmt})
+                        for texts, fmt in zip(requests, formats, strict=False)
+                    )
                 )
             )
 
     responses = asyncio.run(main())
-    for texts, fmt, response in zip(requests, formats, responses):
+    for texts, fmt, response in zip(requests, formats, responses, strict=False):
         assert response.status_code == 200, response.text
         data = response.json()["data"]
         assert [d["index"] for d in data] == list(range(len(texts)))

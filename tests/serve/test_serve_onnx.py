@@ -28,7 +28,7 @@ def test_an_onnx_folder_serves_its_own_vectors(tiny_bert_dir: Path, tmp_path: Pa
     reference = OnnxEmbedder.from_pretrained(folder)
     texts = sentences(40, seed=3)
     for backend in ("onnx", "torch"):  # torch on an ONNX-only folder: the folder decides
-        with start_server(lambda: load_backend(backend, str(folder), device="cpu")) as running:
+        with start_server(lambda backend=backend: load_backend(backend, str(folder), device="cpu")) as running:
             client = openai.OpenAI(base_url=running.url + "/v1", api_key="none")
             got = client.embeddings.create(model="tiny", input=texts)
             vectors = np.array([d.embedding for d in got.data], dtype=np.float32)

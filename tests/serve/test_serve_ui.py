@@ -100,15 +100,14 @@ def test_info_is_503_while_the_model_loads(tiny_backend: Callable[..., Any]) -> 
         assert release.wait(60)
         return tiny_backend()
 
-    with start_server(slow_load, wait_ready=False) as running:
-        with httpx.Client(base_url=running.url, timeout=60) as client:
-            response = client.get("/v1/info")
-            assert response.status_code == 503 and response.headers["retry-after"] == "1"
-            assert "still loading" in error_of(response)["message"]
-            assert client.get("/").status_code == 200  # the page is there at once; it waits for the model itself
-            release.set()
-            wait_for(lambda: running.state.status == "ready", what="the model to load")
-            assert client.get("/v1/info").json()["indexes"] == []
+    with start_server(slow_load, wait_ready=False) as running, httpx.Client(base_url=running.url, timeout=60) as client:
+        response = client.get("/v1/info")
+        assert response.status_code == 503 and response.headers["retry-after"] == "1"
+        assert "still loading" in error_of(response)["message"]
+        assert client.get("/").status_code == 200  # the page is there at once; it waits for the model itself
+        release.set()
+        wait_for(lambda: running.state.status == "ready", what="the model to load")
+        assert client.get("/v1/info").json()["indexes"] == []
 
 
 def test_no_ui_answers_404_on_the_page_and_keeps_the_api(tiny_backend: Callable[..., Any]) -> None:

@@ -139,7 +139,7 @@ def test_each_served_index_has_a_search_box_whose_hits_are_the_brute_force_ones(
     assert [f.get_attribute("data-index") for f in forms] == ["docs", "few"]
     query = "a man plays the guitar"
     q = reference.encode([query], role="query")
-    for form, (name, docs) in zip(forms, (("docs", DOCS), ("few", DOCS[:6]))):
+    for form, (name, docs) in zip(forms, (("docs", DOCS), ("few", DOCS[:6])), strict=False):
         assert form.find_element(By.CSS_SELECTOR, ".k").get_attribute("max") == str(len(docs))
         box = form.find_element(By.CSS_SELECTOR, ".query")
         box.clear()
@@ -148,7 +148,7 @@ def test_each_served_index_has_a_search_box_whose_hits_are_the_brute_force_ones(
         k.clear()
         k.send_keys("4")
         form.find_element(By.CSS_SELECTOR, ".search").click()
-        wait(page, lambda d: len(form.find_elements(By.CSS_SELECTOR, ".hits li")) == 4, f"the hits of {name}")
+        wait(page, lambda d, form=form: len(form.find_elements(By.CSS_SELECTOR, ".hits li")) == 4, f"the hits of {name}")
         hits = form.find_elements(By.CSS_SELECTOR, ".hits li")
         scores = (cosines(np.vstack([q, reference.encode(docs, role="document")]))[0, 1:]).astype(np.float64)
         best = np.argsort(-scores, kind="stable")[:4]

@@ -165,9 +165,8 @@ def test_fp32_attention_stays_off_where_it_does_not_apply(tiny_llama_dir: Path) 
 
 def test_fp32_attention_is_restored_after_an_error(tiny_llama_dir: Path) -> None:
     _, backbone = _llama(tiny_llama_dir)
-    with pytest.raises(RuntimeError, match="boom"):
-        with fp32_attention(backbone, enabled=True, device="cpu", autocast_dtype=torch.bfloat16):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), fp32_attention(backbone, enabled=True, device="cpu", autocast_dtype=torch.bfloat16):
+        raise RuntimeError("boom")
     assert backbone.config._attn_implementation == "sdpa"
 
 

@@ -17,6 +17,7 @@ from anglekit.training.sampler import TokenBudgetBatchSampler
 from anglekit.training.trainer import AnglETrainer
 
 import helpers
+from helpers import train_config
 
 
 def _lengths(n: int, seed: int = 0, low: int = 1, high: int = 60) -> list[int]:
@@ -139,20 +140,12 @@ def test_the_setting_round_trips() -> None:
 
 
 def _config(tiny_bert_dir: Path, pair_file: Path, output_dir: Path, **kwargs: Any) -> TrainConfig:
-    settings: dict[str, Any] = {
-        "model": str(tiny_bert_dir),
-        "train_data": str(pair_file),
-        "output_dir": str(output_dir),
-        "max_batch_tokens": 48,
-        "logging_steps": 1,
-        "learning_rate": 1e-3,
-        "positive_threshold": 4.0,
-        "device": "cpu",
-        "precision": "fp32",
-        "quiet": True,
-    }
-    settings.update(kwargs)
-    return TrainConfig.from_dict(settings)
+    return train_config(
+        tiny_bert_dir,
+        pair_file,
+        output_dir,
+        **{"max_batch_tokens": 48, "logging_steps": 1, "learning_rate": 1e-3, "positive_threshold": 4.0, "device": "cpu", "precision": "fp32", **kwargs},
+    )
 
 
 def _recording(monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[int, int], ...]]:
@@ -164,7 +157,7 @@ def _recording(monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[int, int], .
         if model.training:
             ids = inputs["text_ids"].tolist()
             half = len(ids) // 2
-            seen.append(tuple(zip(ids[:half], ids[half:])))
+            seen.append(tuple(zip(ids[:half], ids[half:], strict=False)))
         return original(self, model, inputs, *args, **kwargs)
 
     monkeypatch.setattr(AnglETrainer, "compute_loss", compute_loss)

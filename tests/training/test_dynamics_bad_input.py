@@ -41,7 +41,7 @@ def drawn(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, list[tuple[flo
             if ax.get_visible():
                 panel = seen.setdefault(ax.get_title(), {})
                 for line in ax.get_lines():
-                    panel[str(line.get_label())] = list(zip(map(float, line.get_xdata()), map(float, line.get_ydata())))
+                    panel[str(line.get_label())] = list(zip(map(float, line.get_xdata()), map(float, line.get_ydata()), strict=False))
                 panel["yscale"] = ax.get_yscale()  # type: ignore[assignment]
         return save(fig, *args, **kwargs)
 

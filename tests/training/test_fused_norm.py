@@ -145,7 +145,7 @@ def test_gradcheck_in_float64() -> None:
 
     fused = torch.autograd.functional.jacobian(lambda a, w: rms_norm_forward(a, w, 1e-6), (x, weight))
     exact = torch.autograd.functional.jacobian(reference, (x, weight))
-    for got, want in zip(fused, exact):
+    for got, want in zip(fused, exact, strict=False):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
 
 
@@ -159,14 +159,11 @@ def test_works_under_non_reentrant_checkpoint(autocast: bool) -> None:
         norm.weight.grad = None
         with torch.autocast("cpu", dtype=BF16, enabled=autocast):
             hidden = leaf * 2  # not a leaf: checkpoint's input is an activation
-            if use_checkpoint:
-                out = checkpoint(_fused(norm), hidden, use_reentrant=False)
-            else:
-                out = _fused(norm)(hidden)
+            out = checkpoint(_fused(norm), hidden, use_reentrant=False) if use_checkpoint else _fused(norm)(hidden)
             loss = (out.float() * torch.linspace(-1, 1, HIDDEN)).sum()
         loss.backward()
         results.append((out.detach(), leaf.grad, norm.weight.grad))
-    for plain, checkpointed in zip(*results):
+    for plain, checkpointed in zip(*results, strict=False):
         assert checkpointed is not None and torch.equal(plain, checkpointed)
 
 
@@ -270,11 +267,10 @@ def test_swap_counts_restores_and_logs(caplog: pytest.LogCaptureFixture) -> None
     norms = [m for m in model.modules() if isinstance(m, LlamaRMSNorm)]
     assert len(norms) == 5
     keys = list(model.state_dict())
-    with caplog.at_level(logging.INFO, logger="anglekit.training.fused_norm"):
-        with fused_rms_norms(model, enabled=True, device=torch.device("cpu")) as count:
-            assert count == 5
-            assert all("forward" in norm.__dict__ for norm in norms)
-            assert list(model.state_dict()) == keys
+    with caplog.at_level(logging.INFO, logger="anglekit.training.fused_norm"), fused_rms_norms(model, enabled=True, device=torch.device("cpu")) as count:
+        assert count == 5
+        assert all("forward" in norm.__dict__ for norm in norms)
+        assert list(model.state_dict()) == keys
     assert "fused RMSNorm: 5 norm(s)" in caplog.text
     assert all("forward" not in norm.__dict__ for norm in norms)
     assert all(type(norm) is LlamaRMSNorm and norm.forward.__func__ is LlamaRMSNorm.forward for norm in norms)
@@ -284,10 +280,9 @@ def test_swap_counts_restores_and_logs(caplog: pytest.LogCaptureFixture) -> None
 def test_originals_come_back_when_the_body_raises() -> None:
     model = _tiny_llama(torch.float32)
     norms = [m for m in model.modules() if isinstance(m, LlamaRMSNorm)]
-    with pytest.raises(RuntimeError, match="boom"):
-        with fused_rms_norms(model, enabled=True, device="cpu") as count:
-            assert count == 5
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), fused_rms_norms(model, enabled=True, device="cpu") as count:
+        assert count == 5
+        raise RuntimeError("boom")
     assert all("forward" not in norm.__dict__ for norm in norms)
 
 
@@ -323,9 +318,8 @@ def test_a_norm_class_with_other_maths_is_not_swapped(monkeypatch: pytest.Monkey
 
     model = _tiny_llama(torch.float32)
     monkeypatch.setattr(LlamaRMSNorm, "forward", gemma_like)
-    with caplog.at_level(logging.WARNING, logger="anglekit.training.forward_swaps"):
-        with fused_rms_norms(model, enabled=True, device="cpu") as count:
-            assert count == 0
+    with caplog.at_level(logging.WARNING, logger="anglekit.training.forward_swaps"), fused_rms_norms(model, enabled=True, device="cpu") as count:
+        assert count == 0
     assert "LlamaRMSNorm computes something else" in caplog.text
 
 

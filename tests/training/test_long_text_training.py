@@ -22,14 +22,9 @@ from anglekit.training.gradcache import gradcache_step
 from anglekit.training.tasks import PairTask
 
 import helpers
+from helpers import words
 
-
-def _words(n: int, offset: int = 0) -> str:
-    vocab = [w for w in helpers.vocabulary() if w.isalpha()]
-    return " ".join(vocab[(offset + i) % len(vocab)] for i in range(n))
-
-
-LONG = [_words(200), _words(9, 2), _words(150, 7), _words(30, 3)]
+LONG = [words(200), words(9, 2), words(150, 7), words(30, 3)]
 
 
 Services = helpers.SoloServices
@@ -97,7 +92,7 @@ def test_train_end_to_end_on_long_texts(tiny_bert_dir: Path, tmp_path: Path) -> 
 
     start = Embedder.from_pretrained(tiny_bert_dir, long_text="chunk-max", long_text_window=32, device="cpu").save_pretrained(tmp_path / "start")
     data = tmp_path / "pairs.jsonl"
-    rows: list[dict[str, Any]] = [{"text1": _words(120 + 10 * i, i), "text2": _words(90 + 7 * i, 2 * i), "label": float(i % 2)} for i in range(8)]
+    rows: list[dict[str, Any]] = [{"text1": words(120 + 10 * i, i), "text2": words(90 + 7 * i, 2 * i), "label": float(i % 2)} for i in range(8)]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     config = TrainConfig.from_dict({
         "model": str(start), "train_data": str(data), "output_dir": str(tmp_path / "run"), "max_steps": 2, "batch_size": 4,

@@ -20,6 +20,8 @@ from anglekit.training.fast_dropout import LEVELS, FastDropout, faster_dropout
 from anglekit.training.run import train
 from anglekit.training.vocab_rows import CompactEmbedding, UnreachedTokenError, compacted, reachable_rows, why_not
 
+from helpers import train_config
+
 # ====================================================================== fast dropout
 
 
@@ -228,13 +230,21 @@ def test_compacted_swaps_the_backbone_embedding_and_puts_it_back_trained(load_be
 
 
 def _config(tiny_bert_dir: Path, pair_file: Path, output_dir: Path, **kwargs: Any) -> TrainConfig:
-    settings: dict[str, Any] = {
-        "model": str(tiny_bert_dir), "train_data": str(pair_file), "output_dir": str(output_dir), "max_steps": 4,
-        "batch_size": 8, "learning_rate": 1e-3, "positive_threshold": 4.0, "quiet": True, "device": "cpu",
-        "precision": "fp32", "fast_dropout": False,
-    }  # fmt: skip
-    settings.update(kwargs)
-    return TrainConfig.from_dict(settings)
+    return train_config(
+        tiny_bert_dir,
+        pair_file,
+        output_dir,
+        **{
+            "max_steps": 4,
+            "batch_size": 8,
+            "learning_rate": 1e-3,
+            "positive_threshold": 4.0,
+            "device": "cpu",
+            "precision": "fp32",
+            "fast_dropout": False,
+            **kwargs,
+        },
+    )
 
 
 def _weights(model_dir: Path) -> dict[str, torch.Tensor]:

@@ -97,3 +97,68 @@ def test_train_runs_end_to_end_with_ese(tiny_bert_dir: Path, pair_file: Path, tm
     assert shallow.config.early_exit is True
     plain = train(TrainConfig.from_dict({**config.flat(), "ese": False, "ese_compression_size": None, "output_dir": str(tmp_path / "plain")}))
     assert Embedder.from_pretrained(plain.model_dir, device="cpu").config.early_exit is False
+
+
+def test_each_dataset_objective_is_resolved_once_and_handed_down(tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """check() resolves each dataset's preset once; the plans it returns carry the config the registry made."""
+    from anglekit.losses import registry
+    from anglekit.training import tasks
+    from anglekit.training.run import check
+
+    calls: list[str] = []
+    real = registry.resolve_objective
+
+    def counting(name: str, knobs: Any) -> Any:
+        calls.append(name)
+        return real(name, knobs)
+
+    monkeypatch.setattr(tasks, "resolve_objective", counting)
+    config = TrainConfig.from_dict(
+        {
+            "model": str(tiny_bert_dir),
+            "train_data": ["a.jsonl", "b.jsonl;objective=simcse-sup"],
+            "objective": "paper",
+            "angle_tau": 0.05,
+            "output_dir": str(tmp_path / "o"),
+        }  # fmt: skip
+    )
+    plans = check(config)
+    assert calls == ["paper", "simcse-sup"]
+    assert [p.resolved.config for p in plans] == [registry.objective_config("paper", angle_tau=0.05), registry.objective_config("simcse-sup")]
+    assert [p.resolved.batch_kind for p in plans] == ["pairs", "triplets"]
+
+
+def test_a_family_size_check_is_its_own_hook(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """The even split belongs to the angle term: with it off the odd sizes pass; a plugin family's
+    own size check refuses the model's hidden size before anything is loaded."""
+    from dataclasses import dataclass
+
+    from anglekit.losses.configs import ObjectiveConfig
+    from anglekit.losses.registry import ObjectiveFamily, register_objective_family, resolve_objective, unregister_objective_family
+    from anglekit.training.run import check
+
+    angle = resolve_objective("paper", {})
+    assert angle.size_problem([32, 15], "size") is not None and "15 is not" in str(angle.size_problem([32, 15], "size"))
+    assert angle.size_problem([32, 16], "size") is None
+    assert resolve_objective("paper", {"angle_weight": 0.0}).size_problem([15], "size") is None
+    assert resolve_objective("simcse-sup", {}).size_problem([15], "size") is None
+    config = TrainConfig.from_dict({"model": str(tiny_bert_dir), "train_data": "x.jsonl", "output_dir": str(tmp_path / "o"),
+                                    "matryoshka_dims": [32, 15], "angle_weight": 0.0})  # fmt: skip
+    check(config)  # no angle term: an odd nested size is fine
+
+    @dataclass(frozen=True)
+    class Wide(ObjectiveConfig):
+        pass
+
+    def wide_only(config: Any, sizes: Any, what: str) -> str | None:
+        return None if min(sizes) >= 64 else f"every {what} must be at least 64"
+
+    register_objective_family(
+        ObjectiveFamily(name="wide", config_cls=Wide, presets={"wide": Wide()}, build=lambda c: None, batch_kind="pairs", check_sizes=wide_only)
+    )
+    try:
+        config = TrainConfig.from_dict({"model": str(tiny_bert_dir), "train_data": "x.jsonl", "output_dir": str(tmp_path / "o"), "objective": "wide"})
+        with pytest.raises(ConfigError, match="hidden size is 32: every hidden size must be at least 64"):
+            check(config)
+    finally:
+        unregister_objective_family("wide")

@@ -23,6 +23,7 @@ from anglekit.training.tasks import PairTask, TripletTask
 from anglekit.training.tasks.contrastive import TokenizedTriplets, TripletCollator
 
 import helpers
+from helpers import train_config
 
 Services = helpers.SoloServices
 
@@ -206,7 +207,7 @@ def test_two_processes_see_every_negative_of_both_batches(tmp_path: Path) -> Non
     # each process's rows (anchors, positives, real negatives) get the gradient of both losses
     local = [_process_inputs(range(sum(SIZES[:r]), sum(SIZES[: r + 1])))[0] for r in range(len(SIZES))]
     order = {int(t): j for j, t in enumerate(inputs["text_ids"])}
-    for part, rows in zip(parts, local):
+    for part, rows in zip(parts, local, strict=False):
         want = torch.stack([vectors.grad[order[int(t)]] for t in rows["text_ids"]])
         torch.testing.assert_close(part["grad"], want, rtol=1e-5, atol=1e-6)  # the task computes in float32
 
@@ -229,11 +230,7 @@ def _ntuple_file(path: Path, rows: int = 24, ragged: bool = False) -> Path:
 
 
 def _config(model: Path, data: Path | None, out: Path, **settings: Any) -> TrainConfig:
-    base = {"model": str(model), "output_dir": str(out), "device": "cpu", "quiet": True, "batch_size": 4,
-            "max_steps": 2, "logging_steps": 1, "compact_embeddings": False}  # fmt: skip
-    if data is not None:
-        base["train_data"] = str(data)
-    return TrainConfig.from_dict({**base, **settings})
+    return train_config(model, data, out, **{"device": "cpu", "batch_size": 4, "max_steps": 2, "logging_steps": 1, "compact_embeddings": False, **settings})
 
 
 def _losses(out: Path) -> list[dict]:

@@ -23,7 +23,7 @@ def test_each_sentence_of_a_padded_pair_batch_embeds_as_alone(tiny_bert_dir: Pat
     ids1 = model.tokenize_unpadded([a for a, _ in PAIRS])
     ids2 = model.tokenize_unpadded([b for _, b in PAIRS])
     batch = PairCollator(model.tokenizer.pad_token_id, left_padding=left)(
-        [TokenizedPair(i1, i2, 1.0, 2 * k, 2 * k + 1) for k, (i1, i2) in enumerate(zip(ids1, ids2))]
+        [TokenizedPair(i1, i2, 1.0, 2 * k, 2 * k + 1) for k, (i1, i2) in enumerate(zip(ids1, ids2, strict=False))]
     )
     assert batch["input_ids"].shape[1] == max(len(i) for i in ids1 + ids2)  # padded to the longest, some rows padded
     with torch.no_grad():

@@ -24,6 +24,7 @@ from anglekit.training.run import train
 from anglekit.training.tasks import PairTask
 
 import helpers
+from helpers import train_config
 
 TEXTS = [
     "a man plays a guitar", "the dog runs", "two dogs run in the park", "wow", "a woman is cooking",
@@ -225,12 +226,12 @@ class LinearDtypes(TrainerCallback):
 
 
 def _config(tiny_bert_dir: Path, pair_file: Path, output_dir: Path, **kwargs: Any) -> TrainConfig:
-    settings: dict[str, Any] = {
-        "model": str(tiny_bert_dir), "train_data": str(pair_file), "output_dir": str(output_dir), "max_steps": 2,
-        "batch_size": 4, "logging_steps": 1, "learning_rate": 1e-3, "positive_threshold": 4.0, "quiet": True,
-    }  # fmt: skip
-    settings.update(kwargs)
-    return TrainConfig.from_dict(settings)
+    return train_config(
+        tiny_bert_dir,
+        pair_file,
+        output_dir,
+        **{"max_steps": 2, "batch_size": 4, "logging_steps": 1, "learning_rate": 1e-3, "positive_threshold": 4.0, **kwargs},
+    )
 
 
 @pytest.mark.parametrize(("flags", "expected"), [({"avx512_bf16"}, "bf16"), ({"avx2"}, "fp32")])

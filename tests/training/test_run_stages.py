@@ -55,11 +55,11 @@ def test_total_steps_counts_batches_or_token_budgets(tmp_path: Path) -> None:
 
 def test_load_datasets_reads_every_split_and_refuses_unscorable_test_pairs(tmp_path: Path, pair_file: Path, tiny_bert_dir: Path) -> None:
     good = config(tmp_path, model=str(tiny_bert_dir), train_data=str(pair_file), test_data=str(pair_file))
-    task, _ = check(good)
+    task = check(good)[0].task
     train_set, dev_set, test_set, probe_set = load_datasets(task, good.data)
     assert len(train_set) == 64 and len(test_set.labels) == 64 and dev_set is None and probe_set is None
     flat = tmp_path / "flat.jsonl"
     flat.write_text("".join(f'{{"text1": "a{i}", "text2": "b{i}", "label": 3}}\n' for i in range(5)), encoding="utf-8")
     bad = config(tmp_path, model=str(tiny_bert_dir), train_data=str(pair_file), test_data=str(flat))
     with pytest.raises(UndefinedScoreError, match="all 5 gold labels equal 3"):
-        load_datasets(check(bad)[0], bad.data)
+        load_datasets(check(bad)[0].task, bad.data)

@@ -9,7 +9,7 @@ import pytest
 from anglekit.errors import ConfigError
 from anglekit.losses import all_presets
 from anglekit.training.config import TrainConfig
-from anglekit.training.tasks import TASKS, PairTask, SentenceTask, TrainingTask, TripletTask, objective_overrides, register_task, task_for
+from anglekit.training.tasks import TASKS, PairTask, SentenceTask, TrainingTask, TripletTask, register_task, resolve, task_for
 
 
 def test_every_objective_preset_has_its_task() -> None:
@@ -37,7 +37,7 @@ def test_a_task_needs_every_part() -> None:
 
 def _overrides(**settings: Any) -> dict[str, Any]:
     config = TrainConfig.from_dict(settings)
-    return objective_overrides(task_for(config.objective.name), config.objective, config.data.text_column)
+    return dict(resolve(config.objective, config.data.text_column)[1].overrides)
 
 
 def test_overrides_are_named_as_the_objective_config_names_them() -> None:

@@ -14,15 +14,13 @@ from anglekit.errors import ConfigError, DataError
 from anglekit.training import TrainConfig, train
 
 import helpers
+from helpers import train_config
 
 datasets = pytest.importorskip("datasets")
 
 
 def _config(model: Path, out: Path, **kwargs: Any) -> TrainConfig:
-    settings: dict[str, Any] = {"model": str(model), "output_dir": str(out), "max_steps": 2, "batch_size": 4, "positive_threshold": 4.0,
-                                "device": "cpu", "precision": "fp32", "quiet": True}  # fmt: skip
-    settings.update(kwargs)
-    return TrainConfig.from_dict(settings)
+    return train_config(model, None, out, **{"max_steps": 2, "batch_size": 4, "positive_threshold": 4.0, "device": "cpu", "precision": "fp32", **kwargs})
 
 
 def _renamed_pairs(n: int = 16) -> dict[str, list[Any]]:
@@ -80,7 +78,7 @@ def test_columns_syntax_is_checked_with_the_settings(bad: str) -> None:
 def test_columns_flag_on_the_command_line(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = _renamed_pairs()
     path = tmp_path / "pairs.jsonl"
-    path.write_text("".join(json.dumps({"q": q, "d": d, "y": y}) + "\n" for q, d, y in zip(data["q"], data["d"], data["y"])))
+    path.write_text("".join(json.dumps({"q": q, "d": d, "y": y}) + "\n" for q, d, y in zip(data["q"], data["d"], data["y"], strict=False)))
     argv = ["train", str(tiny_bert_dir), "--train-data", str(path), "--columns", "text1=q,text2=d,label=y", "--output-dir", str(tmp_path / "run"),
             "--max-steps", "2", "--batch-size", "4", "--positive-threshold", "4.0", "--device", "cpu", "--quiet"]  # fmt: skip
     code, out, err = helpers.run_cli(argv, capsys)
@@ -145,7 +143,7 @@ def test_labels_all_equal_are_refused_before_the_model_loads(
     monkeypatch.setattr(run, "load_embedder", load_embedder)
     config = TrainConfig.from_dict({"model": "unused-model", "output_dir": str(tmp_path / "run"), "train_data": str(path), "objective": objective,
                                     "positive_threshold": threshold, "device": "cpu", "quiet": True})  # fmt: skip
-    monkeypatch.setattr(run, "check", lambda c: (run.task_for(c.objective.name), {}))  # no model files to inspect
+    monkeypatch.setattr(run, "check", run.dataset_plans)  # no model files to inspect
     if refused is None:
         with pytest.raises(Loaded):
             train(config)

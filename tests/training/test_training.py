@@ -3,6 +3,7 @@ end-to-end runs on the tiny BERT (in-process, and a killed-then-resumed CLI subp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -27,6 +28,7 @@ from anglekit.training.tasks import default_positive_threshold
 from anglekit.training.tasks.pairs import PairCollator, TokenizedPair, TokenizedPairs
 
 import helpers
+from helpers import train_config
 
 REPO = Path(__file__).resolve().parents[2]
 LOSS_KEYS = ("loss_cosine", "loss_ibn", "loss_angle")
@@ -252,7 +254,7 @@ def test_sampler_batch_order_is_not_sorted_inside_mega_batches() -> None:
     about as often as they fall; unshuffled they would fall inside every mega-batch."""
     lengths = _lengths(4000)
     tops = _batch_tops(list(LengthGroupedSampler(lengths, 8, seed=0)), lengths, 8)
-    rises = sum(b > a for a, b in zip(tops, tops[1:]))
+    rises = sum(b > a for a, b in zip(tops, tops[1:], strict=False))
     assert rises > len(tops) // 4, (rises, len(tops))
 
 
@@ -370,21 +372,21 @@ def test_scores_without_range_and_without_threshold_refuse_to_train(tiny_bert_di
 
 
 def _config(tiny_bert_dir: Path, pair_file: Path, output_dir: Path, **kwargs: Any) -> TrainConfig:
-    settings: dict[str, Any] = {
-        "model": str(tiny_bert_dir),
-        "train_data": str(pair_file),
-        "output_dir": str(output_dir),
-        "max_steps": 6,
-        "batch_size": 4,
-        "logging_steps": 1,
-        "learning_rate": 1e-3,
-        "positive_threshold": 4.0,
-        "device": "cpu",
-        "precision": "fp32",
-        "quiet": True,
-    }
-    settings.update(kwargs)
-    return TrainConfig.from_dict(settings)
+    return train_config(
+        tiny_bert_dir,
+        pair_file,
+        output_dir,
+        **{
+            "max_steps": 6,
+            "batch_size": 4,
+            "logging_steps": 1,
+            "learning_rate": 1e-3,
+            "positive_threshold": 4.0,
+            "device": "cpu",
+            "precision": "fp32",
+            **kwargs,
+        },
+    )
 
 
 @pytest.fixture(scope="module")
@@ -555,10 +557,8 @@ def _checkpoint_done(path: Path, step: int) -> bool:
 
 def _kill(process: subprocess.Popen[Any]) -> None:
     if process.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         process.wait(timeout=60)
 
 

@@ -21,6 +21,7 @@ from anglekit.training.run import train
 from anglekit.training.tasks import dropout_views
 
 import helpers
+from helpers import train_config
 
 
 @pytest.fixture(scope="module")
@@ -41,22 +42,22 @@ def triplet_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _config(model: Path, data: Path | str, out: Path, **kwargs: Any) -> TrainConfig:
-    settings: dict[str, Any] = {
-        "model": str(model),
-        "train_data": str(data),
-        "output_dir": str(out),
-        "objective": "simace-unsup",
-        "max_steps": 4,
-        "batch_size": 8,
-        "logging_steps": 1,
-        "probe_steps": 2,
-        "learning_rate": 1e-3,
-        "device": "cpu",
-        "precision": "fp32",
-        "quiet": True,
-    }
-    settings.update(kwargs)
-    return TrainConfig.from_dict(settings)
+    return train_config(
+        model,
+        data,
+        out,
+        **{
+            "objective": "simace-unsup",
+            "max_steps": 4,
+            "batch_size": 8,
+            "logging_steps": 1,
+            "probe_steps": 2,
+            "learning_rate": 1e-3,
+            "device": "cpu",
+            "precision": "fp32",
+            **kwargs,
+        },
+    )
 
 
 # ====================================================================== dropout views
@@ -223,7 +224,7 @@ def test_cli_trains_simace_unsup_on_a_sentence_file(tiny_bert_dir: Path, sentenc
     from safetensors import safe_open
 
     with safe_open(str(out / "model" / "model.safetensors"), "pt") as handle:
-        assert not any("head" in key or "dense.weight" == key for key in handle.keys())
+        assert not any("head" in key or key == "dense.weight" for key in handle.keys())  # noqa: SIM118 - safe_open has keys() and is not iterable
     checkpoint = sorted(out.glob("checkpoint-*"))[-1]
     with safe_open(str(checkpoint / "model.safetensors"), "pt") as handle:
         assert "head.dense.weight" in set(handle.keys())

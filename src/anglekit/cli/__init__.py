@@ -139,8 +139,9 @@ def _save_traceback(command: str, debug: bool) -> str:
     except OSError:
         folder = Path(tempfile.gettempdir())
     try:
-        handle = tempfile.NamedTemporaryFile("w", prefix=f"anglekit-{command}-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".txt", dir=folder, delete=False)
-        with handle:
+        with tempfile.NamedTemporaryFile(
+            "w", prefix=f"anglekit-{command}-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".txt", dir=folder, delete=False
+        ) as handle:
             handle.write(text)
     except OSError:
         return "" if debug else " (run with --debug for the traceback)"

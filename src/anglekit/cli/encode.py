@@ -78,26 +78,26 @@ def run(args: argparse.Namespace) -> int:
     vectors = model.encode(texts, batch_size=args.batch_size, normalize=args.normalize, show_progress=not args.quiet, role=args.role)
     if (model.config.normalize if args.normalize is None else args.normalize) and (message := zero_rows_message(vectors, where=f"{args.input}: ")):
         print(f"anglekit encode: warning: {message}", file=sys.stderr)
-    with atomic_path(output) as tmp:
-        with open(tmp, "wb") as handle:
-            np.save(handle, vectors)
+    with atomic_path(output) as tmp, open(tmp, "wb") as handle:
+        np.save(handle, vectors)
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} vectors to {output}")
     return 0
 
 
 def _run_shards(args: argparse.Namespace) -> int:
-    from anglekit.corpus.encode import encode_corpus
+    from anglekit.corpus.encode import EncodeRequest, encode_corpus
 
     shard_id = args.shard_id or 0
     num_shards = args.num_shards or 1
     if shard_id >= num_shards:
         raise ConfigError(f"--shard-id {shard_id} must be below --num-shards {num_shards}")
-    report = encode_corpus(
-        args.model, args.input, args.output_dir, text_column=args.column, id_column=args.id_column,
+    request = EncodeRequest(
+        args.input, args.output_dir, text_column=args.column, id_column=args.id_column,
         shard_size=args.shard_size or 10_000, shard_format=args.shard_format or "npy", batch_size=args.batch_size,
         normalize=args.normalize, role=args.role, shard_id=shard_id, num_shards=num_shards, workers=args.workers or 1,
-        model_kwargs=load_settings(args).given(), show_progress=not args.quiet, say=lambda line: print(line, file=sys.stderr, flush=True),
+        model_kwargs=load_settings(args).given(), show_progress=not args.quiet,
     )  # fmt: skip
+    report = encode_corpus(args.model, request, say=lambda line: print(line, file=sys.stderr, flush=True))
     print(report.summary())
     if num_shards > 1:
         print(f"this run did the shards k with k % {num_shards} == {shard_id}; the folder is complete when every split has run")

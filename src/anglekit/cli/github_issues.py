@@ -1,4 +1,5 @@
 """``anglekit github-issues collect|build``: the GitHub Issues Similarity dataset builder on the command line.
+The flags come from the typed settings of :mod:`anglekit.github_issues.settings`.
 
 ``add_parser(commands)`` adds the ``github-issues`` command to an argparse subparsers object;
 ``run(args)`` runs it (exit status).
@@ -11,32 +12,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from anglekit.cli.common import add_output_dir, add_quiet, number, positive_int
+from anglekit.cli.common import add_output_dir, add_quiet
+from anglekit.cli.fields import add_setting
+from anglekit.config import settings_of
 from anglekit.errors import ConfigError, DataError
+from anglekit.github_issues.settings import BuildSettings, CollectSettings
 from anglekit.io.read import read_user_text
 
 __all__ = ["add_parser", "run"]
 
 NAME = "github-issues"
-
-
-def _shares(text: str) -> list[float]:
-    try:
-        values = [float(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected three numbers like 0.857,0.071,0.072, got {text!r}") from None
-    if len(values) != 3:
-        raise argparse.ArgumentTypeError(f"expected three numbers (train,valid,test), got {text!r}")
-    return values
-
-
-def _authors(text: str) -> tuple[str, ...]:
-    from anglekit.github_issues.duplicates import parse_authors
-
-    try:
-        return parse_authors(text)
-    except ConfigError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -53,16 +38,18 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _authors_help() -> str:
-    from anglekit.github_issues.duplicates import PROJECT_ASSOCIATIONS
+def _add_settings(parser: Any, settings_class: type) -> None:
+    """A flag for each setting of ``settings_class`` (:func:`anglekit.cli.fields.add_setting`)."""
+    for s in settings_of(settings_class):
+        add_setting(parser, s)
 
-    return f"author associations whose duplicate comments count, comma-separated, or 'any' (default: {','.join(PROJECT_ASSOCIATIONS)})"
+
+def _settings(args: argparse.Namespace, settings_class: type) -> Any:
+    """The typed settings of the flags given (the others keep their defaults)."""
+    return settings_class(**{s.key: getattr(args, s.key) for s in settings_of(settings_class) if getattr(args, s.key, None) is not None})
 
 
 def _add_collect(sub: Any) -> None:
-    from anglekit.github_issues.client import DEFAULT_BASE_URL, DEFAULT_TOKEN_ENV
-    from anglekit.github_issues.repos import PAPER_REPOSITORY_COUNT
-
     collect = sub.add_parser(
         "collect",
         allow_abbrev=False,
@@ -70,41 +57,12 @@ def _add_collect(sub: Any) -> None:
         description="Collect closed issues (pull requests excluded) of each repository, the comments and timeline "
         "of each duplicate candidate, and the originals they point to. Rerun the same command to resume.",
     )
-    collect.add_argument(
-        "--repos", default=None, help=f"comma-separated owner/name items, or 'paper' for the paper's {PAPER_REPOSITORY_COUNT} repositories (the default)"
-    )
-    collect.add_argument("--repos-file", type=Path, default=None, help="a file with one owner/name a line (# comments allowed)")
     add_output_dir(collect, required=True, old="--out", type=Path, help="collection folder (created; resumed when it exists)")
-    collect.add_argument("--base-url", default=DEFAULT_BASE_URL, help="API root (default %(default)s)")
-    collect.add_argument(
-        "--token-env", default=DEFAULT_TOKEN_ENV, help="environment variable holding the token (default %(default)s); never pass a token itself"
-    )
-    collect.add_argument("--max-issues", type=positive_int, default=None, help="at most this many closed issues per repository")
-    collect.add_argument("--per-page", type=number(int, 1, 100), default=100, help="items per page, 1-100 (default %(default)s)")
-    collect.add_argument(
-        "--candidates",
-        choices=("signals", "commented", "all"),
-        default="signals",
-        help="which issues get their comments and timeline fetched (default %(default)s)",
-    )
-    collect.add_argument("--no-originals", action="store_true", help="do not fetch originals outside the collected issues")
-    collect.add_argument("--duplicate-authors", type=_authors, default=None, help=_authors_help())
-    collect.add_argument(
-        "--no-rate-limit", action="store_true", help="do not wait pre-emptively when X-RateLimit-Remaining reaches 0 (403/429 are still honoured)"
-    )
-    collect.add_argument("--max-retries", type=number(int, 0), default=5, help="retries of a failing request (default %(default)s)")
-    collect.add_argument(
-        "--max-rate-limit-waits",
-        type=number(int, 0),
-        default=10,
-        help="waits a rate-limited request may make (Retry-After, reset) before it fails (default %(default)s)",
-    )
+    _add_settings(collect, CollectSettings)
     add_quiet(collect, help="no progress lines")
 
 
 def _add_build(sub: Any) -> None:
-    from anglekit.github_issues.build import DEFAULT_MAX_CHARS, PAPER_NEGATIVE_RATIO, PAPER_SPLIT_SHARES
-
     build = sub.add_parser(
         "build",
         allow_abbrev=False,
@@ -116,35 +74,18 @@ def _add_build(sub: Any) -> None:
         "collection", type=Path, help="a folder written by 'github-issues collect', finished (an unfinished one is refused with the command resuming it)"
     )
     add_output_dir(build, required=True, old="--out", type=Path, help="dataset folder (train/valid/test.jsonl, github_issues.json, PNG)")
-    build.add_argument("--seed", type=number(int, 0), default=42, help="seed of splits and negative sampling (default %(default)s)")
-    build.add_argument(
-        "--negative-ratio",
-        type=number(float, 0),
-        default=PAPER_NEGATIVE_RATIO,
-        help="negatives per positive (default %(default).4f: the published dataset's 10622/11038)",
-    )
-    build.add_argument(
-        "--split-shares",
-        type=_shares,
-        default=list(PAPER_SPLIT_SHARES),
-        help="train,valid,test shares of positive pairs (default: the published 18565/1547/1548)",
-    )
-    build.add_argument("--max-chars", type=positive_int, default=DEFAULT_MAX_CHARS, help="cap of a text in characters (default %(default)s)")
-    build.add_argument("--tokenizer", default=None, help="tokenizer (path or cached name) for the token statistics (default: an approximate count)")
-    build.add_argument("--long-threshold", type=positive_int, default=512, help="token count of a 'long' text (default %(default)s)")
-    build.add_argument("--duplicate-authors", type=_authors, default=None, help=_authors_help().replace("(default: ", "(default: the collection's, else "))
-    build.add_argument("--no-plot", action="store_true", help="skip the length-distribution PNG")
+    _add_settings(build, BuildSettings)
     add_quiet(build, help="print only the dataset folder, not the statistics (they are in github_issues.json)")
 
 
-def _read_repos(args: argparse.Namespace) -> list[str]:
+def _read_repos(settings: CollectSettings) -> list[str]:
     from anglekit.github_issues.repos import DEFAULT_REPOSITORIES, parse_repos
 
     names: list[str] = []
-    if args.repos:
-        names += parse_repos(args.repos)
-    if args.repos_file is not None:
-        names += _read_repos_file(args.repos_file)
+    if settings.repos:
+        names += parse_repos(settings.repos)
+    if settings.repos_file is not None:
+        names += _read_repos_file(Path(settings.repos_file))
     return parse_repos(names) if names else list(DEFAULT_REPOSITORIES)
 
 
@@ -171,26 +112,27 @@ def _collect(args: argparse.Namespace) -> int:
     from anglekit.github_issues.client import GitHubClient
     from anglekit.github_issues.collect import collect
 
-    repos = _read_repos(args)
+    settings = _settings(args, CollectSettings)
+    repos = _read_repos(settings)
     client = GitHubClient(
-        args.base_url,
-        token_env=args.token_env,
-        per_page=args.per_page,
-        rate_limit=not args.no_rate_limit,
-        max_retries=args.max_retries,
-        max_rate_limit_waits=args.max_rate_limit_waits,
+        settings.base_url,
+        token_env=settings.token_env,
+        per_page=settings.per_page,
+        rate_limit=settings.rate_limit,
+        max_retries=settings.max_retries,
+        max_rate_limit_waits=settings.max_rate_limit_waits,
     )
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr, flush=True))
     if not client.authenticated:
-        say(f"note: ${args.token_env} is not set; anonymous requests are limited to 60 an hour on github.com")
+        say(f"note: ${settings.token_env} is not set; anonymous requests are limited to 60 an hour on github.com")
     summary = collect(
         repos,
         args.output_dir,
         client=client,
-        max_issues=args.max_issues,
-        candidates=args.candidates,
-        fetch_originals=not args.no_originals,
-        duplicate_authors=args.duplicate_authors,
+        max_issues=settings.max_issues,
+        candidates=settings.candidates,
+        fetch_originals=settings.originals,
+        duplicate_authors=settings.duplicate_authors,
         progress=say,
     )
     done = sum(1 for r in summary.repos if r.phase == "done")
@@ -201,7 +143,7 @@ def _collect(args: argparse.Namespace) -> int:
     )
     for failure in summary.failed:  # always said, --quiet or not: which repository, which host, what error
         print(
-            f"anglekit github-issues collect: {failure.repo} failed in phase {failure.phase} against {args.base_url}: {failure.error} (rerun to resume)",
+            f"anglekit github-issues collect: {failure.repo} failed in phase {failure.phase} against {settings.base_url}: {failure.error} (rerun to resume)",
             file=sys.stderr,
         )
     return 1 if summary.failed else 0
@@ -210,17 +152,18 @@ def _collect(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace) -> int:
     from anglekit.github_issues.build import build_dataset
 
+    settings = _settings(args, BuildSettings)
     result = build_dataset(
         args.collection,
         args.output_dir,
-        seed=args.seed,
-        negative_ratio=args.negative_ratio,
-        split_shares=args.split_shares,
-        max_chars=args.max_chars,
-        tokenizer=args.tokenizer,
-        long_threshold=args.long_threshold,
-        plot=not args.no_plot,
-        duplicate_authors=args.duplicate_authors,
+        seed=settings.seed,
+        negative_ratio=settings.negative_ratio,
+        split_shares=settings.split_shares,
+        max_chars=settings.max_chars,
+        tokenizer=settings.tokenizer,
+        long_threshold=settings.long_threshold,
+        plot=settings.plot,
+        duplicate_authors=settings.duplicate_authors,
     )
     stats = result.stats
     if args.quiet:

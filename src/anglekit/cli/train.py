@@ -32,8 +32,22 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", metavar="YAML", help="YAML file of settings (keys as the flags, with _ or -; or in sections)")
     settings = add_settings(parser, TrainConfig)  # with the settings' old flags (--progress/--no-progress)
+    objective = next(action for action in parser._actions if action.dest == "objective" and action.help != argparse.SUPPRESS)
+    objective.help = objective_help()
     parser.set_defaults(_settings=settings)
     return parser
+
+
+def objective_help() -> str:
+    """``--objective``'s help: the presets registered now (plugin families included), by the batch
+    kind each trains on, read from the objective registry as the parser is built."""
+    from anglekit.losses.registry import all_presets
+
+    kinds: dict[str, list[str]] = {}
+    for preset, kind in all_presets().items():
+        kinds.setdefault(kind, []).append(preset)
+    listed = "; ".join(f"{', '.join(presets)} ({kind})" for kind, presets in kinds.items())
+    return f"Objective preset, of a registered objective family (plugins included): {listed} (default: paper)".replace("%", "%%")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,10 +60,7 @@ def run(args: argparse.Namespace) -> int:
         if "model" in values and values["model"] != positional:
             raise ConfigError(f"the model is given twice, as MODEL {positional!r} and as --model {values['model']!r}; give one")
         values["model"] = positional
-    if getattr(args, "config", None):
-        config = TrainConfig.from_yaml(args.config, values)
-    else:
-        config = TrainConfig.from_dict(values, source="flags")
+    config = TrainConfig.from_yaml(args.config, values) if getattr(args, "config", None) else TrainConfig.from_dict(values, source="flags")
     result = train(config)
     print(result.table())
     return 0

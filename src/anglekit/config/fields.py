@@ -373,6 +373,31 @@ def _check_group(name: str, values: Any, settings: Sequence[Setting]) -> None:
             check_value(s.key, value, s.annotation, s.choices, s.bounds)
 
 
+def _read_section(every: Sequence[Setting], key: str, value: Mapping[str, Any], put: Callable[..., None], put_old: Callable[..., None],
+                  unknown: list[str]) -> None:  # fmt: skip
+    """The settings of section ``key`` given as a mapping (``lora: {rank: 8}``; a group as a nested
+    mapping, as ``to_dict`` writes it) passed to ``put``/``put_old``; the keys it does not know
+    appended to ``unknown``."""
+    names = {s.name: s for s in every if s.section == key}
+    olds = {o.key: (s, o) for s in every if s.section == key for o in s.old_names}
+    groups = {s.group for s in every if s.section == key and s.group is not None}
+    for inner_raw, inner in value.items():
+        inner_key = str(inner_raw).replace("-", "_")
+        if inner_key in groups and isinstance(inner, Mapping):  # a group as a mapping (what to_dict writes)
+            for group_raw, group_value in inner.items():
+                group_key = str(group_raw).replace("-", "_")
+                if group_key in names and names[group_key].group == inner_key:
+                    put(names[group_key], group_value, f"{key}.{inner_key}.{group_key}")
+                else:
+                    unknown.append(f"{key}.{inner_key}.{group_key}")
+        elif inner_key in names:
+            put(names[inner_key], inner, f"{key}.{inner_key}")
+        elif inner_key in olds:
+            put_old(*olds[inner_key], inner, f"{key}.{inner_key}")
+        else:
+            unknown.append(f"{key}.{inner_key}")
+
+
 def read_sections(cls: type, data: Mapping[str, Any], *, source: str, hint: str = "") -> dict[str, dict[str, Any]]:
     """Keyword arguments of each section of ``cls`` from ``data``: flat keys (``lora_rank``), their
     aliases, dashes for underscores, or section mappings (``lora: {rank: 8}``). A section's key
@@ -403,28 +428,11 @@ def read_sections(cls: type, data: Mapping[str, Any], *, source: str, hint: str 
         warn_old_name(OldName(spelled, old.convert).message(new, source, value))
         put(s, converted, spelled)
 
-    unknown = []
+    unknown: list[str] = []
     for raw_key, value in data.items():
         key = str(raw_key).replace("-", "_")
         if key in sections and isinstance(value, Mapping):
-            names = {s.name: s for s in every if s.section == key}
-            olds = {o.key: (s, o) for s in every if s.section == key for o in s.old_names}
-            groups = {s.group for s in every if s.section == key and s.group is not None}
-            for inner_raw, inner in value.items():
-                inner_key = str(inner_raw).replace("-", "_")
-                if inner_key in groups and isinstance(inner, Mapping):  # a group as a mapping (what to_dict writes)
-                    for group_raw, group_value in inner.items():
-                        group_key = str(group_raw).replace("-", "_")
-                        if group_key in names and names[group_key].group == inner_key:
-                            put(names[group_key], group_value, f"{key}.{inner_key}.{group_key}")
-                        else:
-                            unknown.append(f"{key}.{inner_key}.{group_key}")
-                elif inner_key in names:
-                    put(names[inner_key], inner, f"{key}.{inner_key}")
-                elif inner_key in olds:
-                    put_old(*olds[inner_key], inner, f"{key}.{inner_key}")
-                else:
-                    unknown.append(f"{key}.{inner_key}")
+            _read_section(every, key, value, put, put_old, unknown)
         elif key in by_key:
             put(by_key[key], value, key)
         elif key in old_by_key:

@@ -8,8 +8,8 @@
 
 from __future__ import annotations
 
-from anglekit.corpus.encode import EncodeReport, encode_corpus
+from anglekit.corpus.encode import EncodeReport, EncodeRequest, encode_corpus
 from anglekit.corpus.reader import CorpusChunk, iter_corpus
 from anglekit.corpus.shards import ShardSet, open_shards
 
-__all__ = ["CorpusChunk", "EncodeReport", "ShardSet", "encode_corpus", "iter_corpus", "open_shards"]
+__all__ = ["CorpusChunk", "EncodeReport", "EncodeRequest", "ShardSet", "encode_corpus", "iter_corpus", "open_shards"]

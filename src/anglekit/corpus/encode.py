@@ -14,6 +14,7 @@ model once and taking every W-th of those shards.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -42,7 +43,7 @@ from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.model.encoding import zero_rows_message
 from anglekit.version import __version__
 
-__all__ = ["EncodeReport", "encode_corpus"]
+__all__ = ["EncodeReport", "EncodeRequest", "encode_corpus"]
 
 logger = logging.getLogger(__name__)
 
@@ -222,10 +223,8 @@ def _resume_note(folder: Path, shard_id: int, num_shards: int, shard_size: int) 
         return None
     texts = 0
     for index in done:
-        try:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # an unreadable record: the shard is redone, with a warning, when its turn comes
             texts += int(json.loads(record_path(folder, index).read_text(encoding="utf-8"))["rows"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # an unreadable record: the shard is redone, with a warning, when its turn comes
     restart = shard_id
     while restart in done:
         restart += num_shards
@@ -378,51 +377,66 @@ def _run_workers(job: _Job) -> tuple[int, int, int, int]:
     return totals[0], totals[1], totals[2], totals[3]
 
 
-def encode_corpus(
-    model: Any,
-    input: str | os.PathLike[str],  # noqa: A002 - the flag's name
-    output_dir: str | os.PathLike[str],
-    *,
-    text_column: str | None = None,
-    id_column: str | None = None,
-    shard_size: int = DEFAULT_CHUNK_ROWS,
-    shard_format: str = "npy",
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    normalize: bool | None = None,
-    role: str | None = None,
-    shard_id: int = 0,
-    num_shards: int = 1,
-    workers: int = 1,
-    model_kwargs: dict[str, Any] | None = None,
-    show_progress: bool = False,
-    say: Callable[[str], None] | None = None,
-) -> EncodeReport:
-    """Embed the corpus file ``input`` into shards under ``output_dir`` (see the module doc).
+@dataclass(frozen=True)
+class EncodeRequest:
+    """What :func:`encode_corpus` embeds and how: the corpus file ``input`` into shards under
+    ``output_dir``.
+
+    ``text_column``/``id_column``: the columns of a tabular corpus (default: ``text``, row
+    numbers). ``shard_size`` records per shard, written as ``shard_format`` (``npy`` or
+    ``parquet``). ``normalize`` defaults to the model's setting; ``role`` picks the model's query or
+    document prompt. ``shard_id``/``num_shards``: this run does the shards ``k`` with ``k %
+    num_shards == shard_id``. ``workers`` processes each load the model (by name) with
+    ``model_kwargs``. ``show_progress``: a progress bar.
+    """
+
+    input: str | os.PathLike[str]
+    output_dir: str | os.PathLike[str]
+    text_column: str | None = None
+    id_column: str | None = None
+    shard_size: int = DEFAULT_CHUNK_ROWS
+    shard_format: str = "npy"
+    batch_size: int = DEFAULT_BATCH_SIZE
+    normalize: bool | None = None
+    role: str | None = None
+    shard_id: int = 0
+    num_shards: int = 1
+    workers: int = 1
+    model_kwargs: dict[str, Any] | None = None
+    show_progress: bool = False
+
+
+def encode_corpus(model: Any, request: EncodeRequest, say: Callable[[str], None] | None = None) -> EncodeReport:
+    """Embed ``request.input`` into shards under ``request.output_dir`` (see the module doc and
+    :class:`EncodeRequest`).
 
     ``model``: an :class:`~anglekit.model.embedder.Embedder`, or a name loaded with
-    ``model_kwargs`` (needed for ``workers > 1``: each process loads it). ``role`` picks the
-    model's query or document prompt; ``normalize`` defaults to the model's setting.
+    ``request.model_kwargs`` (needed for ``workers > 1``: each process loads it).
 
     A rerun says where it resumes (``say``, default: the log): the shards already done and the
     shard and row it restarts at. When the model is a local name whose files, the settings and
     the input are those of a finished encode whose shards are all intact, there is nothing to do:
     it returns at once, without loading the model.
     """
-
+    if not isinstance(request, EncodeRequest):
+        raise ConfigError(f"encode_corpus takes an EncodeRequest, got {type(request).__name__}")
+    r = request
+    text_column, id_column, shard_size, shard_format, batch_size = r.text_column, r.id_column, r.shard_size, r.shard_format, r.batch_size
+    normalize, role, shard_id, num_shards, workers = r.normalize, r.role, r.shard_id, r.num_shards, r.workers
     started = time.perf_counter()
     _check_arguments(shard_size, shard_format, batch_size, shard_id, num_shards, workers, role)
-    source = Path(os.fspath(input)).expanduser()
-    folder = Path(os.fspath(output_dir)).expanduser()
+    source = Path(os.fspath(r.input)).expanduser()
+    folder = Path(os.fspath(r.output_dir)).expanduser()
     corpus_format(source)  # an unreadable format is refused before the model loads
     if not source.is_file():
-        raise DataError("is a folder, not a file" if source.is_dir() else "no such file", source=os.fspath(input))
+        raise DataError("is a folder, not a file" if source.is_dir() else "no such file", source=os.fspath(r.input))
     if folder.resolve() == source.resolve() or folder.resolve() in source.resolve().parents:
         raise ConfigError(f"--output-dir {folder} would hold the input {source}; give another folder")
-    kwargs = dict(model_kwargs or {})
-    request = None
+    kwargs = dict(r.model_kwargs or {})
+    recorded = None
     if isinstance(model, (str, os.PathLike)):
-        request = _request(os.fspath(model), kwargs, normalize, role, text_column, id_column, shard_size, shard_format, source)
-        finished = _all_done(folder, request, shard_id, num_shards)
+        recorded = _request(os.fspath(model), kwargs, normalize, role, text_column, id_column, shard_size, shard_format, source)
+        finished = _all_done(folder, recorded, shard_id, num_shards)
         if finished is not None:
             rows, shards, owned, dim = finished
             return EncodeReport(folder, rows, shards, 0, owned, dim, time.perf_counter() - started, loaded_model=False)
@@ -447,8 +461,8 @@ def encode_corpus(
         del embedder  # each worker loads its own
         rows, shards, encoded, reused = _run_workers(job)
     else:
-        rows, shards, encoded, reused = _run_here(job, embedder, show_progress)
-    _finish_manifest(folder, rows, shards, request)
+        rows, shards, encoded, reused = _run_here(job, embedder, r.show_progress)
+    _finish_manifest(folder, rows, shards, recorded)
     return EncodeReport(folder, rows, shards, encoded, reused, int(manifest["dim"]), time.perf_counter() - started, resumed)
 
 

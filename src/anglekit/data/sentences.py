@@ -96,7 +96,6 @@ def read_sentences(
         raise DataError("no such file or directory", source=text)
     if split is not None:
         raise ConfigError(f"split={split!r} does not apply to a single file ({text}); a file holds one split")
-    if fmt not in (None, "hf", "hub") and path.suffix.lower() not in ("", ".txt", ".text"):
-        if infer_format(path) != fmt:
-            raise ConfigError(f"format={fmt!r} does not match the extension of {text}")
+    if fmt not in (None, "hf", "hub") and path.suffix.lower() not in ("", ".txt", ".text") and infer_format(path) != fmt:
+        raise ConfigError(f"format={fmt!r} does not match the extension of {text}")
     return _from_sink(collect_texts(path, column, lenient), name or path.stem)

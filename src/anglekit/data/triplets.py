@@ -173,7 +173,7 @@ class _TripletSink(Sink):
     def add_ntuple(self, row: int, values: Sequence[Any], names: Sequence[str]) -> None:
         """An n-tuple row: anchor, positive and the cells of the numbered negative columns."""
         self.rows_seen += 1
-        for value, name in zip(values[:2], names[:2]):
+        for value, name in zip(values[:2], names[:2], strict=False):
             problem = text_problem(value)
             if problem is not None:
                 self.fail(problem[0], problem[1], row, name)
@@ -181,7 +181,7 @@ class _TripletSink(Sink):
         names = [*names[:2], *self.numbered]
         negatives: list[str] = []
         gap: str | None = None
-        for value, name in zip(values[2:], names[2:]):
+        for value, name in zip(values[2:], names[2:], strict=False):
             if value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value.strip()):
                 gap = gap or name
                 continue
@@ -218,7 +218,7 @@ class _TripletSink(Sink):
             self.negative.append(values[2])
             self.rows.append(row)
             return
-        for value, name in zip(values, names):
+        for value, name in zip(values, names, strict=False):
             problem = text_problem(value)
             if problem is not None:
                 self.fail(problem[0], problem[1], row, name)

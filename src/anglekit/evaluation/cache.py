@@ -95,7 +95,7 @@ class EmbeddingCache:
                 warnings.warn(f"embedding cache: skipping shard {shard} of dim {vectors.shape[1]} (cache dim {self.dim})", stacklevel=2)
                 self.skipped_shards.append(str(shard))
                 continue
-            for k, v in zip(keys, vectors):
+            for k, v in zip(keys, vectors, strict=False):
                 index[bytes(k)] = v
         self._index = index
         return index
@@ -134,17 +134,16 @@ class EmbeddingCache:
             atomic_write_json(self.directory / "meta.json", {**self.meta, "dim": self.dim})
         keys = np.frombuffer(b"".join(text_key(t) for t in texts), dtype=np.uint8).reshape(len(texts), KEY_BYTES)
         self._write_shard(keys, vectors)
-        for k, v in zip(keys, vectors):
+        for k, v in zip(keys, vectors, strict=False):
             index[bytes(k)] = v
 
     def _write_shard(self, keys: np.ndarray, vectors: np.ndarray) -> Path:
         name = f"shard-{time.time_ns()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.npz"
         target = self.directory / name
-        with atomic_path(target) as tmp:
-            with open(tmp, "wb") as handle:
-                np.savez(handle, keys=keys, vectors=vectors)
-                handle.flush()
-                os.fsync(handle.fileno())
+        with atomic_path(target) as tmp, open(tmp, "wb") as handle:
+            np.savez(handle, keys=keys, vectors=vectors)
+            handle.flush()
+            os.fsync(handle.fileno())
         return target
 
     def compact(self) -> int:
@@ -198,7 +197,7 @@ class CachedEncoder:
                 if fresh.ndim != 2 or fresh.shape[0] != len(chunk):
                     raise ValueError(f"encoder returned shape {fresh.shape} for {len(chunk)} texts")
                 self.cache.add(chunk, fresh)  # written now: an interrupted run keeps what it encoded
-                new.update(zip(chunk, fresh))
+                new.update(zip(chunk, fresh, strict=False))
         self.hits += len(found)
         self.misses += len(todo)
         if not items:

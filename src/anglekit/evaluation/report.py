@@ -86,6 +86,42 @@ def _check_result(data: Any, source: str) -> dict[str, Any]:
     return data
 
 
+def _run_names(runs: Sequence[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """Each run's name in the tables: its model's name (else its folder's), with the folder where two share one."""
+    names = []
+    for directory, results in runs:
+        first = next(iter(results.values()))
+        names.append(str((first.get("model") or {}).get("name") or directory.name))
+    for i, name in enumerate(names):
+        if names.count(name) > 1:
+            names[i] = f"{name} ({runs[i][0].name})"
+    return names
+
+
+def _suite_rows(suite: str, names: Sequence[str], runs: Sequence[tuple[Path, dict[str, Any]]], notes: list[str] | None) -> tuple[list[str], list[list[Any]]]:
+    """(columns, rows) of ``suite``'s table: each run that has it, then (with ``notes``, where
+    their sources are appended) the published rows."""
+    columns: list[str] = []
+    for _, results in runs:
+        for c in results.get(suite, {}).get("columns", []):
+            if c not in columns:
+                columns.append(c)
+    rows = []
+    for name, (_, results) in zip(names, runs, strict=False):
+        if suite in results:
+            scores = results[suite]["scores"]
+            variant = results[suite].get("variant")
+            label = f"{name} [{variant}]" if variant else name
+            rows.append([label, *[scores.get(c) for c in columns]])
+    if notes is not None:
+        for pub in published_rows(suite):
+            notes.append(f"{pub['name']}: {pub['source']}")
+            marker = "†" if pub["kind"] == "paper" else "‡"
+            data = f" [{pub['data']}]" if pub.get("data") else ""
+            rows.append([f"{pub['name']}{data} {marker}", *[pub["scores"].get(c) for c in columns]])
+    return columns, rows
+
+
 def report(run_dirs: Sequence[str | os.PathLike[str]], *, suites: Sequence[str] | None = None, include_published: bool = True, digits: int = 2) -> str:
     """A markdown document comparing ``run_dirs`` suite by suite (see the module doc)."""
     if not run_dirs:
@@ -95,42 +131,19 @@ def report(run_dirs: Sequence[str | os.PathLike[str]], *, suites: Sequence[str] 
         if unknown:
             raise ConfigError(f"unknown suite(s) {unknown}; choose from {', '.join(SUITE_ORDER)}")
     runs = [(Path(d), load_run(d)) for d in run_dirs]
-    names = []
-    for directory, results in runs:
-        first = next(iter(results.values()))
-        names.append(str((first.get("model") or {}).get("name") or directory.name))
-    for i, name in enumerate(names):
-        if names.count(name) > 1:
-            names[i] = f"{name} ({runs[i][0].name})"
+    names = _run_names(runs)
     wanted = [s for s in SUITE_ORDER if (suites is None or s in suites) and any(s in r for _, r in runs)]
     sections = ["# Evaluation report", ""]
     notes: list[str] = []
     for suite in wanted:
-        columns: list[str] = []
-        for _, results in runs:
-            for c in results.get(suite, {}).get("columns", []):
-                if c not in columns:
-                    columns.append(c)
-        rows = []
-        for name, (_, results) in zip(names, runs):
-            if suite in results:
-                scores = results[suite]["scores"]
-                variant = results[suite].get("variant")
-                label = f"{name} [{variant}]" if variant else name
-                rows.append([label, *[scores.get(c) for c in columns]])
-        if include_published:
-            for pub in published_rows(suite):
-                notes.append(f"{pub['name']}: {pub['source']}")
-                marker = "†" if pub["kind"] == "paper" else "‡"
-                data = f" [{pub['data']}]" if pub.get("data") else ""
-                rows.append([f"{pub['name']}{data} {marker}", *[pub["scores"].get(c) for c in columns]])
+        columns, rows = _suite_rows(suite, names, runs, notes if include_published else None)
         sections += [f"## {SUITE_TITLES[suite]}", "", markdown_table(["model", *columns], rows, digits=digits), ""]
     if notes:
         sections += ["† reported in a paper; ‡ reference measurement shipped with anglekit. Sources:", ""]
         sections += [f"- {n}" for n in dict.fromkeys(notes)]
         sections.append("")
     sections += ["Runs:", ""]
-    for name, (directory, results) in zip(names, runs):
+    for name, (directory, results) in zip(names, runs, strict=False):
         model = next(iter(results.values())).get("model") or {}
         sections.append(f"- {name}: `{directory}` (fingerprint {model.get('fingerprint')}, max_length {model.get('max_length')}; suites {', '.join(results)})")
     return "\n".join(sections) + "\n"

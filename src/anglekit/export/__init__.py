@@ -19,6 +19,7 @@ an installed distribution, an entry point of the group ``anglekit.export_formats
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import importlib
@@ -189,10 +190,8 @@ def _source_paths(model: Any, load_kwargs: dict[str, Any]) -> list[str]:
         found.append(model)
         adapter_config = Path(model) / "adapter_config.json"
         if adapter_config.is_file():
-            try:
+            with contextlib.suppress(OSError, ValueError, AttributeError):  # a bad adapter_config.json is named when the model loads
                 found.append(json.loads(adapter_config.read_text(encoding="utf-8")).get("base_model_name_or_path"))
-            except (OSError, ValueError, AttributeError):
-                pass  # a bad adapter_config.json is named when the model loads
     else:
         for part in (getattr(model, "backbone", None), getattr(model, "tokenizer", None)):
             found.append(getattr(part, "name_or_path", None))

@@ -102,31 +102,46 @@ def parse_answer(answer: str | None) -> ParsedAnswer:
     """Candidate sentences in ``answer`` (not yet cleaned: see :mod:`anglekit.generation.cleaning`)."""
     if answer is None or not answer.strip():
         return ParsedAnswer((), "empty")
-    text = answer.strip()
-    fence = _FENCE.search(text)
-    if fence is not None and fence.group(1).strip()[:1] in ("[", "{"):
-        text = fence.group(1).strip()
-    elif text.startswith("```"):
-        text = text.strip("`").strip()
-        if text.lower().startswith("json"):
-            text = text[4:].strip()
+    text = _unfenced(answer.strip())
     if text[:1] in ("[", "{"):
-        try:
-            value = json.loads(text)
-        except (json.JSONDecodeError, RecursionError):
-            found = _from_malformed_json(text)
-            if found:
-                return ParsedAnswer(tuple(found), "json-malformed")
-        else:
-            strings = _strings_from_json(value)
-            if strings is not None:
-                return ParsedAnswer(tuple(strings), "json")
-            return ParsedAnswer((), "non-text")  # [1, 2, 3], {"n": 3}: JSON without a single string
+        parsed = _parse_json(text)
+        if parsed is not None:
+            return parsed
     if not _has_letter(text):  # 42, 3.5, "1. 2. 3.", ---: no sentence in it
         return ParsedAnswer((), "non-text")
     if text in ("true", "false", "null"):
         return ParsedAnswer((), "non-text")
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return _parse_lines([line.strip() for line in text.splitlines() if line.strip()])
+
+
+def _unfenced(text: str) -> str:
+    """``text`` without a Markdown code fence around it (and a ``json`` tag after the fence)."""
+    fence = _FENCE.search(text)
+    if fence is not None and fence.group(1).strip()[:1] in ("[", "{"):
+        return fence.group(1).strip()
+    if text.startswith("```"):
+        text = text.strip("`").strip()
+        if text.lower().startswith("json"):
+            text = text[4:].strip()
+    return text
+
+
+def _parse_json(text: str) -> ParsedAnswer | None:
+    """The strings of JSON ``text`` (or of what can be read of malformed JSON); None when nothing
+    can be read from it and the text is to be read as lines."""
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        found = _from_malformed_json(text)
+        return ParsedAnswer(tuple(found), "json-malformed") if found else None
+    strings = _strings_from_json(value)
+    if strings is not None:
+        return ParsedAnswer(tuple(strings), "json")
+    return ParsedAnswer((), "non-text")  # [1, 2, 3], {"n": 3}: JSON without a single string
+
+
+def _parse_lines(lines: list[str]) -> ParsedAnswer:
+    """The items of a numbered or bulleted list, of several quoted strings on one line, or the lines."""
     numbered = [line for line in lines if _NUMBERED.match(line)]
     bulleted = [line for line in lines if _BULLET.match(line)]
     if numbered and len(numbered) >= len(bulleted):

@@ -224,7 +224,7 @@ def generate_pairs(
         backends = build_backends(config, stats)
     else:
         for backend in backends:
-            if hasattr(backend, "on_retry") and getattr(backend, "on_retry") is None:
+            if hasattr(backend, "on_retry") and backend.on_retry is None:
                 backend.on_retry = stats.on_retry  # type: ignore[attr-defined]
     prompts = resolve_prompts(tuple(config.kinds), config.templates)
     params = config.params()

@@ -190,7 +190,7 @@ def build_dataset(
     splits, metas = _write_splits(root, g.issues, sp.pos_by_split, neg_by_split, rng)
     count, how = token_counter(tokenizer)
     used_keys = sorted({k for split in SPLITS for m in metas[split] for k in (m["issue1"], m["issue2"])})
-    lengths = dict(zip(used_keys, count([g.issues[k].text for k in used_keys])))
+    lengths = dict(zip(used_keys, count([g.issues[k].text for k in used_keys]), strict=False))
     options = {"seed": seed, "negative_ratio": negative_ratio, "split_shares": list(shares), "max_chars": max_chars,
                "collection": os.fspath(collection), "duplicate_authors": list(g.authors)}  # fmt: skip
     stats, leaked, text_leaked = _statistics(g, sp, splits, metas, neg_by_split, shortfall, lengths, used_keys, how, long_threshold, options)
@@ -223,34 +223,77 @@ class _Gathered:
     rejected: Counter[str]
 
 
-def _gather(collection: str | os.PathLike[str], duplicate_authors: str | Sequence[str] | None, max_chars: int) -> _Gathered:
-    """Read the collection: every issue's text (capped at ``max_chars``) and the positive pairs."""
-    skipped: Counter[str] = Counter()
-    issues: dict[str, _Issue] = {}
-    by_repo: dict[str, list[str]] = defaultdict(list)
-    signal_counts: Counter[str] = Counter()
-    found_counts: Counter[str] = Counter()
-    rejected: Counter[str] = Counter()
-    positives: dict[frozenset[str], dict[str, Any]] = {}
+class _Gathering:
+    """What :func:`_gather` accumulates while it reads a collection: the issues, the positive pairs
+    and the counts of what was skipped, found and rejected."""
 
-    def add_issue(obj: Mapping[str, Any]) -> str | None:
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self.skipped: Counter[str] = Counter()
+        self.issues: dict[str, _Issue] = {}
+        self.by_repo: dict[str, list[str]] = defaultdict(list)
+        self.signal_counts: Counter[str] = Counter()
+        self.found_counts: Counter[str] = Counter()
+        self.rejected: Counter[str] = Counter()
+        self.positives: dict[frozenset[str], dict[str, Any]] = {}
+
+    def add_issue(self, obj: Mapping[str, Any]) -> str | None:
+        """The key of issue ``obj``, added (its text capped) unless it has no usable text (counted)."""
         ref = IssueRef(str(obj["repo"]), int(obj["number"]))
         key = ref.key()
-        if key in issues:
+        if key in self.issues:
             return key
         if obj.get("missing"):
-            skipped["original missing (404)"] += 1
+            self.skipped["original missing (404)"] += 1
             return None
         if obj.get("pull_request"):
-            skipped["original is a pull request"] += 1
+            self.skipped["original is a pull request"] += 1
             return None
         full = issue_text(obj, max_chars=10**12)
         if not full.strip():
-            skipped["empty text"] += 1
+            self.skipped["empty text"] += 1
             return None
-        issues[key] = _Issue(ref, full[:max_chars], len(full) > max_chars)
+        self.issues[key] = _Issue(ref, full[: self.max_chars], len(full) > self.max_chars)
         return key
 
+    def add_pairs(self, data: Any, authors: Sequence[str]) -> None:
+        """The duplicate pairs that repository ``data``'s details show."""
+        for number in sorted(data.details):
+            issue = data.issues.get(number)
+            if issue is None:
+                continue
+            detail = data.details[number]
+            pairs = find_duplicate_pairs(issue, detail.get("comments", ()), detail.get("timeline", ()), repo=data.repo, authors=authors, rejected=self.rejected)
+            for pair in pairs:
+                self.found_counts.update(pair.signals)
+                self._add_pair(data, pair)
+
+    def _add_pair(self, data: Any, pair: Any) -> None:
+        """One (duplicate, original) pair kept as a positive, or the reason it is not counted."""
+        dup_key, orig_key = pair.duplicate.key(), pair.original.key()
+        if orig_key not in self.issues:
+            fetched = data.originals.get(orig_key)
+            if fetched is None:
+                self.skipped["original not collected"] += 1
+                return
+            if self.add_issue(fetched) is None:
+                return
+        if dup_key not in self.issues:
+            return
+        if self.issues[dup_key].text == self.issues[orig_key].text:
+            self.skipped["identical texts"] += 1
+            return
+        unordered = frozenset((dup_key, orig_key))
+        if unordered in self.positives:
+            self.skipped["pair seen twice"] += 1
+            return
+        self.positives[unordered] = {"repo": data.repo, "issue1": dup_key, "issue2": orig_key, "signals": pair.signals}
+        for signal in pair.signals:
+            self.signal_counts[signal] += 1
+
+
+def _gather(collection: str | os.PathLike[str], duplicate_authors: str | Sequence[str] | None, max_chars: int) -> _Gathered:
+    """Read the collection: every issue's text (capped at ``max_chars``) and the positive pairs."""
     repos = read_collection(collection)
     if not repos:
         raise DataError(
@@ -260,43 +303,15 @@ def _gather(collection: str | os.PathLike[str], duplicate_authors: str | Sequenc
     if duplicate_authors is None:
         duplicate_authors = read_manifest(collection).get("duplicate_authors")
     authors = parse_authors(duplicate_authors)
+    g = _Gathering(max_chars)
     for data in repos:
         for number in sorted(data.issues):
-            key = add_issue(data.issues[number])
+            key = g.add_issue(data.issues[number])
             if key is not None:
-                by_repo[data.repo].append(key)
+                g.by_repo[data.repo].append(key)
     for data in repos:
-        for number in sorted(data.details):
-            issue = data.issues.get(number)
-            if issue is None:
-                continue
-            detail = data.details[number]
-            pairs = find_duplicate_pairs(issue, detail.get("comments", ()), detail.get("timeline", ()), repo=data.repo, authors=authors, rejected=rejected)
-            for pair in pairs:
-                found_counts.update(pair.signals)
-                dup_key = pair.duplicate.key()
-                orig_key = pair.original.key()
-                if orig_key not in issues:
-                    fetched = data.originals.get(orig_key)
-                    if fetched is None:
-                        skipped["original not collected"] += 1
-                        continue
-                    if add_issue(fetched) is None:
-                        continue
-                if dup_key not in issues:
-                    continue
-                if issues[dup_key].text == issues[orig_key].text:
-                    skipped["identical texts"] += 1
-                    continue
-                unordered = frozenset((dup_key, orig_key))
-                if unordered in positives:
-                    skipped["pair seen twice"] += 1
-                    continue
-                positives[unordered] = {"repo": data.repo, "issue1": dup_key, "issue2": orig_key, "signals": pair.signals}
-                for signal in pair.signals:
-                    signal_counts[signal] += 1
-
-    return _Gathered(repos, tuple(authors), issues, by_repo, positives, skipped, signal_counts, found_counts, rejected)
+        g.add_pairs(data, authors)
+    return _Gathered(repos, tuple(authors), g.issues, g.by_repo, g.positives, g.skipped, g.signal_counts, g.found_counts, g.rejected)
 
 
 @dataclass

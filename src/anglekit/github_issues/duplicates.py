@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -265,6 +265,46 @@ def _timeline_targets(events: Iterable[Mapping[str, Any]], repo: str, number: in
     return marked, targets
 
 
+def _comment_targets(comments: Iterable[Mapping[str, Any]], me: IssueRef, allowed: Collection[str], targets: dict[IssueRef, list[str]],
+                     rejects: Counter[str]) -> list[Mapping[str, Any]]:  # fmt: skip
+    """The originals that the comments of ``allowed`` authors name (added to ``targets``, each link
+    turned down counted in ``rejects``); returns those authors' comments."""
+    project_comments: list[Mapping[str, Any]] = []
+    for comment in comments or ():
+        if not isinstance(comment, Mapping):
+            continue
+        links = _comment_links(str(comment.get("body") or ""), me.repo)
+        association = comment.get("author_association")
+        if not isinstance(association, str) or association.upper() not in allowed:
+            if links:
+                reason = "comment author unknown" if not isinstance(association, str) else "comment by non-project author"
+                rejects[reason] += len(links)
+            continue
+        project_comments.append(comment)
+        for ref, verdict in links:
+            if verdict is not None:
+                rejects[f"{verdict} comment"] += 1
+            elif ref == me:
+                rejects["self reference"] += 1
+            elif "comment" not in targets.setdefault(ref, []):
+                targets[ref].append("comment")
+    return project_comments
+
+
+def _reference_target(project_comments: Sequence[Mapping[str, Any]], me: IssueRef, targets: dict[IssueRef, list[str]], rejects: Counter[str]) -> None:
+    """A flagged issue without a named original: the one other issue its project comments refer
+    to becomes the target; none or several are counted in ``rejects``."""
+    refs: dict[IssueRef, None] = {}
+    for comment in project_comments:
+        for ref in find_references(str(comment.get("body") or ""), me.repo):
+            if ref != me:
+                refs.setdefault(ref, None)
+    if len(refs) == 1:
+        targets[next(iter(refs))] = ["reference"]
+    else:
+        rejects["ambiguous reference" if refs else "flagged without target"] += 1
+
+
 def find_duplicate_pairs(
     issue: Mapping[str, Any],
     comments: Iterable[Mapping[str, Any]] = (),
@@ -289,36 +329,9 @@ def find_duplicate_pairs(
     targets: dict[IssueRef, list[str]] = {}
     for ref in timeline_targets:
         targets.setdefault(ref, []).append("timeline")
-    allowed = {a.upper() for a in authors}
-    project_comments: list[Mapping[str, Any]] = []
-    for comment in comments or ():
-        if not isinstance(comment, Mapping):
-            continue
-        links = _comment_links(str(comment.get("body") or ""), repo)
-        association = comment.get("author_association")
-        if not isinstance(association, str) or association.upper() not in allowed:
-            if links:
-                reason = "comment author unknown" if not isinstance(association, str) else "comment by non-project author"
-                rejects[reason] += len(links)
-            continue
-        project_comments.append(comment)
-        for ref, verdict in links:
-            if verdict is not None:
-                rejects[f"{verdict} comment"] += 1
-            elif ref == me:
-                rejects["self reference"] += 1
-            elif "comment" not in targets.setdefault(ref, []):
-                targets[ref].append("comment")
+    project_comments = _comment_targets(comments, me, {a.upper() for a in authors}, targets, rejects)
     if not targets and flags:
-        refs: dict[IssueRef, None] = {}
-        for comment in project_comments:
-            for ref in find_references(str(comment.get("body") or ""), repo):
-                if ref != me:
-                    refs.setdefault(ref, None)
-        if len(refs) == 1:
-            targets[next(iter(refs))] = ["reference"]
-        else:
-            rejects["ambiguous reference" if refs else "flagged without target"] += 1
+        _reference_target(project_comments, me, targets, rejects)
     pairs = []
     for ref, how in targets.items():
         signals = [s for s in SIGNALS if s in flags or s in how]

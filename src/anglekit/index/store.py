@@ -325,8 +325,8 @@ class VectorIndex:
         self._labels = self._labels[keep]
         if self._codes is not None:
             self._codes = np.asarray(self._codes)[keep[: len(self._codes)]]
-        self.ids = [i for i, k in zip(self.ids, keep) if k]
-        self.texts = [t for t, k in zip(self.texts, keep) if k]
+        self.ids = [i for i, k in zip(self.ids, keep, strict=False) if k]
+        self.texts = [t for t, k in zip(self.texts, keep, strict=False) if k]
         self._row = {ident: row for row, ident in enumerate(self.ids)}
         return len(rows)
 
@@ -395,7 +395,10 @@ class VectorIndex:
     def search_hits(self, queries: Any, k: int = 10, **options: Any) -> list[list[Hit]]:
         """:meth:`search_vectors` as :class:`Hit` lists (id, cosine, stored text), one per query vector."""
         ids, scores = self.search_vectors(queries, k, **options)
-        return [[Hit(i, float(s), self.texts[self._row[i]]) for i, s in zip(row_ids, row_scores)] for row_ids, row_scores in zip(ids, scores)]
+        return [
+            [Hit(i, float(s), self.texts[self._row[i]]) for i, s in zip(row_ids, row_scores, strict=False)]
+            for row_ids, row_scores in zip(ids, scores, strict=False)
+        ]
 
     def search_vectors(
         self, queries: Any, k: int = 10, *, rescore_multiplier: int | None = None, expansion_search: int | None = None

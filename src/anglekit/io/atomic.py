@@ -63,7 +63,7 @@ def settle_modes(root: str | os.PathLike[str]) -> None:
     (symlinks are left alone): a staged tree written by libraries that use ``mkstemp``/``mkdtemp``
     (0600/0700, e.g. safetensors files) ends up as if written with ``mkdir`` and ``open()``."""
     dirs, files = folder_mode(), file_mode()
-    for folder, subfolders, names in os.walk(root):
+    for folder, _subfolders, names in os.walk(root):
         os.chmod(folder, dirs)
         for name in names:
             path = os.path.join(folder, name)
@@ -167,11 +167,10 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], None], *, binary: bool = False) -> None:
     """Open a temporary file, let ``write`` fill it, fsync, then rename it onto ``path``."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb" if binary else "w", encoding=None if binary else "utf-8") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
+    with atomic_path(path) as tmp, open(tmp, "wb" if binary else "w", encoding=None if binary else "utf-8") as handle:
+        write(handle)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:

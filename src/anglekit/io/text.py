@@ -41,7 +41,4 @@ def is_blank(text: str) -> bool:
         return False
     if _ASCII_VISIBLE.search(text):
         return False
-    for ch in text:
-        if not (ch.isspace() or ch in INVISIBLE_EXTRA or unicodedata.category(ch) in ("Cf", "Cc")):
-            return False
-    return True
+    return all(ch.isspace() or ch in INVISIBLE_EXTRA or unicodedata.category(ch) in ("Cf", "Cc") for ch in text)

@@ -19,7 +19,8 @@ transformers does for FlashAttention. Grouped-query key/value heads are repeated
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is imported where it is used: anglekit.llm.attention (and the CLI's --help) stay light
     import torch

@@ -69,6 +69,46 @@ __all__ = [
 ]
 
 
+def _check_candidates(anchors: Tensor, positives: Tensor, offset: int) -> None:
+    """A ValueError unless ``anchors`` [B, D] and ``positives`` [P, D] fit, with P >= offset + B."""
+    if anchors.dim() != 2 or positives.dim() != 2 or anchors.shape[-1] != positives.shape[-1]:
+        raise ValueError(f"expected anchors [B, D] and positives [P, D], got {tuple(anchors.shape)} and {tuple(positives.shape)}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be an integer >= 0, got {offset!r}")
+    batch, n_pos = anchors.shape[0], positives.shape[0]
+    if batch == 0:
+        raise ValueError("empty batch: no anchors")
+    if n_pos < offset + batch:
+        raise ValueError(f"positives has {n_pos} rows; anchors at offset {offset} need at least {offset + batch}")
+
+
+def _hard_negative_logits(anchors: Tensor, hard_negatives: Tensor, targets: Tensor, n_pos: int, tau: float, similarity: str, weight: float,
+                          negative_valid: Tensor | None, offset: int) -> tuple[Tensor, Tensor | None]:  # fmt: skip
+    """(logits [B, H * n] of the hard negatives, each row's own weighted by ``weight``; the padding
+    mask [B, P + H * n] from ``negative_valid``, or None)."""
+    batch, device = anchors.shape[0], anchors.device
+    if hard_negatives.dim() not in (2, 3) or hard_negatives.shape[-1] != anchors.shape[-1]:
+        raise ValueError(f"expected hard_negatives [H, D] or [H, n, D], got {tuple(hard_negatives.shape)}")
+    n_neg = hard_negatives.shape[0]
+    per_row = 1 if hard_negatives.dim() == 2 else hard_negatives.shape[1]
+    if n_neg < offset + batch:
+        raise ValueError(f"hard_negatives has {n_neg} rows; anchors at offset {offset} need at least {offset + batch}")
+    if per_row == 0:
+        raise ValueError("hard_negatives has 0 negatives per row; pass None for no hard negatives")
+    flat = hard_negatives.reshape(n_neg * per_row, hard_negatives.shape[-1])
+    negative_logits = similarity_matrix(anchors, flat, similarity) / tau  # [B, H * n], row by row
+    if weight != 1.0:
+        own_negative = F.one_hot(targets, n_neg).to(anchors.dtype).repeat_interleave(per_row, dim=1)
+        negative_logits = negative_logits + own_negative * math.log(weight)
+    padding = None
+    if negative_valid is not None:
+        if negative_valid.dtype != torch.bool or negative_valid.numel() != n_neg * per_row or negative_valid.shape[0] != n_neg:
+            raise ValueError(f"negative_valid must be a bool tensor of shape {(n_neg, per_row)}, got {negative_valid.dtype} {tuple(negative_valid.shape)}")
+        padding = ~negative_valid.reshape(1, n_neg * per_row).to(device)
+        padding = torch.cat([torch.zeros(1, n_pos, dtype=torch.bool, device=device), padding], dim=1).expand(batch, -1)
+    return negative_logits, padding
+
+
 def info_nce_loss(
     anchors: Tensor,
     positives: Tensor,
@@ -105,15 +145,8 @@ def info_nce_loss(
     check_similarity(similarity)
     margin = check_margin(margin_degrees, similarity)
     weight = check_weight(hard_negative_weight)
-    if anchors.dim() != 2 or positives.dim() != 2 or anchors.shape[-1] != positives.shape[-1]:
-        raise ValueError(f"expected anchors [B, D] and positives [P, D], got {tuple(anchors.shape)} and {tuple(positives.shape)}")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset must be an integer >= 0, got {offset!r}")
+    _check_candidates(anchors, positives, offset)
     batch, n_pos = anchors.shape[0], positives.shape[0]
-    if batch == 0:
-        raise ValueError("empty batch: no anchors")
-    if n_pos < offset + batch:
-        raise ValueError(f"positives has {n_pos} rows; anchors at offset {offset} need at least {offset + batch}")
     device = anchors.device
     targets = torch.arange(offset, offset + batch, device=device)
     own = F.one_hot(targets, n_pos).to(anchors.dtype)  # [B, P], 1 at each anchor's positive
@@ -122,24 +155,7 @@ def info_nce_loss(
         logits = logits - own * (math.radians(margin) / tau)
     padding: Tensor | None = None
     if hard_negatives is not None:
-        if hard_negatives.dim() not in (2, 3) or hard_negatives.shape[-1] != anchors.shape[-1]:
-            raise ValueError(f"expected hard_negatives [H, D] or [H, n, D], got {tuple(hard_negatives.shape)}")
-        n_neg = hard_negatives.shape[0]
-        per_row = 1 if hard_negatives.dim() == 2 else hard_negatives.shape[1]
-        if n_neg < offset + batch:
-            raise ValueError(f"hard_negatives has {n_neg} rows; anchors at offset {offset} need at least {offset + batch}")
-        if per_row == 0:
-            raise ValueError("hard_negatives has 0 negatives per row; pass None for no hard negatives")
-        flat = hard_negatives.reshape(n_neg * per_row, hard_negatives.shape[-1])
-        negative_logits = similarity_matrix(anchors, flat, similarity) / tau  # [B, H * n], row by row
-        if weight != 1.0:
-            own_negative = F.one_hot(targets, n_neg).to(anchors.dtype).repeat_interleave(per_row, dim=1)
-            negative_logits = negative_logits + own_negative * math.log(weight)
-        if negative_valid is not None:
-            if negative_valid.dtype != torch.bool or negative_valid.numel() != n_neg * per_row or negative_valid.shape[0] != n_neg:
-                raise ValueError(f"negative_valid must be a bool tensor of shape {(n_neg, per_row)}, got {negative_valid.dtype} {tuple(negative_valid.shape)}")
-            padding = ~negative_valid.reshape(1, n_neg * per_row).to(device)
-            padding = torch.cat([torch.zeros(1, n_pos, dtype=torch.bool, device=device), padding], dim=1).expand(batch, -1)
+        negative_logits, padding = _hard_negative_logits(anchors, hard_negatives, targets, n_pos, tau, similarity, weight, negative_valid, offset)
         logits = torch.cat([logits, negative_logits], dim=1)
     elif negative_valid is not None:
         raise ValueError("negative_valid applies to hard_negatives, and none were given")

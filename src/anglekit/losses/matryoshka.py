@@ -37,7 +37,7 @@ def check_nested_dims(dims: Sequence[int], weights: Sequence[float] | None = Non
     for d in dims:
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
             raise ConfigError(f"matryoshka_dims must hold integers >= 1, got {d!r} in {list(dims)}")
-    if any(a <= b for a, b in zip(dims, dims[1:])):
+    if any(a <= b for a, b in zip(dims, dims[1:], strict=False)):
         raise ConfigError(f"matryoshka_dims must be strictly decreasing (e.g. 384 256 128 64), got {list(dims)}")
     if dim is not None and dims[0] > dim:
         raise ConfigError(f"matryoshka_dims {list(dims)}: {dims[0]} is larger than the model's embedding dimension {dim}")
@@ -111,7 +111,7 @@ class MatryoshkaObjective(nn.Module):
             raise ValueError(f"matryoshka_dims start at {self.config.dims[0]} but the embeddings have {min(widths)} dimensions")
         total: Tensor | None = None
         components: dict[str, Tensor] = {}
-        for d, weight in zip(self.config.dims, self.config.weights or ()):
+        for d, weight in zip(self.config.dims, self.config.weights or (), strict=False):
             if weight == 0:
                 continue
             cut, cut_kw = slice_embeddings(args, kwargs, d, rank=_RANKS)

@@ -8,7 +8,9 @@ function that builds the objective module from a config. The config's fields dec
 is built. The trainer asks this registry, and only it, which batch kind a preset needs
 (:func:`preset_batch_kind`), which knobs apply (:func:`knob_overrides`), and for the objective
 (:func:`objective_config`, :func:`build_objective`); an unknown preset or a knob of another family
-is a ConfigError listing the valid ones.
+is a ConfigError listing the valid ones. :func:`resolve_objective` does all of that once and
+returns a :class:`ResolvedObjective` (preset, family, overrides, config) that the trainer hands
+down instead of asking again.
 
 ===============  =====================================================  ==================
 batch_kind       built-in presets                                       a batch is
@@ -54,7 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +71,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "FAMILIES",
     "ObjectiveFamily",
+    "ResolvedObjective",
     "Term",
     "all_presets",
     "build_objective",
@@ -80,6 +83,7 @@ __all__ = [
     "objective_knobs",
     "preset_batch_kind",
     "register_objective_family",
+    "resolve_objective",
     "unregister_objective_family",
 ]
 
@@ -121,6 +125,9 @@ class ObjectiveFamily:
     is (``pairs``, ``sentences``, ``triplets``), or a function of the preset's config when it
     varies. ``description``: who the knobs apply to, in error messages (default: the presets).
     ``terms``: the objective's terms and the fields each one alone uses (:class:`Term`).
+    ``check_sizes``: a check of embedding sizes that only some terms need, ``(config, sizes, what)``
+    -> why ``sizes`` (``what`` names them: "hidden size", "matryoshka_dims size") do not fit
+    ``config``, or None when they do (the angle term's even split).
     """
 
     name: str
@@ -130,6 +137,7 @@ class ObjectiveFamily:
     batch_kind: str | Callable[[Any], str]
     description: str = ""
     terms: tuple[Term, ...] = ()
+    check_sizes: Callable[[Any, Sequence[int], str], str | None] | None = None
     knobs: Mapping[str, Setting] = field(init=False, repr=False, compare=False)
     """Flat key -> knob (``name``: the config field it sets), from ``config_cls``."""
 
@@ -155,6 +163,38 @@ class ObjectiveFamily:
         """The batch kind of this family's preset ``preset``."""
         kind = self.batch_kind
         return kind if isinstance(kind, str) else kind(self.presets[preset])
+
+
+@dataclass(frozen=True)
+class ResolvedObjective:
+    """Preset ``name`` resolved once: its family, the config overrides from the knobs given (by
+    field name) and the typed config they make. What the trainer hands down to tasks and checks."""
+
+    name: str
+    family: ObjectiveFamily
+    overrides: Mapping[str, Any]
+    config: Any
+
+    @property
+    def batch_kind(self) -> str:
+        """The batch kind the preset trains on (``pairs``, ``sentences``, ``triplets``)."""
+        return self.family.kind_of(self.name)
+
+    def with_settings(self, **settings: Any) -> ResolvedObjective:
+        """This objective with more config fields set (what a task derives from its data)."""
+        if not settings:
+            return self
+        overrides = {**self.overrides, **settings}
+        config = preset_with_overrides(self.family.presets, self.name, overrides, kind="objective")
+        return ResolvedObjective(self.name, self.family, overrides, config)
+
+    def build(self) -> Any:
+        """The objective module for :attr:`config`."""
+        return self.family.build(self.config)
+
+    def size_problem(self, sizes: Sequence[int], what: str) -> str | None:
+        """Why embedding ``sizes`` do not fit this objective (the family's ``check_sizes``), or None."""
+        return None if self.family.check_sizes is None else self.family.check_sizes(self.config, list(sizes), what)
 
 
 def _checked(name: str, family: Any, others: dict[str, ObjectiveFamily]) -> ObjectiveFamily:
@@ -229,8 +269,14 @@ def objective_knobs() -> list[Setting]:
 
 def knob_overrides(name: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
     """The config overrides (field name -> value) of preset ``name`` from knob values by flat key
-    (None: not given), checked by building the config. A knob of another family, or of none, is a
-    ConfigError naming its flag, whom it applies to, and this family's knobs."""
+    (None: not given), checked by building the config (:func:`resolve_objective`)."""
+    return dict(resolve_objective(name, knobs).overrides)
+
+
+def resolve_objective(name: str, knobs: Mapping[str, Any]) -> ResolvedObjective:
+    """Preset ``name`` with knob values by flat key (None: not given): its family, overrides and
+    config, resolved once. A knob of another family, or of none, is a ConfigError naming its flag,
+    whom it applies to, and this family's knobs; a knob that does nothing is a warning."""
     family = family_of(name)
     given = {key: value for key, value in knobs.items() if value is not None}
     wrong = [key for key in given if key not in family.knobs]
@@ -241,10 +287,10 @@ def knob_overrides(name: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
         where = f"{'applies' if len(wrong) == 1 else 'apply'} to {owner.description}, not to" if owner else "is not a setting of"
         raise ConfigError(f"{flags} {where} the objective {name!r} (its settings: {valid})")
     overrides = {family.knobs[key].name: value for key, value in given.items()}
-    config = objective_config(name, **overrides)
+    config = preset_with_overrides(family.presets, name, overrides, kind="objective")
     for message in inert_settings(name, config, given):
         logger.warning("%s", message)
-    return overrides
+    return ResolvedObjective(name, family, overrides, config)
 
 
 def inert_settings(name: str, config: Any, given: Mapping[str, Any]) -> list[str]:
@@ -289,6 +335,17 @@ def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
+def _angle_sizes(config: ObjectiveConfig, sizes: Sequence[int], what: str) -> str | None:
+    """The angle term splits each embedding into real and imaginary halves: every size is even."""
+    odd = [size for size in sizes if size % 2]
+    if config.angle_weight <= 0 or not odd:
+        return None
+    return (
+        f"the angle term splits each embedding into real and imaginary halves, so every {what} must be even "
+        f"({', '.join(map(str, odd))} {'is' if len(odd) == 1 else 'are'} not); use --angle-weight 0, even sizes or an objective without the angle term (cosine, ibn)"
+    )
+
+
 def _angle_objective(config: ObjectiveConfig) -> Any:
     from anglekit.losses.combined import AnglEObjective
 
@@ -314,6 +371,7 @@ register_objective_family(
             Term("in-batch-negative", ("ibn_tau", "ibn_similarity", "ibn_detect_duplicates"), weight="ibn_weight"),
             Term("angle", ("angle_tau", "angle_variant"), weight="angle_weight"),
         ),
+        check_sizes=_angle_sizes,
     )
 )
 register_objective_family(

@@ -32,7 +32,7 @@ random phase, as cosine gives a zero vector the mid-range score 0) and passes no
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor

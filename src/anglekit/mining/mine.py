@@ -49,7 +49,7 @@ OUTPUT_FORMATS = {".jsonl": "jsonl", ".parquet": "parquet"}
 QUERY_ROLE = "query"
 DOCUMENT_ROLE = "document"
 """The one place where mining names the query/document roles of the model's prompts (anchors are
-embedded as queries, the corpus as documents, through ``encode_corpus(role=...)``); a model without
+embedded as queries, the corpus as documents, through ``EncodeRequest(role=...)``); a model without
 such a prompt embeds that side with its general prompt, as ``encode_query``/``encode_document`` do."""
 _QUERY_BLOCK = 4096
 
@@ -115,7 +115,7 @@ def _read_pairs(pairs: Any, columns: dict[str, str] | None) -> _Pairs:
     pair_anchor: list[int] = []
     pair_positive: list[str] = []
     rows: list[int] = []
-    for row, (anchor, positive) in enumerate(zip(data.anchor, data.positive), start=1):
+    for row, (anchor, positive) in enumerate(zip(data.anchor, data.positive, strict=False), start=1):
         index = anchors.setdefault(anchor, len(anchors))
         if (index, positive) in seen:
             continue
@@ -359,8 +359,8 @@ def _write_output(path: Path, columns: dict[str, list[Any]]) -> None:
     names = list(columns)
 
     def write(handle: Any) -> None:
-        for values in zip(*columns.values()):
-            handle.write(json.dumps(dict(zip(names, values)), ensure_ascii=False) + "\n")
+        for values in zip(*columns.values(), strict=False):
+            handle.write(json.dumps(dict(zip(names, values, strict=False)), ensure_ascii=False) + "\n")
 
     atomic_write(path, write)
 
@@ -384,7 +384,7 @@ def _check_positives(pairs: _Pairs, scanned: _Corpus, corpus_path: Path) -> np.n
 def _encode(embedder: Any, work: Path, corpus: tuple[Path, str | None, str | None], queries_file: Path, shard_size: int, batch_size: int,
             show_progress: bool, say: Callable[[str], None]) -> tuple[Any, Any]:  # fmt: skip
     """The corpus (documents) and queries encoded into shards under ``work`` (resumed on a rerun)."""
-    from anglekit.corpus.encode import encode_corpus
+    from anglekit.corpus.encode import EncodeRequest, encode_corpus
     from anglekit.corpus.shards import open_shards
 
     corpus_path, text_column, id_column = corpus
@@ -392,10 +392,10 @@ def _encode(embedder: Any, work: Path, corpus: tuple[Path, str | None, str | Non
         (work / "corpus", corpus_path, DOCUMENT_ROLE, text_column, id_column),
         (work / "queries", queries_file, QUERY_ROLE, None, None),
     ):
-        arguments = {"text_column": text, "id_column": ident, "shard_size": shard_size, "batch_size": batch_size, "normalize": True,
-                     "role": embedder.config.role_if_present(role), "show_progress": show_progress, "say": say}  # fmt: skip
+        request = EncodeRequest(source, folder, text_column=text, id_column=ident, shard_size=shard_size, batch_size=batch_size, normalize=True,
+                                role=embedder.config.role_if_present(role), show_progress=show_progress)  # fmt: skip
         try:
-            report = encode_corpus(embedder, source, folder, **arguments)
+            report = encode_corpus(embedder, request, say=say)
         except ConfigError as exc:
             if "holds the shards of another encode" not in str(exc):
                 raise
@@ -403,7 +403,7 @@ def _encode(embedder: Any, work: Path, corpus: tuple[Path, str | None, str | Non
                 f"{folder}: held the shards of another model, corpus or pairs (it differs in {str(exc).split('differs in: ')[-1].split(')')[0]}); encoding again"
             )
             shutil.rmtree(folder)
-            report = encode_corpus(embedder, source, folder, **arguments)
+            report = encode_corpus(embedder, request, say=say)
         if report.reused:
             say(f"{folder}: {report.reused} of {report.shards} shard(s) were already encoded; reused")
     return open_shards(work / "corpus", hashes=False), open_shards(work / "queries", hashes=False)

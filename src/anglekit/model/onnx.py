@@ -122,7 +122,7 @@ def _quiet() -> Iterator[None]:
             warnings.simplefilter("ignore")
             yield
     finally:
-        for logger, level in zip(loggers, levels):
+        for logger, level in zip(loggers, levels, strict=False):
             logger.setLevel(level)
 
 

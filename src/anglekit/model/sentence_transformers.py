@@ -468,6 +468,26 @@ def read_sentence_transformers_settings(
         if _file(name_or_path, "anglekit_config.json", revision) is None:
             raise UnsupportedModelError(f"{modules_file}: names {REFUSAL_MODULE!r} but the folder has no anglekit_config.json")
         return {}  # anglekit_config.json holds every setting
+    settings, kinds = _module_settings(name_or_path, revision, modules, modules_file, through_st=through_st)
+    if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+        raise UnsupportedModelError(
+            f"{modules_file}: modules {kinds} are not supported; anglekit applies Transformer, Pooling and an optional Normalize, in that order"
+        )
+    transformer, transformer_file = _transformer_config(name_or_path, revision)
+    _check_transformer_config(transformer, str(transformer_file or modules_file))
+    max_length = _max_length(name_or_path, revision, transformer, model_config)
+    if max_length is not None:
+        settings["max_length"] = max_length
+    st_config_file = _file(name_or_path, ST_CONFIG_FILE, revision)
+    if st_config_file is not None:
+        settings.update(_st_config_settings(st_config_file, settings))
+    return settings
+
+
+def _module_settings(name_or_path: str, revision: str | None, modules: list[dict[str, Any]], modules_file: Any, *,
+                     through_st: bool) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+    """(settings, module kinds) of the module list: pooling, normalize and anglekit's own modules;
+    a module anglekit cannot apply is an UnsupportedModelError naming it."""
     kind_of: Callable[[str, str], str] = _st_kind if through_st else _hand_kind
     settings: dict[str, Any] = {"normalize": False}
     kinds: list[str] = []
@@ -491,24 +511,17 @@ def read_sentence_transformers_settings(
             settings["normalize"] = True
         elif path not in ("", "."):
             raise UnsupportedModelError(f"{where}: the Transformer lives in the subfolder {path!r}; anglekit loads a model from the folder's root")
-    if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
-        raise UnsupportedModelError(
-            f"{modules_file}: modules {kinds} are not supported; anglekit applies Transformer, Pooling and an optional Normalize, in that order"
-        )
-    transformer, transformer_file = _transformer_config(name_or_path, revision)
-    _check_transformer_config(transformer, str(transformer_file or modules_file))
-    max_length = _max_length(name_or_path, revision, transformer, model_config)
-    if max_length is not None:
-        settings["max_length"] = max_length
-    st_config_file = _file(name_or_path, ST_CONFIG_FILE, revision)
-    if st_config_file is not None:
-        st_config = _read_object(st_config_file, "sentence-transformers config")
-        prompts = prompt_settings(st_config, str(st_config_file), settings.get("prompt"))
-        if "prompt" in prompts and "prompt" in settings:
-            raise UnsupportedModelError(f"{st_config_file}: a default prompt and an anglekit prompt template together are not supported")
-        settings.update(prompts)
-        settings.update(_truncation(st_config, st_config_file, normalize=settings["normalize"]))
-    return settings
+    return settings, kinds
+
+
+def _st_config_settings(st_config_file: Any, settings: dict[str, Any]) -> dict[str, Any]:
+    """The prompts and truncation of ``config_sentence_transformers.json``, given the module
+    ``settings`` read so far (a default prompt beside an anglekit template is refused)."""
+    st_config = _read_object(st_config_file, "sentence-transformers config")
+    prompts = prompt_settings(st_config, str(st_config_file), settings.get("prompt"))
+    if "prompt" in prompts and "prompt" in settings:
+        raise UnsupportedModelError(f"{st_config_file}: a default prompt and an anglekit prompt template together are not supported")
+    return {**prompts, **_truncation(st_config, st_config_file, normalize=settings["normalize"])}
 
 
 def _truncation(config: dict[str, Any], where: Path, *, normalize: bool) -> dict[str, Any]:

@@ -178,7 +178,7 @@ def render_report(summaries: Sequence[dict[str, Any]], protocol: Protocol, seeds
         "",
         f"Protocol ({protocol.preset}): model {p['model']}, start {p['start']}, max length {p['max_length']}, "
         f"batch {p['batch_size']}, learning rate {p['learning_rate']:g} (constant, no warmup), "
-        f"{'%g epoch(s)' % p['epochs'] if p['max_steps'] < 0 else '%d steps' % p['max_steps']}; seeds {', '.join(map(str, seeds))}.",
+        f"{'{:g} epoch(s)'.format(p['epochs']) if p['max_steps'] < 0 else '{:d} steps'.format(p['max_steps'])}; seeds {', '.join(map(str, seeds))}.",
         "",
         f"Start: {protocol.start.meaning}" if protocol.model is None else f"Start: the model {protocol.model} as given.",
         "",

@@ -24,6 +24,7 @@ fails only the jobs concerned; the worker goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
@@ -220,10 +221,8 @@ class Batcher:
             self._texts -= len(job.texts)
             self._requests -= 1
         self._gauges()
-        try:
+        with contextlib.suppress(RuntimeError):  # the event loop is closed: nobody waits any more
             job.loop.call_soon_threadsafe(_resolve, job.future, result, error)
-        except RuntimeError:  # the event loop is closed: nobody waits any more
-            pass
 
     # ----------------------------------------------------------------- worker
     def _work(self) -> None:
@@ -391,7 +390,7 @@ class Batcher:
         self.metrics.batch_tokens.observe(len(batch) * max(lengths))
         self.metrics.texts.inc(len(batch))
         self.metrics.observe_tokens(sum(lengths), ended)
-        for row, (job, i) in zip(vectors, batch):
+        for row, (job, i) in zip(vectors, batch, strict=False):
             job.vectors[i] = row  # type: ignore[index]
             job.remaining -= 1
             if job.remaining == 0:

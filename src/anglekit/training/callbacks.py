@@ -60,9 +60,8 @@ class ComponentProgressCallback(TrainerCallback):
         if self.bar is None or not logs:
             return
         for key, value in logs.items():
-            if key == "loss" or key.startswith("loss_") or key == "eval_spearman":
-                if isinstance(value, (int, float)) and math.isfinite(value):
-                    self.postfix[key] = f"{value:.4g}"
+            if (key == "loss" or key.startswith("loss_") or key == "eval_spearman") and isinstance(value, (int, float)) and math.isfinite(value):
+                self.postfix[key] = f"{value:.4g}"
         self.bar.set_postfix(self.postfix, refresh=True)
 
     def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:

@@ -300,8 +300,8 @@ class ObjectiveSection:
     name: str = setting(
         "paper",
         key="objective",
-        help="Preset: paper, paper-phase, paper-ibn-angle, official-defaults, cosine, angle, angle-phase, ibn (pairs); "
-        "simcse-unsup, simace-unsup (sentences); simcse-sup, simace-sup (triplets); or one of a registered objective family.",
+        help="Objective preset, of a registered objective family (plugins included; anglekit train --help lists them): "
+        "paper, cosine, ibn, ... train on pairs; simcse-unsup, simace-unsup on sentences; simcse-sup, simace-sup on triplets.",
     )
     knobs: dict[str, Any] = setting_group(
         _objective_knobs,

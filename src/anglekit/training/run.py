@@ -22,7 +22,7 @@ from anglekit.io.atomic import atomic_write_json, atomic_write_text, check_writa
 from anglekit.training.config import TrainConfig, TrainerSection
 from anglekit.training.precision import describe, resolve_precision
 from anglekit.training.roles import NO_ROLE, apply_column_roles, check_roles_used
-from anglekit.training.tasks import TrainingTask, default_positive_threshold, objective_overrides, task_for
+from anglekit.training.tasks import ResolvedObjective, TrainingTask, default_positive_threshold, resolve
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import TrainerCallback
@@ -267,9 +267,9 @@ def nest_objective(objective: Any, config: TrainConfig) -> Any:
     return objective
 
 
-def check_nested(config: TrainConfig, overrides: dict[str, Any], hidden: int | None, source: str) -> None:
+def check_nested(config: TrainConfig, objective: ResolvedObjective, hidden: int | None, source: str) -> None:
     """A ConfigError when matryoshka_dims or ese_compression_size do not fit the model's dimension
-    ``hidden`` (or the angle term's even split)."""
+    ``hidden`` (or ``objective``'s own size check, the angle term's even split)."""
     section = config.objective
     sizes: list[int] = []
     what = ""
@@ -281,28 +281,31 @@ def check_nested(config: TrainConfig, overrides: dict[str, Any], hidden: int | N
         return
     if hidden is not None and max(sizes) > hidden:
         raise ConfigError(f"{source}: {what} {sizes}: {max(sizes)} is larger than the model's embedding dimension {hidden}")
-    from anglekit.losses.registry import objective_config
-
-    objective = objective_config(section.name, **overrides)
-    odd = [d for d in sizes if d % 2]
-    if getattr(objective, "angle_weight", 0) > 0 and odd:
-        raise ConfigError(
-            f"{what} {sizes}: the angle term splits each embedding into real and imaginary halves, so every size "
-            f"must be even ({odd} are not); use even sizes or an objective without the angle term"
-        )
+    problem = objective.size_problem(sizes, "size")
+    if problem is not None:
+        raise ConfigError(f"{what} {sizes}: {problem}")
 
 
 @dataclass
 class DatasetPlan:
     """One training dataset of a run, checked before anything is loaded: its name (None for the
-    single ``train_data``), entry, objective preset, task and the objective overrides for it."""
+    single ``train_data``), entry, task and its objective, resolved once (preset, overrides, config)."""
 
     name: str | None
     entry: Any
-    objective: str
     task: TrainingTask
-    overrides: dict[str, Any]
+    resolved: ResolvedObjective
     weight: float = 1.0
+
+    @property
+    def objective(self) -> str:
+        """The objective preset's name."""
+        return self.resolved.name
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        """The objective config's overrides (by field name) from the knobs given."""
+        return dict(self.resolved.overrides)
 
 
 def dataset_plans(config: TrainConfig) -> list[DatasetPlan]:
@@ -311,8 +314,8 @@ def dataset_plans(config: TrainConfig) -> list[DatasetPlan]:
     family has, and a setting that applies to no entry's objective is a ConfigError naming its flag."""
     entries = config.data.datasets
     if entries is None:
-        task = task_for(config.objective.name)
-        return [DatasetPlan(None, None, config.objective.name, task, objective_overrides(task, config.objective, config.data.text_column))]
+        task, resolved = resolve(config.objective, config.data.text_column)
+        return [DatasetPlan(None, None, task, resolved)]
     from anglekit.losses.registry import family_of
 
     given = {key: value for key, value in config.objective.knobs.items() if value is not None}
@@ -321,16 +324,15 @@ def dataset_plans(config: TrainConfig) -> list[DatasetPlan]:
     readers = False
     for entry in entries:
         name = entry.objective or config.objective.name
-        task = task_for(name)
         knobs = {key: value for key, value in given.items() if key in family_of(name).knobs}
         used |= set(knobs)
         try:
             section = replace(config.objective, name=name, knobs=knobs)
         except ConfigError as exc:
             raise ConfigError(f"train_data entry {entry.name!r}: {exc}") from None
+        task, resolved = resolve(section, None)
         readers = readers or task.reads_text_column
-        overrides = objective_overrides(task, section, config.data.text_column if task.reads_text_column else None)
-        plans.append(DatasetPlan(entry.name, entry, name, task, overrides, entry.weight))
+        plans.append(DatasetPlan(entry.name, entry, task, resolved, entry.weight))
     unused = [key for key in given if key not in used]
     if unused:
         flags = ", ".join("--" + key.replace("_", "-") for key in unused)
@@ -340,11 +342,11 @@ def dataset_plans(config: TrainConfig) -> list[DatasetPlan]:
     return plans
 
 
-def check(config: TrainConfig) -> tuple[TrainingTask, dict[str, Any]]:
+def check(config: TrainConfig) -> list[DatasetPlan]:
     """Everything that can be checked before data or a model is loaded: the required settings,
-    the objective's task and the overrides that apply to it, the device, that output_dir can be
+    each dataset's task and its objective resolved once, the device, that output_dir can be
     written, and the model (complete files, sizes that fit the objective and max_length);
-    (task, objective overrides)."""
+    the datasets' plans (:func:`dataset_plans`), which the run hands down."""
     import torch
 
     from anglekit.model.checks import check_max_length
@@ -352,7 +354,6 @@ def check(config: TrainConfig) -> tuple[TrainingTask, dict[str, Any]]:
 
     config.require_inputs()
     plans = dataset_plans(config)
-    task, overrides = plans[0].task, plans[0].overrides
     for plan in plans:
         if config.trainer.batch_size < plan.task.min_batch_size:
             raise ConfigError(f"the objective {plan.objective!r} needs batch_size >= {plan.task.min_batch_size} (in-batch negatives)")
@@ -364,11 +365,11 @@ def check(config: TrainConfig) -> tuple[TrainingTask, dict[str, Any]]:
     if name is not None and not config.lora.init_adapters:
         facts = inspect_model(name, gguf_file=model.gguf_file, revision=model.revision, trust_remote_code=model.trust_remote_code)
         for plan in plans:
-            plan.task.check_model(plan.objective, plan.overrides, facts, name)
-            check_nested(replace(config, objective=replace(config.objective, name=plan.objective)), plan.overrides, facts.hidden_size, name)
+            plan.task.check_model(plan.resolved, facts, name)
+            check_nested(config, plan.resolved, facts.hidden_size, name)
         if model.max_length is not None:
             check_max_length(model.max_length, facts, name)
-    return task, overrides
+    return plans
 
 
 def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, train_dataset: Any = None) -> TrainResult:
@@ -388,7 +389,8 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     from anglekit.training.callbacks import ProbeCallback
     from anglekit.training.trainer import AnglETrainer
 
-    task, overrides = check(config)
+    plans = check(config)
+    task = plans[0].task
     run, data = config.trainer, config.data
     finished = _finished_result(Path(run.output_dir)) if run.resume else None
     if finished is not None:
@@ -403,14 +405,14 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
 
     several: list[Any] | None = None
     if data.datasets is not None:
-        several = build_datasets(config, dataset_plans(config))
+        several = build_datasets(config, plans)
         dev_set, test_set, probe_set = load_eval_sets(data)
         train_set = _Joined(several)
         objective, objective_config = several[0].objective, _Configs({d.name: d.objective_config for d in several})
         task = several[0].task
     else:
         train_set, dev_set, test_set, probe_set = load_datasets(task, data, train_dataset)
-        objective, objective_config = task.build_objective(config.objective.name, overrides, train_set, config.objective.positive_threshold)
+        objective, objective_config = task.build_objective(plans[0].resolved, train_set, config.objective.positive_threshold)
         objective = nest_objective(objective, config)
     dev_retrieval = load_dev_retrieval(data)
 
@@ -537,7 +539,7 @@ def build_datasets(config: TrainConfig, plans: Sequence[DatasetPlan]) -> list[An
     for plan in plans:
         data = replace(config.data, train_data=plan.entry.data)
         train_set = plan.task.load_data(data)
-        objective, objective_config = plan.task.build_objective(plan.objective, plan.overrides, train_set, config.objective.positive_threshold)
+        objective, objective_config = plan.task.build_objective(plan.resolved, train_set, config.objective.positive_threshold)
         nested = nest_objective(objective, config)
         datasets.append(TrainingDataset(plan.name or "", plan.task, Weighted(nested, plan.weight), plan.weight, train_set, objective_config))
     return datasets

@@ -168,7 +168,7 @@ class LocalHFBackend:
                 for _, _, future in batch:
                     future.set_exception(exc)
             else:
-                for (_, _, future), answer in zip(batch, answers):
+                for (_, _, future), answer in zip(batch, answers, strict=False):
                     future.set_result(answer)
 
 

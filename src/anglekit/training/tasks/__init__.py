@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from anglekit.errors import ConfigError
-from anglekit.losses.registry import all_presets, knob_overrides, preset_batch_kind
+from anglekit.losses.registry import ResolvedObjective, all_presets, preset_batch_kind, resolve_objective
 from anglekit.training.tasks.base import BatchServices, TrainingTask
 from anglekit.training.tasks.contrastive import SentenceTask, TripletTask, dropout_views
 from anglekit.training.tasks.pairs import PairTask, default_positive_threshold
@@ -24,35 +24,37 @@ for _task in (PairTask(), SentenceTask(), TripletTask()):
     register_task(_task)
 
 
-def task_for(objective: str) -> TrainingTask:
-    """The task that trains objective preset ``objective`` (by the preset's batch kind)."""
-    kind = preset_batch_kind(objective)
+def task_for(objective: str | ResolvedObjective) -> TrainingTask:
+    """The task that trains ``objective`` (a preset name, or a resolved one) by its batch kind."""
+    name, kind = (objective.name, objective.batch_kind) if isinstance(objective, ResolvedObjective) else (objective, preset_batch_kind(objective))
     if kind not in TASKS:
-        raise ConfigError(f"no training task for batch kind {kind!r} (objective {objective!r}); known: {', '.join(TASKS)}")
+        raise ConfigError(f"no training task for batch kind {kind!r} (objective {name!r}); known: {', '.join(TASKS)}")
     return TASKS[kind]
 
 
-def objective_overrides(task: TrainingTask, objective: Any, text_column: str | None) -> dict[str, Any]:
-    """The objective config's overrides from the knobs given (``objective`` is an ObjectiveSection),
-    checked by the objective registry (a knob of another family is a ConfigError naming its flag);
-    ``text_column`` where ``task`` reads no column is a ConfigError too."""
-    overrides = knob_overrides(objective.name, objective.knobs)
+def resolve(section: Any, text_column: str | None) -> tuple[TrainingTask, ResolvedObjective]:
+    """(task, resolved objective) of an ObjectiveSection, resolved once by the objective registry
+    (a knob of another family is a ConfigError naming its flag); ``text_column`` where the task
+    reads no column is a ConfigError too."""
+    objective = resolve_objective(section.name, section.knobs)
+    task = task_for(objective)
     if text_column is not None and not task.reads_text_column:
         readers = [preset for preset, kind in all_presets().items() if kind in TASKS and TASKS[kind].reads_text_column]
-        raise ConfigError(f"--text-column applies to sentence data ({', '.join(readers)}), not to the objective {objective.name!r}")
-    return overrides
+        raise ConfigError(f"--text-column applies to sentence data ({', '.join(readers)}), not to the objective {section.name!r}")
+    return task, objective
 
 
 __all__ = [
     "TASKS",
     "BatchServices",
     "PairTask",
+    "ResolvedObjective",
     "SentenceTask",
     "TrainingTask",
     "TripletTask",
     "default_positive_threshold",
     "dropout_views",
-    "objective_overrides",
     "register_task",
+    "resolve",
     "task_for",
 ]

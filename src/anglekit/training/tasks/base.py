@@ -4,9 +4,9 @@ Each batch kind (``pairs``, ``sentences``, ``triplets``) is one :class:`Training
 module of its own, registered once in :mod:`anglekit.training.tasks`. A task bundles:
 
 * :meth:`~TrainingTask.load_data`: the training rows from ``train_data``;
-* :meth:`~TrainingTask.build_objective`: the objective module for the preset, from the objective
-  registry (:mod:`anglekit.losses.registry`, which owns presets and knobs), with the settings the
-  task derives from its data (:meth:`~TrainingTask.objective_settings`);
+* :meth:`~TrainingTask.build_objective`: the objective module for the preset as the objective
+  registry resolved it once (:class:`~anglekit.losses.registry.ResolvedObjective`), with the
+  settings the task derives from its data (:meth:`~TrainingTask.objective_settings`);
 * :meth:`~TrainingTask.tokenize`: the tokenized dataset and its collator;
 * :meth:`~TrainingTask.model_inputs` and :meth:`~TrainingTask.loss_from_vectors`: what the model
   embeds for a batch, and how those vectors become the loss; :meth:`~TrainingTask.loss` chains
@@ -26,8 +26,9 @@ from typing import Any, ClassVar, Protocol
 import torch
 from torch import Tensor
 
+from anglekit.errors import ConfigError
 from anglekit.losses.combined import ObjectiveOutput
-from anglekit.losses.registry import build_objective, objective_config
+from anglekit.losses.registry import ResolvedObjective
 from anglekit.model.long_text import RowChunks, expand_rows, pool_rows, tokenize_whole
 
 
@@ -57,9 +58,14 @@ class TrainingTask(ABC):
     unit: ClassVar[str] = "rows"
     """What one training row is, for throughput (``pairs/s``, ``sentences/s``)."""
 
-    def check_model(self, name: str, overrides: dict[str, Any], facts: Any, source: str) -> None:
+    def check_model(self, objective: ResolvedObjective, facts: Any, source: str) -> None:
         """A ConfigError when the model (its :class:`~anglekit.model.checks.ModelFacts`) cannot
-        train preset ``name`` with ``overrides``; called before any data or weights are loaded."""
+        train ``objective``; called before any data or weights are loaded. By default: the
+        objective family's size check (:meth:`ResolvedObjective.size_problem`) on the hidden size."""
+        hidden = facts.hidden_size
+        problem = None if hidden is None else objective.size_problem([hidden], "hidden size")
+        if problem is not None:
+            raise ConfigError(f"{source}: this model's hidden size is {hidden}: {problem}")
 
     @abstractmethod
     def load_data(self, data: Any, train_dataset: Any = None) -> Any:
@@ -67,15 +73,11 @@ class TrainingTask(ABC):
         ``train_dataset`` (a ``datasets.Dataset``/``IterableDataset``, read in record batches with
         the same checks, ``data.columns`` naming its columns) when given."""
 
-    def build_objective(self, name: str, overrides: dict[str, Any], train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
-        """(objective module, its typed config) for preset ``name`` with ``overrides`` (config field
-        names, from :func:`~anglekit.losses.registry.knob_overrides`), built by the objective
-        registry, plus what the task derives from ``train_set`` (:meth:`objective_settings`)."""
-        config = objective_config(name, **overrides)
-        derived = self.objective_settings(config, train_set, positive_threshold)
-        if derived:
-            config = objective_config(name, **overrides, **derived)
-        return build_objective(name, config), config
+    def build_objective(self, objective: ResolvedObjective, train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
+        """(objective module, its typed config) for ``objective`` plus what the task derives from
+        ``train_set`` (:meth:`objective_settings`)."""
+        resolved = objective.with_settings(**self.objective_settings(objective.config, train_set, positive_threshold))
+        return resolved.build(), resolved.config
 
     def objective_settings(self, config: Any, train_set: Any, positive_threshold: float | None) -> dict[str, Any]:
         """Config fields the task sets from its data (none by default), given the preset's ``config``."""

@@ -131,7 +131,7 @@ class TokenizedTriplets(Dataset):
         width = max((len(row) for row in negatives), default=0)
         distinct: dict[str, int] = {}
         ids = np.full((len(anchor), 2 + width), -1, dtype=np.int64)
-        for row, texts in enumerate(zip(anchor, positive)):
+        for row, texts in enumerate(zip(anchor, positive, strict=False)):
             for col, text in enumerate([*texts, *negatives[row]]):
                 ids[row, col] = distinct.setdefault(text, len(distinct))
         return cls(tokenize(list(distinct)), ids, ntuple=True)
@@ -208,7 +208,7 @@ class TripletCollator:
             negatives = item.negatives if item.negatives is not None else (() if item.negative is None else (item.negative,))
             if len(negatives) > width:
                 raise ValueError(f"a row holds {len(negatives)} negatives; this collator pads to {width}")
-            for k, (ids, text_id) in enumerate(zip(negatives, item.text_ids[2:])):
+            for k, (ids, text_id) in enumerate(zip(negatives, item.text_ids[2:], strict=False)):
                 index[row, k] = len(sequences) - 2 * len(batch)
                 sequences.append(ids)
                 text_ids.append(text_id)

@@ -30,7 +30,7 @@ from anglekit.data.records import TripletDataset
 from anglekit.data.stream import ArrowRows
 from anglekit.errors import ConfigError, DataError
 from anglekit.losses.combined import ObjectiveOutput
-from anglekit.losses.registry import objective_config
+from anglekit.losses.registry import ResolvedObjective
 from anglekit.model.padding import pad_token_ids
 from anglekit.training.tasks.base import BatchServices, TrainingTask
 from anglekit.training.tasks.contrastive import NTupleBatch, TokenizedTriplets, TripletCollator
@@ -63,7 +63,7 @@ class TokenizedPairs(Dataset):
             raise ValueError(f"text1, text2 and labels differ in length: {len(text1)}, {len(text2)}, {len(labels)}")
         distinct: dict[str, int] = {}
         pair_ids = np.empty((len(text1), 2), dtype=np.int64)
-        for row, (a, b) in enumerate(zip(text1, text2)):
+        for row, (a, b) in enumerate(zip(text1, text2, strict=False)):
             pair_ids[row, 0] = distinct.setdefault(a, len(distinct))
             pair_ids[row, 1] = distinct.setdefault(b, len(distinct))
         token_ids = tokenize(list(distinct))
@@ -158,15 +158,6 @@ class PairTask(TrainingTask):
     kind = "pairs"
     unit = "pairs"
 
-    def check_model(self, name: str, overrides: dict[str, Any], facts: Any, source: str) -> None:
-        config = objective_config(name, **overrides)
-        hidden = facts.hidden_size
-        if getattr(config, "angle_weight", 0) > 0 and hidden is not None and hidden % 2 != 0:
-            raise ConfigError(
-                f"{source}: the angle term splits each embedding into real and imaginary halves, so it needs an even "
-                f"hidden size, and this model's is {hidden}; use --angle-weight 0 or an objective without it (cosine, ibn)"
-            )
-
     def load_data(self, data: Any, train_dataset: Any = None) -> Any:
         from anglekit.data.readers import read_pairs
         from anglekit.data.training_data import resolve_pairs, resolve_triplets, tuple_columns, tuple_names
@@ -198,12 +189,12 @@ class PairTask(TrainingTask):
             threshold = default_positive_threshold(train_set.label_range, train_set.labels)
         return {"positive_threshold": float(threshold)}
 
-    def build_objective(self, name: str, overrides: dict[str, Any], train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
+    def build_objective(self, objective: ResolvedObjective, train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
         """As the base task's, but refused when every training label is the same and no term of the
         objective trains on that (before the model is loaded)."""
-        objective, config = super().build_objective(name, overrides, train_set, positive_threshold)
-        check_label_spread(name, config, train_set)
-        return objective, config
+        module, config = super().build_objective(objective, train_set, positive_threshold)
+        check_label_spread(objective.name, config, train_set)
+        return module, config
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
         if isinstance(train_set, TripletDataset):  # n-tuples (a triplet is n = 1; no negative: n = 0)
