@@ -110,7 +110,7 @@ def read_captions(folder: Path = FLICKR) -> list[list[str]]:
             raise BenchError(f"{path}: cannot read ({exc.strerror})") from None
     if len({len(c) for c in columns}) != 1:
         raise BenchError(f"{folder / 'Train'}: train.1 .. train.5 differ in length {[len(c) for c in columns]}")
-    return [list(captions) for captions in zip(*columns)]
+    return [list(captions) for captions in zip(*columns, strict=True)]
 
 
 def sample_pairs(captions: Sequence[Sequence[str]], rows: int, seed: int) -> list[dict[str, str]]:

@@ -25,14 +25,16 @@ class MineSettings:
         minimum=1,
         help="Consider only the first N remaining candidates (default: range_min + num_negatives + positives, x10 negatives with a margin or max_score).",
     )
-    max_score: float | None = setting(None, help="Drop candidates scoring above this (cosine).")
-    min_score: float | None = setting(None, help="Drop candidates scoring below this (cosine).")
-    absolute_margin: float | None = setting(None, help="False-negative guard: drop candidates with score + margin > the query's lowest positive score.")
+    max_score: float | None = setting(None, minimum=-1.0, maximum=1.0, help="Drop candidates scoring above this (cosine, -1..1).")
+    min_score: float | None = setting(None, minimum=-1.0, maximum=1.0, help="Drop candidates scoring below this (cosine, -1..1).")
+    absolute_margin: float | None = setting(
+        None, minimum=0.0, help="False-negative guard: drop candidates with score + margin > the query's lowest positive score."
+    )
     relative_margin: float | None = setting(
         None, minimum=0.0, help="False-negative guard: drop candidates scoring above positive - |positive| x margin (0.05: 5% below)."
     )
     sampling: str = setting("top", choices=SAMPLING, help="top: the best remaining candidates in order; random: sampled among them (--seed).")
-    seed: int = setting(12345, help="Random seed of --sampling random.")
+    seed: int = setting(12345, minimum=0, help="Random seed of --sampling random.")
     index: str = setting(
         "exact", choices=INDEX_KINDS, help="Candidate search: exact (brute force, streamed over the shards), hnsw, or int8 (exact over int8 codes, rescored)."
     )
