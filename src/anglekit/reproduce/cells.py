@@ -76,6 +76,7 @@ def make_cell(row: Row, task: Task, seed: int | None, protocol: Protocol, model:
         "batch_size": protocol.eval_batch_size,
         "device": protocol.device,
         **({"prompt": protocol.start.prompt} if protocol.start.prompt is not None else {}),
+        **({"nested": list(task.nested)} if task.nested else {}),
     }
     return Cell(row, task, seed if row.kind == "train" else None, train, evaluation)
 
@@ -103,6 +104,40 @@ def _score_pairs(encode: Any, test: str, data_root: str | None) -> float:
     return float(evaluate_pairs(encode, data.text1, data.text2, data.labels, source=test).spearman)
 
 
+def _score_nested(model: str, cell: Cell, data_root: str | None) -> dict[str, float]:
+    """STS-B-style pairs scored with the full vector, its leading ``cell.task.nested`` dimensions, and the
+    middle transformer layer's vector (ESE's two axes)."""
+    from anglekit.reproduce.tables import MIDDLE_LAYER, nested_metrics
+
+    test, batch = str(cell.task.test), cell.evaluation["batch_size"]
+    embedder = _embedder(model, cell)
+    full, *cuts = nested_metrics(cell.task.nested)[:-1]
+    out = {full: _score_pairs(lambda t: embedder.encode(t, batch), test, data_root)}
+    for name, dim in zip(cuts, cell.task.nested):
+        out[name] = _score_pairs(lambda t, d=dim: embedder.encode(t, batch, truncate_dim=d), test, data_root)
+    layers = embedder.num_layers
+    if layers is None:
+        raise ConfigError(f"{model}: the backbone's config has no num_hidden_layers, so it has no middle layer to score")
+    middle = _embedder(model, cell, layer=max(1, layers // 2))
+    out[MIDDLE_LAYER] = _score_pairs(lambda t: middle.encode(t, batch), test, data_root)
+    return out
+
+
+def gradient_summary(log: Path) -> dict[str, float]:
+    """Mean of each ``probe_grad_<term>`` over a run's probe records (the terms' gradient norms with
+    respect to the pooled embeddings), as ``grad_<term>``; empty when the run logged none."""
+    sums: dict[str, list[float]] = {}
+    for line in log.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        for key, value in entry.items() if isinstance(entry, dict) else ():
+            if key.startswith("probe_grad_") and isinstance(value, (int, float)) and value == value:
+                sums.setdefault(key[len("probe_") :], []).append(float(value))
+    return {key: sum(values) / len(values) for key, values in sums.items()}
+
+
 def _score(encode: Any, cell: Cell, data_root: str | None, metric: str) -> dict[str, float]:
     if cell.task.evaluation == "pairs":
         return {metric: _score_pairs(encode, str(cell.task.test), data_root)}
@@ -115,12 +150,12 @@ def _score(encode: Any, cell: Cell, data_root: str | None, metric: str) -> dict[
     raise ConfigError(f"unknown evaluation {cell.task.evaluation!r}")
 
 
-def _embedder(model: str, cell: Cell) -> Any:
+def _embedder(model: str, cell: Cell, layer: int | None = None) -> Any:
     from anglekit.model.embedder import Embedder
 
     return Embedder.from_pretrained(
         model, pooling=cell.evaluation["pooling"], max_length=cell.evaluation["max_length"], device=cell.evaluation["device"],
-        prompt=cell.evaluation.get("prompt"),
+        prompt=cell.evaluation.get("prompt"), layer=layer,
     )  # fmt: skip
 
 
@@ -139,8 +174,11 @@ def run_cell(cell: Cell, folder: Path, *, metric: str, data_root: str | None, ke
 
         metrics = _score(GloveEncoder(), cell, data_root, metric)
     elif cell.row.kind == "zero-shot":
-        embedder = _embedder(cell.evaluation["model"], cell)
-        metrics = _score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell, data_root, metric)
+        if cell.task.evaluation == "nested":
+            metrics = _score_nested(cell.evaluation["model"], cell, data_root)
+        else:
+            embedder = _embedder(cell.evaluation["model"], cell)
+            metrics = _score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell, data_root, metric)
     else:
         from anglekit.training.config import TrainConfig
         from anglekit.training.run import train
@@ -159,10 +197,16 @@ def run_cell(cell: Cell, folder: Path, *, metric: str, data_root: str | None, ke
             "threads": result.threads,
             "peak_memory_mb": result.peak_memory_mb,
         }
-        embedder = _embedder(str(result.model_dir), cell)
-        metrics = _score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell, data_root, metric)
+        if cell.task.evaluation == "nested":
+            metrics = _score_nested(str(result.model_dir), cell, data_root)
+        else:
+            embedder = _embedder(str(result.model_dir), cell)
+            metrics = _score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell, data_root, metric)
         log = run_dir / "metrics.jsonl"
         if log.is_file():  # the training dynamics stay (plot-dynamics FOLDER/<cell>.dynamics)
+            gradients = gradient_summary(log)
+            if gradients:
+                record["gradients"] = gradients
             (folder / f"{cell.key()}.dynamics").mkdir(exist_ok=True)
             shutil.copyfile(log, folder / f"{cell.key()}.dynamics" / "metrics.jsonl")
             record["dynamics"] = f"{cell.key()}.dynamics"

@@ -8,7 +8,7 @@ from anglekit.config import check_fields, setting
 from anglekit.errors import ConfigError
 from anglekit.reproduce.protocol import STARTS
 
-TABLE_NAMES = ("objectives", "pooling", "ibn-duplicates", "transfer-sts", "non-transfer", "llm-supervised", "simace")
+TABLE_NAMES = ("objectives", "pooling", "ibn-duplicates", "transfer-sts", "non-transfer", "llm-supervised", "simace", "angle-weight", "ese")
 """Every table ``reproduce`` knows, in the order ``all`` runs them."""
 
 

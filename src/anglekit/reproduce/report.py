@@ -8,7 +8,7 @@ from typing import Any
 
 from anglekit.evaluation.paper import PAPER_SCALE, paper_note, paper_row
 from anglekit.reproduce.protocol import Protocol
-from anglekit.reproduce.stats import mean_std, paired
+from anglekit.reproduce.stats import Paired, mean_std, paired
 from anglekit.reproduce.tables import Published, Row, TableSpec
 
 
@@ -37,6 +37,35 @@ def row_values(records: Sequence[dict[str, Any]], row: Row, metric: str) -> dict
     return out
 
 
+def _paired_dict(comparison: Paired) -> dict[str, Any]:
+    return {
+        "seeds": list(comparison.seeds),
+        "mean_diff": comparison.mean_diff,
+        "std_diff": comparison.std_diff,
+        "t": comparison.t,
+        "p": comparison.p,
+        "within_noise": comparison.within_noise,
+        "verdict": comparison.verdict(),
+    }
+
+
+def gradient_share(records: Sequence[dict[str, Any]], row: Row) -> dict[str, Any] | None:
+    """The angle term's weighted gradient over the cosine term's, ``w3 ||dL_angle|| / (w1 ||dL_cos||)``,
+    per seed and its mean, from the cells' ``gradients`` (None when no cell of the row logged both)."""
+    settings = row.settings
+    w_angle, w_cos = float(settings.get("angle_weight", 1.0)), float(settings.get("cosine_weight", 1.0))
+    values: dict[int, float] = {}
+    for r in records:
+        grads = r.get("gradients") or {}
+        if r["row"] != row.name or r.get("status") != "done" or not grads.get("grad_cosine") or w_cos == 0:
+            continue
+        values[r["seed"] if r["seed"] is not None else 0] = w_angle * float(grads.get("grad_angle", 0.0)) / (w_cos * float(grads["grad_cosine"]))
+    if not values:
+        return None
+    m, sd = mean_std(list(values.values()))
+    return {"values": values, "mean": m, "std": sd}
+
+
 def table_summary(table: TableSpec, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Numbers of one table: per row and metric the values per seed, mean, std; paired comparisons."""
     records = [dict(r) for r in records]
@@ -61,6 +90,11 @@ def table_summary(table: TableSpec, records: Sequence[dict[str, Any]]) -> dict[s
                 metrics[metric] = {"values": values, "mean": m, "std": sd}
         primary = row_values(records, row, table.primary)
         comparison = paired(primary, ref_values) if row.kind == "train" and row is not ref_row else None
+        others = {}
+        for metric in table.compare if row.kind == "train" and row is not ref_row else ():
+            other = paired(row_values(records, row, metric), row_values(records, ref_row, metric))
+            if other is not None:
+                others[metric] = _paired_dict(other)
         pub = published_values(row.published)
         pub_primary = pub.get(table.primary)
         rows.append(
@@ -68,17 +102,9 @@ def table_summary(table: TableSpec, records: Sequence[dict[str, Any]]) -> dict[s
                 "row": row.name,
                 "kind": row.kind,
                 "metrics": metrics,
-                "paired": None
-                if comparison is None
-                else {
-                    "seeds": list(comparison.seeds),
-                    "mean_diff": comparison.mean_diff,
-                    "std_diff": comparison.std_diff,
-                    "t": comparison.t,
-                    "p": comparison.p,
-                    "within_noise": comparison.within_noise,
-                    "verdict": comparison.verdict(),
-                },
+                "paired": None if comparison is None else _paired_dict(comparison),
+                "paired_other": others,
+                "gradient_share": gradient_share(records, row) if table.gradient_share else None,
                 "published": pub,
                 "published_source": None if row.published is None else f"Table {row.published.table}: {row.published.row}",
                 "published_note": None if row.published is None else row.published.note or None,
@@ -114,13 +140,26 @@ def _cell(metric: dict[str, Any] | None, skipped: bool = False) -> str:
     return f"{m:.2f} ± {sd:.2f} (n={n})" if sd is not None else f"{m:.2f}"
 
 
+def _delta(pair: dict[str, Any] | None) -> str:
+    """A paired difference as ``+0.12 ± 0.05 (p=0.04)``."""
+    if not pair:
+        return "-"
+    spread = f" ± {pair['std_diff']:.2f}" if pair["std_diff"] is not None else ""
+    p = f" (p={pair['p']:.2f})" if pair["p"] is not None else ""
+    return f"{pair['mean_diff']:+.2f}{spread}{p}"
+
+
 def render_table(summary: dict[str, Any]) -> str:
     """Markdown of one table summary."""
     lines = [f"## {summary['title']}", ""]
     many = len(summary["metrics"]) > 1
     primary = summary["primary"]
+    compare = list(dict.fromkeys(m for r in summary["rows"] for m in (r.get("paired_other") or {})))
+    shares = any(r.get("gradient_share") for r in summary["rows"])
     if many:
-        header = ["row", *summary["metrics"], f"Δ {primary} vs reference (paired)", f"paper {primary}"]
+        header = ["row", *summary["metrics"], f"Δ {primary} vs reference (paired)", *[f"Δ {m}" for m in compare], f"paper {primary}"]
+        if shares:
+            header.append("angle/cosine gradient")
     else:
         header = ["row", f"{primary} mean ± std", "per seed", "Δ vs reference (paired)", "paper", "paper Δ"]
     lines.append("| " + " | ".join(header) + " |")
@@ -136,7 +175,11 @@ def render_table(summary: dict[str, Any]) -> str:
             delta = "-"
         pub = row["published"].get(primary) if row["published"] else None
         if many:
-            cells = [row["row"], *[_cell(row["metrics"].get(m), bool(row["skipped"])) for m in summary["metrics"]], delta, _fmt(pub)]
+            other = [_delta(row.get("paired_other", {}).get(m)) for m in compare]
+            cells = [row["row"], *[_cell(row["metrics"].get(m), bool(row["skipped"])) for m in summary["metrics"]], delta, *other, _fmt(pub)]
+            if shares:
+                share = row.get("gradient_share")
+                cells.append("-" if not share else f"{share['mean']:.3f}" + (f" ± {share['std']:.3f}" if share["std"] is not None else ""))
         else:
             metric = row["metrics"].get(primary)
             seeds = ", ".join(f"{v:.2f}" for _, v in sorted(metric["values"].items())) if metric else "-"

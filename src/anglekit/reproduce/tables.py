@@ -35,6 +35,9 @@ class Task:
     evaluation: str
     positive_threshold: float | None = None
     metric_prefix: str = ""
+    nested: tuple[int, ...] = ()
+    """``nested`` evaluation: the leading dimensions ``test`` is also scored at (besides the full vector
+    and the middle layer)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,26 @@ class TableSpec:
     primary: str
     reference: str
     notes: tuple[str, ...] = ()
+    compare: tuple[str, ...] = ()
+    """Metrics besides ``primary`` that get a paired comparison with the reference row too."""
+    gradient_share: bool = False
+    """Report each row's angle-term gradient relative to the cosine term's (from the cells' probes)."""
+
+
+ANGLE_WEIGHTS: tuple[float, ...] = (0.0, 1.0, 5.0, 20.0, 35.0)
+"""The angle term's weights of the ``angle-weight`` table: without it, the paper's (1), and up to the
+official LLaMA recipe's (35)."""
+
+NESTED_DIMS: tuple[int, ...] = (128, 64)
+"""The truncated sizes the ``ese`` table scores (ESE's compressed size, 128, and half of it)."""
+
+MIDDLE_LAYER = "STS-B test, middle layer"
+
+
+def nested_metrics(dims: tuple[int, ...]) -> tuple[str, ...]:
+    """Metrics of the ``nested`` evaluation: the full vector, its first ``d`` coordinates for each of
+    ``dims``, and the vector of the middle transformer layer (ESE's layer truncation)."""
+    return ("STS-B test", *(f"STS-B test @{d}" for d in dims), MIDDLE_LAYER)
 
 
 def _t4(row: str) -> Published:
@@ -75,6 +98,11 @@ POOLING_ROWS: tuple[tuple[str, str], ...] = (
     ("last_max", "last-max"),
     ("first_last_avg", "first-last-avg"),
 )
+
+
+def _t4_suite(row: str) -> Published:
+    """Table 4's STS-B figure beside a table scored by the STS suite (whose column is ``STS-B``)."""
+    return Published(4, row, {"STS-B": "Spearman"})
 
 
 def _t4_pool(row: str) -> Published:
@@ -262,7 +290,65 @@ def build_tables(data: dict[str, str], options: dict[str, Any]) -> dict[str, Tab
             "offline). The SimACE paper's figures are not shipped with anglekit.",
         ),
     )
-    return {t.name: t for t in (objectives, pooling, ibn, transfer, nontransfer, llm, simace)}
+    suite_after_stsb = Task("STS-B train", f"{data['stsb']}:train", None, "sts-suite")
+    probes = {"probe_steps": 10}
+    angle_weight = TableSpec(
+        "angle-weight",
+        "The angle term's weight: the full objective with w3 = 0, 1, 5, 20, 35 (STS-B train; STS suite)",
+        "Table 4 (without angle), extended",
+        rows=tuple(
+            Row(
+                f"w3 = {w:g}" + (" (without angle)" if w == 0 else " (paper)" if w == 1 else " (official LLaMA recipe)" if w == 35 else ""),
+                settings={**paper, "angle_weight": w, **probes},
+                published=_t4_suite("without angle") if w == 0 else _t4_suite("all (cosine + ibn + angle)") if w == 1 else None,
+            )
+            for w in ANGLE_WEIGHTS
+        ),
+        tasks=(suite_after_stsb,),
+        metrics=STS_COLUMNS,
+        primary="STS-B",
+        reference="w3 = 0 (without angle)",
+        compare=("Avg", "SICK-R", "STS12", "STS13", "STS14", "STS15", "STS16"),
+        gradient_share=True,
+        notes=(
+            "Every row trains the paper's objective (cosine + ibn + angle, tau 0.05 / 0.05 / 1.0) on STS-B train and "
+            "differs only in the angle term's weight w3; the reference is w3 = 0. Scored on STS12-16 (SentEval 'all'), "
+            "STS-B test and SICK-R test. The paper's column here is Table 4's STS-B figures with (w3 = 1) and without "
+            "the angle term.",
+            "angle/cosine gradient: w3 x ||dL_angle/dE|| / ||dL_cosine/dE|| over the run (mean of the probes every "
+            "10 steps, E the pooled embeddings of the batch): the share of the update the angle term drives.",
+        ),
+    )
+    dims = NESTED_DIMS
+    nested_stsb = Task("STS-B", f"{data['stsb']}:train", f"{data['stsb']}:test", "nested", nested=dims)
+    nested = nested_metrics(dims)
+    ese = TableSpec(
+        "ese",
+        "ESE (2D Matryoshka): STS-B test at full size, cut to 128 and 64 dimensions, and from the middle layer",
+        "ESE (Espresso)",
+        rows=(
+            Row("zero-shot (no training)", "zero-shot"),
+            Row("AnglE (cosine + ibn + angle)", settings=paper),
+            Row(
+                f"AnglE + ESE (k = {dims[0]}, T = 1.0)",
+                settings={**paper, "ese": True, "ese_compression_size": dims[0], "ese_kl_temperature": 1.0},
+            ),
+        ),
+        tasks=(nested_stsb,),
+        metrics=nested,
+        primary=nested[-2],
+        reference="AnglE (cosine + ibn + angle)",
+        compare=tuple(m for m in nested if m != nested[-2]),
+        notes=(
+            "ESE at angle-emb's settings (--apply_ese 1, compression size 128, KL temperature 1.0) over the paper's "
+            "objective, against the same objective without it. '@k': the first k coordinates (normalised after the "
+            "cut); 'middle layer': the pooled output of transformer layer n/2 (n = the model's layers), as if the model "
+            "stopped there. The ESE paper's own figures are not shipped offline, so this table compares with and "
+            "without ESE only.",
+        ),
+    )
+    tables = (objectives, pooling, ibn, transfer, nontransfer, llm, simace, angle_weight, ese)
+    return {t.name: t for t in tables}
 
 
 def row_tasks(table: TableSpec, row: Row) -> list[Task]:

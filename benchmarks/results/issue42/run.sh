@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Issue 42, the angle term's worth: every table of docs/reproduce.md "The angle term's worth", from
+# MiniLM first (minutes a cell on 2 cores), then from SmolLM2 at 200 steps a cell (LoRA; about 15
+# minutes a cell on 2 cores, hours in all). Resumable: finished cells are reused, so run it again
+# after an interruption, on this machine or another (set DEVICE=cuda on a GPU). ONLY=minilm or
+# ONLY=smollm2 runs one start.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+out=benchmarks/results/issue42
+data="${ANGLEKIT_DATA:-$(cd .. && pwd)/shared/data}"
+device=(); [ -n "${DEVICE:-}" ] && device=(--device "$DEVICE")
+anglekit=(.venv/bin/python -m anglekit)
+if [ "${ONLY:-minilm}" != smollm2 ]; then
+    "${anglekit[@]}" reproduce angle-weight ese --start minilm --seeds 0 1 2 --output-dir "$out/minilm" --data-root "$data" --quiet "${device[@]}"
+fi
+if [ "${ONLY:-smollm2}" != minilm ]; then
+    "${anglekit[@]}" reproduce angle-weight objectives ese --start smollm2 --max-steps 200 --seeds 0 1 2 --output-dir "$out/smollm2" --data-root "$data" --quiet "${device[@]}"
+fi
