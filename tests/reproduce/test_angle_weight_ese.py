@@ -60,7 +60,7 @@ def test_gradient_summary_means_each_terms_probe_and_skips_other_records(tmp_pat
 
 def _records(table, values, grads=None):
     out = []
-    for row, per_seed in zip(table.rows, values):
+    for row, per_seed in zip(table.rows, values, strict=True):
         for seed, metrics in enumerate(per_seed):
             record = {"row": row.name, "seed": seed, "status": "done", "metrics": metrics}
             if grads:
@@ -105,14 +105,14 @@ def test_a_probed_cell_records_the_terms_gradients(tmp_path, tiny_bert_dir, data
     assert share["mean"] == pytest.approx(5 * grads["grad_angle"] / grads["grad_cosine"])
 
 
-
-
 def test_ese_table_scores_cut_and_middle_layer_vectors_like_an_independent_spearman(tmp_path, tiny_bert_dir, data_root, monkeypatch):
     from anglekit.data.catalog import load_stsb
     from anglekit.model.embedder import Embedder
 
     monkeypatch.setattr(tables_module, "NESTED_DIMS", (16, 8))  # the tiny BERT has 32 dimensions
-    config = ReproduceConfig(seeds=(0,), output_dir=str(tmp_path / "r"), model=str(tiny_bert_dir), data_root=str(data_root), max_steps=2, batch_size=8, device="cpu", quiet=True)
+    config = ReproduceConfig(
+        seeds=(0,), output_dir=str(tmp_path / "r"), model=str(tiny_bert_dir), data_root=str(data_root), max_steps=2, batch_size=8, device="cpu", quiet=True
+    )
     result = reproduce(["ese"], config)
     assert result.ran == 3  # zero-shot, without ESE, with ESE
     summary = json.loads((tmp_path / "r" / "ese.json").read_text())

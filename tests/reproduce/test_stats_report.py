@@ -47,7 +47,7 @@ def test_mean_std_and_paired_match_numpy_and_scipy():
 
 
 def test_tables_and_config_checks():
-    assert expand_tables(["all"])[0] == "objectives" and len(expand_tables(["all", "pooling"])) == 7
+    assert expand_tables(["all"])[0] == "objectives" and len(expand_tables(["all", "pooling"])) == 9
     assert expand_tables(["pooling", "objectives", "pooling"]) == ["pooling", "objectives"]
     for bad in ([], ["table9"]):
         with pytest.raises(ConfigError):

@@ -113,7 +113,7 @@ def _score_nested(model: str, cell: Cell, data_root: str | None) -> dict[str, fl
     embedder = _embedder(model, cell)
     full, *cuts = nested_metrics(cell.task.nested)[:-1]
     out = {full: _score_pairs(lambda t: embedder.encode(t, batch), test, data_root)}
-    for name, dim in zip(cuts, cell.task.nested):
+    for name, dim in zip(cuts, cell.task.nested, strict=True):
         out[name] = _score_pairs(lambda t, d=dim: embedder.encode(t, batch, truncate_dim=d), test, data_root)
     layers = embedder.num_layers
     if layers is None:
