@@ -26,8 +26,8 @@ def test_recall_at_10_on_minilm_embeddings() -> None:
         lines += (DATA / "flickr30k" / "Test" / f"test.{j}").read_text(encoding="utf-8").splitlines()
     docs, queries = lines[:4000], lines[4000:4200]
     model = Embedder.from_pretrained(minilm_dir(), device="cpu")
-    doc_vectors = model.encode(docs, 128, normalize=True, role="document")
-    query_vectors = model.encode(queries, 128, normalize=True, role="query")
+    doc_vectors = model.encode_document(docs, 128, normalize=True)
+    query_vectors = model.encode_query(queries, 128, normalize=True)
     exact = VectorIndex.create(model)
     exact.add_vectors(range(len(docs)), doc_vectors)
     truth, _ = exact.search_vectors(query_vectors, 10)

@@ -138,7 +138,7 @@ def test_each_served_index_has_a_search_box_whose_hits_are_the_brute_force_ones(
     forms = page.find_elements(By.CSS_SELECTOR, "form.index")
     assert [f.get_attribute("data-index") for f in forms] == ["docs", "few"]
     query = "a man plays the guitar"
-    q = reference.encode([query], role="query")
+    q = reference.encode_query([query])
     for form, (name, docs) in zip(forms, (("docs", DOCS), ("few", DOCS[:6])), strict=False):
         assert form.find_element(By.CSS_SELECTOR, ".k").get_attribute("max") == str(len(docs))
         box = form.find_element(By.CSS_SELECTOR, ".query")
@@ -150,7 +150,7 @@ def test_each_served_index_has_a_search_box_whose_hits_are_the_brute_force_ones(
         form.find_element(By.CSS_SELECTOR, ".search").click()
         wait(page, lambda d, form=form: len(form.find_elements(By.CSS_SELECTOR, ".hits li")) == 4, f"the hits of {name}")
         hits = form.find_elements(By.CSS_SELECTOR, ".hits li")
-        scores = (cosines(np.vstack([q, reference.encode(docs, role="document")]))[0, 1:]).astype(np.float64)
+        scores = (cosines(np.vstack([q, reference.encode_document(docs)]))[0, 1:]).astype(np.float64)
         best = np.argsort(-scores, kind="stable")[:4]
         assert [h.get_attribute("data-id") for h in hits] == [f"d{i}" for i in best]
         np.testing.assert_allclose([float(h.get_attribute("data-score")) for h in hits], scores[best], atol=1e-5)
