@@ -282,7 +282,7 @@ def _tmpdir(near: Path) -> Iterator[str]:
 
 def has_bf16() -> bool:
     """Whether the CPU has avx512_bf16 or amx_bf16 (where both libraries' bf16 pays)."""
-    return bool({"avx512_bf16", "amx_bf16"} & set(cpu_info().get("bf16_amx_avx512", [])))
+    return bool({"avx512_bf16", "amx_bf16"} & set(common.cpu_flags().get("bf16_amx_avx512", [])))
 
 
 WORKERS = {"mine": worker_mine, "train": worker_train}
@@ -324,18 +324,6 @@ def evaluate(model: str, folder: Path) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------- summary
-def cpu_info() -> dict[str, Any]:
-    """CPU model and its bf16/AVX-512/AMX flags from /proc/cpuinfo (empty elsewhere)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return {}
-    info: dict[str, str] = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        info.setdefault(key.strip(), value.strip())
-    flags = info.get("flags", "").split()
-    return {"model_name": info.get("model name"), "bf16_amx_avx512": sorted(f for f in flags if f.startswith(("avx512", "amx")) or "bf16" in f)}
 
 
 METRICS = ("ndcg@10", "R@1", "strict@5", "stsb_spearman", "train_pairs_per_s", "peak_rss_mb")
@@ -579,7 +567,7 @@ def _run(args: argparse.Namespace, rows: Sequence[Row]) -> int:
             "eval_max_length": EVAL_MAX_LENGTH,
         },  # fmt: skip
         "machine": {
-            "cpu": cpu_info(),
+            "cpu": common.cpu_flags(),
             "cpus": os.cpu_count(),
             "threads": args.threads,
             "platform": platform.platform(),

@@ -341,20 +341,6 @@ def print_table(table: list[dict[str, Any]]) -> None:
     )
 
 
-def cpu_flags() -> dict[str, Any]:
-    """The CPU's model name and its bf16/AVX-512/AMX flags from /proc/cpuinfo (empty elsewhere)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return {}
-    info: dict[str, str] = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        info.setdefault(key.strip(), value.strip())
-    flags = info.get("flags", info.get("Features", "")).split()
-    return {"model_name": info.get("model name"), "bf16_amx_avx512": sorted(f for f in flags if f.startswith(("avx512", "amx")) or "bf16" in f)}
-
-
 def main(argv: list[str] | None = None) -> int:
     doc = __doc__ or ""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
@@ -409,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         "timing": paragraphs[2],
         "protocol_tag": common.TRAIN_PROTOCOL,
         "reference": REFERENCE.name,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "threads_argument": args.threads, "cpu_flags": cpu_flags()},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "threads_argument": args.threads, "cpu_flags": common.cpu_flags()},
         "max_steps": args.max_steps,
         "failed": failed,
         "tokens_per_pair": per_pair,

@@ -292,3 +292,17 @@ def run_cli(parse_args: Any, run: Any, argv: Any = None) -> int:
         result = run(args)
     write_result(result, args.out)
     return 0
+
+
+def cpu_flags() -> dict[str, Any]:
+    """The CPU's model name and its bf16/AVX-512/AMX flags from /proc/cpuinfo (empty elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    info: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        info.setdefault(key.strip(), value.strip())
+    flags = info.get("flags", info.get("Features", "")).split()
+    return {"model_name": info.get("model name"), "bf16_amx_avx512": sorted(f for f in flags if f.startswith(("avx512", "amx")) or "bf16" in f)}
