@@ -16,6 +16,7 @@ The root holds the public API only: :class:`Embedder` (from :mod:`anglekit.model
 - ``serve``: the OpenAI-compatible HTTP server with dynamic batching
 - ``corpus``: corpora at scale: chunked reading, sharded resumable encoding
 - ``index``: search indexes (exact, HNSW; float, int8, binary)
+- ``mining``: hard negatives for (query, positive) pairs mined from a corpus with anglekit's indexes
 - ``scale``: adapters for other engines (Ray Data, Spark)
 - ``config``: typed settings and their metadata, from which the flags are generated
 - ``io``: atomic writes, what counts as a blank text

@@ -126,7 +126,7 @@ def test_shards_legacy_fingerprints_resume_and_update(
     tmp_path: Path, tiny_bert_dir: Path, corpus: Path, model: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     shards = tmp_path / "shards"
-    encode = ["encode", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(shards), "--shard-size", "2", "--role", "document",
+    encode = ["encode", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(shards), "--shard-size", "2",
               "--device", "cpu", "--quiet"]  # fmt: skip
     assert _run(encode, capsys)[0] == 0
     manifest = shards / "manifest.json"

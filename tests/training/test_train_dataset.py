@@ -179,7 +179,7 @@ def test_ntuple_rows_pass_the_label_check_as_their_expanded_pairs(
         raise Loaded
 
     monkeypatch.setattr(run, "load_embedder", load_embedder)
-    monkeypatch.setattr(run, "check", lambda c: (run.task_for(c.objective.name), {}))  # no model files to inspect
+    monkeypatch.setattr(run, "check", run.dataset_plans)  # no model files to inspect
     config = TrainConfig.from_dict({"model": "unused-model", "output_dir": str(tmp_path / "run"), "train_data": str(path), "objective": objective,
                                     "device": "cpu", "quiet": True})  # fmt: skip
     if refused is None:

@@ -390,7 +390,6 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     from anglekit.training.trainer import AnglETrainer
 
     plans = check(config)
-    task = plans[0].task
     run, data = config.trainer, config.data
     finished = _finished_result(Path(run.output_dir)) if run.resume else None
     if finished is not None:
@@ -403,53 +402,20 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     out.mkdir(parents=True, exist_ok=True)
     set_seed(run.seed)
 
-    several: list[Any] | None = None
-    if data.datasets is not None:
-        several = build_datasets(config, plans)
-        dev_set, test_set, probe_set = load_eval_sets(data)
-        train_set = _Joined(several)
-        objective, objective_config = several[0].objective, _Configs({d.name: d.objective_config for d in several})
-        task = several[0].task
-    else:
-        train_set, dev_set, test_set, probe_set = load_datasets(task, data, train_dataset)
-        objective, objective_config = task.build_objective(plans[0].resolved, train_set, config.objective.positive_threshold)
-        objective = nest_objective(objective, config)
+    several, task, (train_set, dev_set, test_set, probe_set), (objective, objective_config) = _training_data(config, plans, train_dataset)
     dev_retrieval = load_dev_retrieval(data)
 
     device = "cpu" if run.device == "cpu" else None
     embedder = load_embedder(config, device)
-    # each column's role (named prompt), checked before anything is written
-    if several is None:
-        prompted_set, tokenizing, roles = apply_column_roles(task.kind, data.column_roles, train_set, embedder)
-    else:  # each dataset's columns by its own kind; a configured column applies where the kind has it
-        role_sets = [apply_column_roles(d.task.kind, data.column_roles, d.train_set, embedder, partial=True) for d in several]
-        roles = {f"{d.name}:{column}": role for d, (_, _, own) in zip(several, role_sets, strict=True) for column, role in own.items()}
-        check_roles_used(data.column_roles, [d.task.kind for d in several])
-    if any(role is not None for role in roles.values()):
-        logger.info("column roles: %s", ", ".join(f"{column} {role or NO_ROLE}" for column, role in roles.items()))
-    model: Any = embedder
-    if config.objective.mlp_head:
-        from anglekit.training.heads import MLPHead, TrainingModel
-
-        head = MLPHead(embedder.dim).to(embedder.device)
-        model = TrainingModel(embedder, head)
+    role_sets = _column_roles(task, several, data.column_roles, train_set, embedder)  # checked before anything is written
+    model = _training_model(config, embedder)
     warn_unused_data_settings(data, [train_set] if several is None else [d.train_set for d in several])
-    kinds: Any = task.kind if several is None else {d.name: d.task.kind for d in several}
-    atomic_write_json(
-        out / "train_config.json",
-        {"train": _jsonable(config.flat()), "objective": _jsonable(dict(objective_config.__dict__)), "batch_kind": kinds, "train_data": train_set.summary()},
-    )
+    _write_train_config(out, config, task, several, objective_config, train_set)
 
     before = _test_scores(embedder, run.eval_batch_size, data.test_data, test_set)
 
     tokenize_started = time.perf_counter()
-    if several is None:
-        tokenized, collator = task.tokenize(prompted_set, tokenizing)
-    else:
-        from anglekit.training.multi import MultiCollator, MultiDataset
-
-        pieces = [d.task.tokenize(prompted, tokenizer) for d, (prompted, tokenizer, _) in zip(several, role_sets, strict=True)]
-        tokenized, collator = MultiDataset([t for t, _ in pieces]), MultiCollator([c for _, c in pieces])
+    tokenized, collator = _tokenize(task, several, role_sets)
     tokenize_seconds = time.perf_counter() - tokenize_started
     evaluating = dev_set is not None or dev_retrieval is not None
     args = training_arguments(
@@ -485,6 +451,64 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     unit = task.unit if several is None or len({d.task.unit for d in several}) == 1 else "rows"
     return _finish(config, trainer, embedder, objective_config, train_set.summary(), test_set, before, seconds, tokenize_seconds, unit,
                    precision.name)  # fmt: skip
+
+
+def _training_model(config: TrainConfig, embedder: Any) -> Any:
+    """The module the trainer steps: the embedder, with the MLP head on top when ``mlp_head``."""
+    if not config.objective.mlp_head:
+        return embedder
+    from anglekit.training.heads import MLPHead, TrainingModel
+
+    return TrainingModel(embedder, MLPHead(embedder.dim).to(embedder.device))
+
+
+def _write_train_config(out: Path, config: TrainConfig, task: Any, several: Sequence[Any] | None, objective_config: Any, train_set: Any) -> None:
+    """``train_config.json``: the settings, the objective's config, the batch kind(s), the data."""
+    kinds: Any = task.kind if several is None else {d.name: d.task.kind for d in several}
+    atomic_write_json(
+        out / "train_config.json",
+        {"train": _jsonable(config.flat()), "objective": _jsonable(dict(objective_config.__dict__)), "batch_kind": kinds, "train_data": train_set.summary()},
+    )
+
+
+def _training_data(config: TrainConfig, plans: Sequence[DatasetPlan], train_dataset: Any) -> tuple[Any, Any, tuple[Any, Any, Any, Any], tuple[Any, Any]]:
+    """(the several datasets or None, the task, (train, dev, test, probe sets), (objective, its config))."""
+    data = config.data
+    if data.datasets is None:
+        task = plans[0].task
+        sets = load_datasets(task, data, train_dataset)
+        objective, objective_config = task.build_objective(plans[0].resolved, sets[0], config.objective.positive_threshold)
+        return None, task, sets, (nest_objective(objective, config), objective_config)
+    several = build_datasets(config, plans)
+    dev_set, test_set, probe_set = load_eval_sets(data)
+    objective_config = _Configs({d.name: d.objective_config for d in several})
+    return several, several[0].task, (_Joined(several), dev_set, test_set, probe_set), (several[0].objective, objective_config)
+
+
+def _column_roles(task: Any, several: Sequence[Any] | None, configured: Any, train_set: Any, embedder: Any) -> list[tuple[Any, Any, dict[str, Any]]]:
+    """(prompted set, what tokenizes it, its roles) per dataset: each column's role (named prompt);
+    with several datasets each by its own kind, a configured column applying where the kind has it."""
+    if several is None:
+        role_sets = [apply_column_roles(task.kind, configured, train_set, embedder)]
+        roles = role_sets[0][2]
+    else:
+        role_sets = [apply_column_roles(d.task.kind, configured, d.train_set, embedder, partial=True) for d in several]
+        roles = {f"{d.name}:{column}": role for d, (_, _, own) in zip(several, role_sets, strict=True) for column, role in own.items()}
+        check_roles_used(configured, [d.task.kind for d in several])
+    if any(role is not None for role in roles.values()):
+        logger.info("column roles: %s", ", ".join(f"{column} {role or NO_ROLE}" for column, role in roles.items()))
+    return role_sets
+
+
+def _tokenize(task: Any, several: Sequence[Any] | None, role_sets: Sequence[tuple[Any, Any, Any]]) -> tuple[Any, Any]:
+    """The tokenized training data and its collator (one per dataset, joined, with several)."""
+    if several is None:
+        prompted, tokenizer, _ = role_sets[0]
+        return task.tokenize(prompted, tokenizer)
+    from anglekit.training.multi import MultiCollator, MultiDataset
+
+    pieces = [d.task.tokenize(prompted, tokenizer) for d, (prompted, tokenizer, _) in zip(several, role_sets, strict=True)]
+    return MultiDataset([t for t, _ in pieces]), MultiCollator([c for _, c in pieces])
 
 
 def warn_unused_data_settings(data: Any, train_sets: Sequence[Any]) -> list[str]:
