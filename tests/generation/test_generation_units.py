@@ -151,3 +151,41 @@ def test_an_antonym_that_negates_its_input_is_kept() -> None:
     # an exact copy is no antonym; near-copies of another antonym still go
     kept, drops = clean_candidates([source, negation, negation.replace("pizza", "pizzas")], source, CleaningConfig(), kind="antonym")
     assert kept == [negation] and drops == {"copy of input": 1, "near-duplicate of a candidate": 1}
+
+
+def test_a_request_done_when_ctrl_c_lands_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race CI met: the only worker finishes task 0 and starts task 1 (which hangs), and the
+    Ctrl-C reaches the main thread before it has counted task 0. Task 0's answer is cached, so its
+    pairs must be written too: the interrupted drive still records it."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from anglekit.generation import pipeline
+
+    release = threading.Event()
+    tasks = [pipeline._Task(i, f"text {i}", 0, "synonym") for i in range(3)]
+
+    def run(task: pipeline._Task) -> tuple[dict[str, str], bool]:
+        if task.index == 1:
+            release.wait(30)
+        return {"answer": f"answer {task.index}"}, False
+
+    def interrupted_wait(futures: object, return_when: object) -> None:
+        first = next(f for f, t in dict(futures).items() if t.index == 0)  # type: ignore[call-overload]
+        first.result(timeout=30)  # task 0 is done, its answer cached; the signal lands before it is counted
+        raise KeyboardInterrupt
+
+    class Bar:
+        def update(self, n: int) -> None: ...
+        def set_postfix(self, **kwargs: object) -> None: ...
+
+    monkeypatch.setattr(pipeline, "wait", interrupted_wait)
+    progress = pipeline._Progress()
+    executor = ThreadPoolExecutor(max_workers=1)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pipeline._drive(executor, 1, tasks, run, progress, threading.Event(), Bar(), pipeline._Stats())
+    finally:
+        release.set()
+        executor.shutdown(wait=True)
+    assert list(progress.answers) == [tasks[0]] and progress.counters["sent"] == 1

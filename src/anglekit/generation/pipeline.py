@@ -312,31 +312,40 @@ def _drive(executor: ThreadPoolExecutor, workers: int, tasks: list[_Task], run: 
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
-                task = pending.pop(future)
-                try:
-                    entry, hit = future.result()
-                except _Skipped:
-                    pass
-                except BackendError as exc:
-                    _count_failure(exc, progress.counters, progress.errors)
-                    if getattr(exc, "fatal", False) and progress.fatal is None:
-                        progress.fatal = exc
-                        stopping.set()  # every other request would fail alike: send no more (they count as not run)
-                        for queued in [f for f in pending if f.cancel()]:
-                            del pending[queued]
-                else:
-                    progress.answers[task] = entry
-                    progress.counters["cache_hits" if hit else "sent"] += 1
-                    if not hit:
-                        progress.usage.update({k: v for k, v in entry.get("usage", {}).items() if isinstance(v, int)})
+                _record(future, pending.pop(future), progress, stopping, pending)
                 bar.update(1)
                 counters = progress.counters
                 bar.set_postfix(cached=counters["cache_hits"], retries=sum(stats.retries.values()), failed=counters["failed"], refresh=False)
             refill()
     except KeyboardInterrupt:
-        for future in pending:
-            future.cancel()
+        for future in list(pending):
+            task = pending.pop(future, None)
+            if task is not None and future.done() and not future.cancelled():  # finished before the signal was handled
+                _record(future, task, progress, stopping, pending)  # its answer is cached: write its pairs too
+            else:
+                future.cancel()
         raise
+
+
+def _record(future: Future[tuple[dict[str, Any], bool]], task: _Task, progress: _Progress, stopping: threading.Event,
+            pending: dict[Future[tuple[dict[str, Any], bool]], _Task]) -> None:  # fmt: skip
+    """Count one finished request: its answer, or its failure (a fatal one cancels what is queued)."""
+    try:
+        entry, hit = future.result()
+    except _Skipped:
+        return
+    except BackendError as exc:
+        _count_failure(exc, progress.counters, progress.errors)
+        if getattr(exc, "fatal", False) and progress.fatal is None:
+            progress.fatal = exc
+            stopping.set()  # every other request would fail alike: send no more (they count as not run)
+            for queued in [f for f in pending if f.cancel()]:
+                del pending[queued]
+        return
+    progress.answers[task] = entry
+    progress.counters["cache_hits" if hit else "sent"] += 1
+    if not hit:
+        progress.usage.update({k: v for k, v in entry.get("usage", {}).items() if isinstance(v, int)})
 
 
 def _answer(
