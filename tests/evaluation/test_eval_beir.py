@@ -146,7 +146,7 @@ def test_cli_eval_retrieval_on_a_beir_folder(tmp_path: Path, tiny_bert_dir: Path
     assert main([*base, "--data", str(folder), "--output", str(out), "--option", "retrieval.search=hnsw"]) == 0
     saved = json.loads(out.read_text())
     assert set(saved["sets"]["myset"]) == {"ndcg@10", "mrr@10", "recall@1", "recall@10", "recall@100", "map@100"}
-    assert saved["search"].startswith("hnsw")
+    assert saved["search"].startswith("hnsw") and saved["prompts"] == {"queries": None, "documents": None}
     assert "| myset |" in capsys.readouterr().out
     (folder / "qrels" / "test.tsv").write_text("q0\tmissing-doc\t1\n")
     bad = tmp_path / "bad.json"
@@ -157,3 +157,35 @@ def test_cli_eval_retrieval_on_a_beir_folder(tmp_path: Path, tiny_bert_dir: Path
     # --suite all keeps --data for pair datasets: a BEIR folder is not one
     assert main([*base[:2], "--suite", "all", "--data", str(folder), "--device", "cpu", "--no-cache", "--quiet"]) == 2
     assert "unknown corpus id" not in capsys.readouterr().err
+
+
+def test_the_suite_embeds_queries_and_documents_with_the_model_s_prompts(tmp_path: Path, tiny_bert_dir: Path) -> None:
+    """A model with query/document prompts is scored as it is used: sentence-transformers' evaluator
+    with the same prompt names is the reference; cached runs (one cache per prompt) give the same figures."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.evaluation import InformationRetrievalEvaluator
+
+    from anglekit.evaluation.suites import run_suite
+    from anglekit.model.embedder import Embedder
+
+    folder = tmp_path / "roled"
+    prompts = {"query": "query: ", "document": "passage: "}
+    Embedder.from_pretrained(tiny_bert_dir, pooling="last_avg", device="cpu", prompts=prompts).save_pretrained(folder)
+    data_dir = write_beir(tmp_path / "set")
+    data = read_beir(data_dir)
+    model = Embedder.from_pretrained(folder, device="cpu")
+    runs = [run_suite("retrieval", model, data=[str(data_dir)], cache=cache, progress=False) for cache in (False, tmp_path / "c", tmp_path / "c")]
+    assert all(r["protocol"]["prompts"] == {"queries": "query", "documents": "document"} for r in runs)
+    assert runs[1]["scores"] == pytest.approx(runs[0]["scores"], abs=1e-6) and runs[2]["scores"] == pytest.approx(runs[0]["scores"], abs=1e-6)
+    assert runs[1]["model"]["cache"]["misses"] == len(set(data.corpus) | set(data.queries)) and runs[2]["model"]["cache"]["misses"] == 0
+    evaluator = InformationRetrievalEvaluator(
+        dict(zip(data.query_ids, data.queries, strict=False)), dict(zip(data.corpus_ids, data.corpus, strict=False)), data.qrels,
+        precision_recall_at_k=[1, 10, 100], map_at_k=[100], write_csv=False, query_prompt_name="query", corpus_prompt_name="document",
+    )  # fmt: skip
+    theirs = evaluator(SentenceTransformer(str(folder), device="cpu"))
+    expected = {name: theirs[f"cosine_{name}"] for name in ("ndcg@10", "mrr@10", "recall@1", "recall@10", "recall@100", "map@100")}
+    assert runs[0]["scores"] == pytest.approx(expected, abs=1e-5)
+    plain = evaluate_retrieval_set(lambda texts: model.encode(texts, 16), data)["metrics"]
+    assert plain != pytest.approx(expected, abs=1e-5)  # the prompts change the ranking of this set
+    without = run_suite("retrieval", Embedder.from_pretrained(tiny_bert_dir, pooling="last_avg", device="cpu"), data=[str(data_dir)], progress=False)
+    assert without["protocol"]["prompts"] == {"queries": None, "documents": None}

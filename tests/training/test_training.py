@@ -20,7 +20,10 @@ import pytest
 import torch
 import yaml
 
+from anglekit.data.beir import read_beir
 from anglekit.errors import ConfigError, DataError
+from anglekit.evaluation.ir import evaluate_retrieval_set
+from anglekit.model.embedder import Embedder
 from anglekit.training.config import TrainConfig
 from anglekit.training.run import TrainResult, _prepare_output_dir, train
 from anglekit.training.sampler import LengthGroupedSampler
@@ -710,6 +713,17 @@ def test_training_with_a_dev_retrieval_set_keeps_the_best_checkpoint_by_ndcg(tin
     assert all(0 <= r["eval_ndcg@10"] <= 1 and "eval_map@100" in r and "eval_spearman" not in r for r in evals)
     state = json.loads((Path(result.best_checkpoint) / "trainer_state.json").read_text())
     assert state["best_metric"] == pytest.approx(max(r["eval_ndcg@10"] for r in evals))
+    # with query/document prompts the dev metric scores the model as it is used: the trained model's
+    # encode_query/encode_document give the figure logged at its one evaluation (and not the role-less one)
+    roled = train(_config(tiny_bert_dir, pair_file, tmp_path / "roled", dev_retrieval=str(folder), eval_steps=3, max_steps=3,
+                          prompts={"query": "find: ", "document": "text about "}))  # fmt: skip
+    logged = next(r for r in helpers.read_jsonl(tmp_path / "roled" / "metrics.jsonl") if "eval_ndcg@10" in r)
+    model = Embedder.from_pretrained(roled.model_dir, device="cpu")
+    data = read_beir(folder, split="dev")
+    scored = evaluate_retrieval_set(model.encode_document, data, encode_queries=model.encode_query)["metrics"]
+    assert logged["eval_ndcg@10"] == pytest.approx(scored["ndcg@10"], abs=1e-5)
+    assert logged["eval_map@100"] == pytest.approx(scored["map@100"], abs=1e-5)
+    assert evaluate_retrieval_set(model.encode, data)["metrics"]["map@100"] != pytest.approx(scored["map@100"], abs=1e-5)
     with pytest.raises(DataError, match="unknown corpus id 'nope'"):
         (folder / "qrels" / "dev.tsv").write_text("q0\tnope\t1\n")
         train(_config(tiny_bert_dir, pair_file, tmp_path / "run2", dev_retrieval=str(folder)))

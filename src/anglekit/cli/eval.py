@@ -193,7 +193,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"results in {out}/")
         if retrieval_specs and args.output:
             found = produced["retrieval"]
-            atomic_write_json(args.output, {"model": args.model, "search": found["protocol"]["search"], "sets": found["sets"], "mean": found["scores"]})
+            atomic_write_json(
+                args.output,
+                {
+                    "model": args.model,
+                    "search": found["protocol"]["search"],
+                    "prompts": found["protocol"]["prompts"],
+                    "sets": found["sets"],
+                    "mean": found["scores"],
+                },
+            )
     return 0
 
 

@@ -176,6 +176,27 @@ class CachedEncoder:
         self.flush_every = flush_every
         self.hits = 0
         self.misses = 0
+        self._parent: CachedEncoder | None = None
+        self._roles: dict[str, CachedEncoder] = {}
+
+    def for_role(self, role: str) -> CachedEncoder:
+        """This encoder with the model's ``role`` prompt (see :meth:`PreparedEncoder.for_role`), behind
+        a cache of its own (``extra`` = the prompt name; one model's fingerprint covers every prompt
+        but not which one a text was embedded with); itself when the model has no such prompt.
+        Its hits and misses count in this encoder's too."""
+        method = getattr(self.encode, "for_role", None)
+        inner = method(role) if callable(method) else self.encode
+        if inner is self.encode:
+            return self
+        name = str(inner.info().get("role"))
+        if name not in self._roles:
+            meta = self.cache.meta
+            extra = f"{meta['extra']};role={name}" if meta["extra"] else f"role={name}"
+            cache = EmbeddingCache(self.cache.root, fingerprint=meta["fingerprint"], max_length=meta["max_length"], extra=extra)
+            child = CachedEncoder(inner, cache, flush_every=self.flush_every)
+            child._parent = self
+            self._roles[name] = child
+        return self._roles[name]
 
     def __call__(self, texts: Sequence[str], *, desc: str = "encode") -> np.ndarray:
         items = list(texts)
@@ -200,6 +221,9 @@ class CachedEncoder:
                 new.update(zip(chunk, fresh, strict=False))
         self.hits += len(found)
         self.misses += len(todo)
+        if self._parent is not None:
+            self._parent.hits += len(found)
+            self._parent.misses += len(todo)
         if not items:
             return np.zeros((0, self.cache.dim or 0), dtype=np.float32)
         dim = self.cache.dim

@@ -49,6 +49,21 @@ class PreparedEncoder:
     details: dict[str, Any] = field(default_factory=dict)
     n_encoded: int = 0
     """How many texts this encoder has passed to the model so far (the cache's test counts on it)."""
+    role_model: Any = field(default=None, repr=False)
+    """The Embedder behind a role-less encoder, from which :meth:`for_role` makes its role encoders."""
+    _roles: dict[str, PreparedEncoder] = field(default_factory=dict, repr=False)
+
+    def for_role(self, role: str) -> PreparedEncoder:
+        """This encoder with the model's ``role`` prompt (``query``; ``document``: else ``passage`` or
+        ``corpus``), or this encoder itself when the model has no such prompt (as ``encode_query``)."""
+        config = getattr(self.role_model, "config", None)
+        present = getattr(config, "role_if_present", None)
+        name = present(role) if callable(present) else None
+        if name is None:
+            return self
+        if name not in self._roles:
+            self._roles[name] = _embedder_encoder(self.role_model, self.batch_size, None, self.name, self.fingerprint, self.progress, name)
+        return self._roles[name]
 
     def __call__(self, texts: Sequence[str], *, desc: str = "encode") -> np.ndarray:
         items = list(texts)
@@ -194,8 +209,23 @@ def _embedder_encoder(model: Any, batch_size: int, max_length: int | None, name:
     return PreparedEncoder(
         encode_chunk, batch_size * PROGRESS_CHUNK_BATCHES, name=name or str(getattr(model, "source", "") or "embedder"),
         fingerprint=fingerprint or model.fingerprint(), batch_size=batch_size, max_length=config.max_length, progress=progress,
-        details=details,
+        details=details, role_model=model if role is None else None,
     )  # fmt: skip
+
+
+def for_role(encode: Callable[..., Any], role: str) -> Callable[..., Any]:
+    """``encode`` with the model's ``role`` prompt where it can take one (an Embedder's encoder, cached
+    or not, whose model has that prompt), else ``encode`` itself: what the suites use to embed
+    queries and documents as the model was trained to."""
+    method = getattr(encode, "for_role", None)
+    return method(role) if callable(method) else encode
+
+
+def role_of(encode: Callable[..., Any]) -> str | None:
+    """The prompt name ``encode`` embeds with (None: the model's general prompt)."""
+    info = encode.info() if callable(getattr(encode, "info", None)) else {}
+    role = info.get("role") if isinstance(info, dict) else None
+    return role if isinstance(role, str) else None
 
 
 def _callable_encoder(model: Any, batch_size: int, max_length: int | None, name: str | None, fingerprint: str | None,

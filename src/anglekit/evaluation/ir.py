@@ -106,10 +106,12 @@ def score_vectors(data: RetrievalSet, corpus_vectors: np.ndarray, query_vectors:
     }
 
 
-def evaluate_retrieval_set(encode: Callable[..., Any], data: RetrievalSet, *, search: str = "exact") -> dict[str, Any]:
-    """Embed ``data``'s corpus and queries with ``encode`` and score the ranking (see the module doc)."""
-    # ROLES: the one place where retrieval evaluation would embed queries and documents with their roles
-    # (Embedder.encode(role="query" / "document")); the suites' encoders embed both alike for now.
+def evaluate_retrieval_set(
+    encode: Callable[..., Any], data: RetrievalSet, *, search: str = "exact", encode_queries: Callable[..., Any] | None = None
+) -> dict[str, Any]:
+    """Embed ``data``'s corpus with ``encode`` and its queries with ``encode_queries`` (default: ``encode``)
+    and score the ranking (see the module doc). Give the two a model's document and query prompts
+    (``Embedder.encode_document`` / ``encode_query``) to score it as it is used."""
     corpus_vectors = np.asarray(encode(list(data.corpus)))
-    query_vectors = np.asarray(encode(list(data.queries)))
+    query_vectors = np.asarray((encode_queries or encode)(list(data.queries)))
     return score_vectors(data, corpus_vectors, query_vectors, search=search)

@@ -36,7 +36,7 @@ import numpy as np
 from anglekit.data.beir import RetrievalSet, flickr30k_retrieval, load_retrieval_set
 from anglekit.data.flickr import load_flickr30k_captions
 from anglekit.errors import ConfigError
-from anglekit.evaluation.encoders import encode_unique, rows
+from anglekit.evaluation.encoders import encode_unique, for_role, role_of, rows
 from anglekit.evaluation.ir import IR_METRICS, SEARCHES, evaluate_retrieval_set, score_vectors
 from anglekit.evaluation.tables import markdown_table
 
@@ -107,12 +107,17 @@ def retrieval_set(spec: str, data_root: str | os.PathLike[str] | None, *, split:
 
 def evaluate_sets(encode: Callable[..., np.ndarray], sets: Sequence[RetrievalSet], *, search: str = "exact") -> dict[str, Any]:
     """The retrieval suite over given sets: per set its metrics; ``scores``: the mean over the sets."""
-    results = {data.name: evaluate_retrieval_set(encode, data, search=search) for data in sets}
+    queries, documents = for_role(encode, "query"), for_role(encode, "document")
+    results = {data.name: evaluate_retrieval_set(documents, data, search=search, encode_queries=queries) for data in sets}
     scores = {m: float(np.mean([r["metrics"][m] for r in results.values()])) for m in IR_METRICS}
     return {
         "suite": "retrieval",
         "metric": "fractions in [0, 1] (sentence-transformers' InformationRetrievalEvaluator, binary relevance)",
-        "protocol": {"search": f"{search} cosine search, ties by ascending document id", "sets": list(results)},
+        "protocol": {
+            "search": f"{search} cosine search, ties by ascending document id",
+            "sets": list(results),
+            "prompts": {"queries": role_of(queries), "documents": role_of(documents)},
+        },
         "columns": list(IR_METRICS),
         "scores": scores,
         "sets": {name: r["metrics"] for name, r in results.items()},
