@@ -126,3 +126,13 @@ def test_search_embeds_queries_with_the_query_prompt(tmp_path: Path) -> None:
         ids = [hit["id"] for hit in row["results"]]
         np.testing.assert_allclose([hit["score"] for hit in row["results"]], [query_scores[int(i[1:])] for i in ids], atol=1e-4)
         np.testing.assert_allclose([hit["score"] for hit in row["results"]], np.sort(query_scores)[::-1][:3], atol=1e-4)
+
+
+def test_models_and_info_list_the_prompt_names(roles_server: Running, tiny_backend: Callable[..., Any]) -> None:
+    """A client finds which input_type / prompt_name values the model takes before sending one."""
+    models = openai.OpenAI(base_url=f"{roles_server.url}/v1", api_key="unused", max_retries=0).models.list()
+    assert sorted(models.data[0].model_extra["prompts"]) == sorted(PROMPTS)
+    assert sorted(httpx.get(f"{roles_server.url}/v1/info").json()["prompts"]) == sorted(PROMPTS)
+    with start_server(lambda: tiny_backend()) as plain:
+        assert httpx.get(f"{plain.url}/v1/models").json()["data"][0]["prompts"] == []
+        assert httpx.get(f"{plain.url}/v1/info").json()["prompts"] == []

@@ -343,11 +343,11 @@ async def _embed(state: ServerState, request: Request) -> Response:
 
 
 async def _models(state: ServerState, request: Request) -> Response:
-    """The served model (its dimensions, max input tokens, layers with early exit, indexes)."""
+    """The served model (its dimensions, max input tokens, prompt names, layers with early exit, indexes)."""
     state.authorize(request)
     entry: dict[str, Any] = {"id": state.model_name, "object": "model", "created": state.created, "owned_by": "anglekit"}
     if state.backend is not None:
-        entry.update(dimensions=state.backend.dim, max_input_tokens=state.backend.max_length)
+        entry.update(dimensions=state.backend.dim, max_input_tokens=state.backend.max_length, prompts=list(_roles(state.backend)))
         if getattr(state.backend, "early_exit", False):
             entry["layers"] = state.backend.layers
         if state.indexes:
@@ -357,8 +357,8 @@ async def _models(state: ServerState, request: Request) -> Response:
 
 
 async def _info(state: ServerState, request: Request) -> Response:
-    """What the page needs (503 while loading): the model's name, dimension, layers (early exit), the
-    encoding formats, the search depth and every served index."""
+    """What the page needs (503 while loading): the model's name, dimension, prompt names, layers
+    (early exit), the encoding formats, the search depth and every served index."""
     state.authorize(request)
     backend = state.ready_batcher().backend
     early_exit = bool(getattr(backend, "early_exit", False))
@@ -366,7 +366,7 @@ async def _info(state: ServerState, request: Request) -> Response:
                 "max_k": min(MAX_K, s.size)} for s in state.indexes.values()]  # fmt: skip
     return _json({
         "object": "info", "model": state.model_name, "dimensions": backend.dim, "max_input_tokens": backend.max_length,
-        "normalize": bool(backend.normalize), "layers": getattr(backend, "layers", None) if early_exit else None,
+        "normalize": bool(backend.normalize), "prompts": list(_roles(backend)), "layers": getattr(backend, "layers", None) if early_exit else None,
         "encoding_formats": list(ENCODING_FORMATS), "max_k": MAX_K, "max_client_batch": state.settings.max_client_batch,
         "auto_truncate": state.settings.auto_truncate, "indexes": indexes,
     })  # fmt: skip
