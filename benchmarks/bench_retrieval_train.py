@@ -384,10 +384,42 @@ def compare(runs: dict[str, list[dict[str, Any]]], table: list[dict[str, Any]], 
                 f"stsb_cost_at_most_{TARGET_STSB_COST}": by_name[best_a]["stsb_cost"] <= TARGET_STSB_COST,
             },
         )
+    out["like_with_like"] = like_with_like(runs)
     if "anglekit" in mining and "st" in mining:
         speedup = mining["st"]["seconds"] / mining["anglekit"]["seconds"]
         out["mining_speedup"] = speedup
         out.setdefault("targets", {})[f"mining_{TARGET_MINING}x_same_negatives"] = speedup >= TARGET_MINING and mining["agreement"]["same_negatives"] == 1.0
+    return out
+
+
+def like_with_like(runs: dict[str, list[dict[str, Any]]], ours: str = "anglekit:paper:mined") -> list[dict[str, Any]]:
+    """anglekit's AnglE objective on its mined n-tuples against each sentence-transformers row on its
+    own (the same negatives count, equal negatives under exact search): per seed the nDCG@10 delta
+    and the pairs/s ratio. The targets' "best row" pick can set a pairs-only row (2 texts a row)
+    against n-tuples (5 texts a row); this comparison does not."""
+    mine = {r["seed"]: r for r in runs.get(ours, [])}
+    out = []
+    for name, results in runs.items():
+        if not name.startswith("sentence-transformers:"):
+            continue
+        paired = [(mine[r["seed"]], r) for r in sorted(results, key=lambda r: r["seed"]) if r["seed"] in mine]
+        if not paired:
+            continue
+        deltas = [a["ndcg@10"] - s["ndcg@10"] for a, s in paired]
+        ratios = [a["train_pairs_per_s"] / s["train_pairs_per_s"] for a, s in paired]
+        out.append(
+            {
+                "anglekit": ours,
+                "st": name,
+                "seeds": [a["seed"] for a, _ in paired],
+                "ndcg_delta_per_seed": deltas,
+                "ndcg_delta_mean": _mean_std(deltas)[0],
+                "ndcg_delta_std": _mean_std(deltas)[1],
+                "pairs_per_s_ratio_per_seed": ratios,
+                "pairs_per_s_ratio_min": min(ratios),
+                "pairs_per_s_ratio_max": max(ratios),
+            }
+        )
     return out
 
 
@@ -418,6 +450,11 @@ def print_report(table: list[dict[str, Any]], base: dict[str, float], mining: di
             f"best anglekit {verdict['best_anglekit']} - best sentence-transformers {verdict['best_st']}: nDCG@10 "
             f"{verdict['ndcg_delta_mean']:+.2f} ± {verdict['ndcg_delta_std']:.2f} (paired over seeds {verdict['paired_seeds']}); "
             f"pairs/s x{verdict['pairs_per_s_ratio']:.2f}; STS-B cost {verdict['stsb_cost_best_anglekit']:.2f}"
+        )
+    for pair in verdict.get("like_with_like", []):
+        print(
+            f"like with like, {pair['anglekit']} - {pair['st']}: nDCG@10 {pair['ndcg_delta_mean']:+.2f} ± {pair['ndcg_delta_std']:.2f} "
+            f"(seeds {pair['seeds']}); pairs/s x{pair['pairs_per_s_ratio_min']:.2f}-{pair['pairs_per_s_ratio_max']:.2f}"
         )
     if "mining_speedup" in verdict:
         print(f"mining: anglekit {verdict['mining_speedup']:.2f}x sentence-transformers' mine_hard_negatives")

@@ -90,6 +90,11 @@ def test_verdict_pairs_the_best_rows_by_seed(bench: ModuleType) -> None:
     assert verdict["stsb_cost_best_anglekit"] == pytest.approx(0.3)
     assert verdict["mining_speedup"] == pytest.approx(2.5)
     assert all(verdict["targets"].values())
+    like = {pair["st"]: pair for pair in verdict["like_with_like"]}
+    assert set(like) == {"sentence-transformers:mnrl:mined", "sentence-transformers:angle:mined"}
+    assert like["sentence-transformers:mnrl:mined"]["ndcg_delta_per_seed"] == pytest.approx([1.0, 0.5])
+    assert like["sentence-transformers:angle:mined"]["pairs_per_s_ratio_per_seed"] == pytest.approx([30.0 / 25.0, 26.0 / 25.0])
+    assert like["sentence-transformers:angle:mined"]["pairs_per_s_ratio_min"] == pytest.approx(26.0 / 25.0)
     mining["agreement"]["same_negatives"] = 0.99
     assert bench.compare(runs, table, mining, base)["targets"]["mining_2.0x_same_negatives"] is False
 
