@@ -166,6 +166,9 @@ def claims() -> list[Claim]:
         return lambda r: f"{r.number(source_a, field_a) / r.number(source_b, field_b):.2f}"
 
     quick_hw = "the project's 2-core CPU, busy with other work (its load: last row)"
+    retrieval = "retrieval_train/bench_retrieval_train-rows5000-dseed0-neg3-auto.json"
+    mnrl = "comparison.like_with_like[st=sentence-transformers:mnrl:mined]"
+    epyc_fp32 = "AMD EPYC (AVX2, no bf16: fp32), 2 threads"
     return [
         Claim(
             "quickstart.before",
@@ -356,6 +359,37 @@ def claims() -> list[Claim]:
             epyc,
             "2026-11-23",
             "unsupervised.md",
+        ),
+        Claim(
+            "retrieval.ndcg_x_mnrl",
+            "Retrieval training (Flickr30k, 3 seeds)",
+            "anglekit's AnglE objective on its mined n-tuples minus sentence-transformers' MultipleNegativesRankingLoss on its own: "
+            "test nDCG@10, mean ± std of the paired seeds",
+            retrieval,
+            lambda r: f"{r.number(retrieval, mnrl + '.ndcg_delta_mean'):+.2f} ± {r.number(retrieval, mnrl + '.ndcg_delta_std'):.2f}",
+            epyc_fp32,
+            "2026-11-28",
+            "retrieval.md",
+        ),
+        Claim(
+            "retrieval.speed_x_mnrl",
+            "Retrieval training (Flickr30k, 3 seeds)",
+            "the same pair: training rows/s (anchor, positive, 3 negatives), per seed, x",
+            retrieval,
+            lambda r: f"{_range([r.number(retrieval, mnrl + '.pairs_per_s_ratio_min'), r.number(retrieval, mnrl + '.pairs_per_s_ratio_max')])}",
+            epyc_fp32,
+            "2026-11-28",
+            "retrieval.md",
+        ),
+        Claim(
+            "retrieval.mining_x_st",
+            "Retrieval training (Flickr30k, 3 seeds)",
+            "`anglekit mine` against `mine_hard_negatives` on 5000 pairs, exact search (99.97% of rows: the same negatives in order), x",
+            retrieval,
+            fmt(retrieval, "comparison.mining_speedup", ".2f"),
+            epyc_fp32,
+            "2026-11-28",
+            "retrieval.md",
         ),
         Claim(
             "encode.int8_x_st",
