@@ -80,7 +80,8 @@ class FakeEmbedder:
     def __init__(self) -> None:
         from types import SimpleNamespace
 
-        self.config = SimpleNamespace(max_length=16, pooling="last_avg", prompt=None, normalize=False)
+        # a model with query and document prompts: role_if_present names them, as EmbedderConfig's does
+        self.config = SimpleNamespace(max_length=16, pooling="last_avg", prompt=None, normalize=False, role_if_present=lambda role: role)
         self.roles: list[str | None] = []
 
     def fingerprint(self) -> str:

@@ -39,7 +39,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without mteb
     raise ImportError("anglekit.evaluation.mteb_model needs the 'mteb' package: pip install mteb") from exc
 
-from anglekit.evaluation.encoders import PreparedEncoder, _is_embedder, prepare_encoder
+from anglekit.evaluation.encoders import PreparedEncoder, prepare_encoder
 from anglekit.model import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
@@ -69,8 +69,6 @@ class AnglekitMTEBModel(AbsEncoder):
     ) -> None:
         self.encoder: PreparedEncoder = prepare_encoder(model, batch_size=batch_size, max_length=max_length, name=name, progress=progress)
         self.model = model
-        self._role_encoders: dict[str, PreparedEncoder] = {}
-        self._settings = {"batch_size": batch_size, "max_length": max_length, "name": name, "progress": progress}
         for key, template in (prompts or {}).items():
             if "{text}" not in template:
                 raise ValueError(f"prompt for {key!r} must contain '{{text}}', got {template!r}")
@@ -115,12 +113,9 @@ class AnglekitMTEBModel(AbsEncoder):
         encoder = self.encoder
         if template is not None:
             texts = [template.replace("{text}", t) for t in texts]
-        elif _prompt_type_name(prompt_type) in ("query", "document") and _is_embedder(self.model):
+        elif _prompt_type_name(prompt_type) in ("query", "document"):
             # the model's query/document prompt when it has one (else its general prompt, as encode_query does)
-            present = getattr(getattr(self.model, "config", None), "role_if_present", None)
-            role = present(_prompt_type_name(prompt_type)) if present is not None else _prompt_type_name(prompt_type)
-            if role is not None:
-                encoder = self._role_encoder(str(role))
+            encoder = self.encoder.for_role(str(_prompt_type_name(prompt_type)))
         self.calls.append(
             {
                 "task": getattr(task_metadata, "name", None),
@@ -133,11 +128,6 @@ class AnglekitMTEBModel(AbsEncoder):
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.asarray(encoder(texts, desc=f"mteb {getattr(task_metadata, 'name', '')}"), dtype=np.float32)
-
-    def _role_encoder(self, role: str) -> PreparedEncoder:
-        if role not in self._role_encoders:
-            self._role_encoders[role] = prepare_encoder(self.model, role=role, **self._settings)
-        return self._role_encoders[role]
 
 
 def local_sts_task(
