@@ -96,6 +96,16 @@ def test_mlp_head_is_used_in_training_mode_only(load_bert: Any) -> None:
     assert out.abs().max() <= 1.0 and not torch.allclose(out, embedder(**batch).detach())
 
 
+def test_mlp_head_model_encodes_queries_and_documents_with_the_embedder_s_prompts(load_bert: Any) -> None:
+    """What the dev retrieval metric calls during training with an MLP head: the role prompts, not the general one."""
+    embedder = load_bert(prompts={"query": "find: ", "document": "text about "})
+    wrapped = TrainingModel(embedder, MLPHead(embedder.dim))
+    texts = ["a man is playing .", "two dogs run"]
+    np.testing.assert_allclose(wrapped.encode_query(texts), embedder.encode(texts, role="query"), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(wrapped.encode_document(texts), embedder.encode(texts, role="document"), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(wrapped.encode_query(texts), embedder.encode(texts), atol=1e-4)
+
+
 # ====================================================================== probes
 
 

@@ -49,3 +49,11 @@ class TrainingModel(nn.Module):
     def encode(self, *args: Any, **kwargs: Any) -> Any:
         """The embedder's ``encode`` (never the head)."""
         return self.embedder.encode(*args, **kwargs)
+
+    def encode_query(self, *args: Any, **kwargs: Any) -> Any:
+        """The embedder's ``encode_query`` (its query prompt; never the head)."""
+        return self.embedder.encode_query(*args, **kwargs)
+
+    def encode_document(self, *args: Any, **kwargs: Any) -> Any:
+        """The embedder's ``encode_document`` (its document prompt; never the head)."""
+        return self.embedder.encode_document(*args, **kwargs)

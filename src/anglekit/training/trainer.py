@@ -277,7 +277,7 @@ class AnglETrainer(Trainer):
             scores = evaluate_pairs(encode, pairs.text1, pairs.text2, pairs.labels, source=getattr(pairs, "source", None) or None)
             metrics.update({f"{metric_key_prefix}_spearman": scores.spearman, f"{metric_key_prefix}_pearson": scores.pearson})
         if self.dev_retrieval is not None:
-            documents, queries = (partial(getattr(model, f"encode_{role}", model.encode), batch_size=self.eval_batch_size) for role in ("document", "query"))
+            documents, queries = partial(model.encode_document, batch_size=self.eval_batch_size), partial(model.encode_query, batch_size=self.eval_batch_size)
             found = evaluate_retrieval_set(documents, self.dev_retrieval, encode_queries=queries)["metrics"]  # the model's role prompts
             metrics.update({f"{metric_key_prefix}_{name}": value for name, value in found.items()})
         self.log(dict(metrics))
