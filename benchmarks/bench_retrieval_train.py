@@ -407,14 +407,15 @@ def like_with_like(runs: dict[str, list[dict[str, Any]]], ours: str = "anglekit:
             continue
         deltas = [a["ndcg@10"] - s["ndcg@10"] for a, s in paired]
         ratios = [a["train_pairs_per_s"] / s["train_pairs_per_s"] for a, s in paired]
+        delta_mean, delta_std = _mean_std(deltas)
         out.append(
             {
                 "anglekit": ours,
                 "st": name,
                 "seeds": [a["seed"] for a, _ in paired],
                 "ndcg_delta_per_seed": deltas,
-                "ndcg_delta_mean": _mean_std(deltas)[0],
-                "ndcg_delta_std": _mean_std(deltas)[1],
+                "ndcg_delta_mean": delta_mean,
+                "ndcg_delta_std": delta_std,
                 "pairs_per_s_ratio_per_seed": ratios,
                 "pairs_per_s_ratio_min": min(ratios),
                 "pairs_per_s_ratio_max": max(ratios),
