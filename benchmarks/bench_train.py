@@ -349,14 +349,15 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="PEER[:LOSS[:BATCHES[:PRECISION]]]",
-        help="run only the rows these name (repeatable), e.g. anglekit:paper or sentence-transformers:cosent:grouped",
+        help="run only the rows these name (repeatable): a row's whole name picks that row alone "
+        "(sentence-transformers:cosent:grouped: not its :bf16 row), a shorter one every row it begins (anglekit:paper)",
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="seeds of every row (default 0 1 2)")
     parser.add_argument("--max-steps", type=int, default=None, help="stop each run early (smoke test; kept apart by file name)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads of every run (0: torch's default)")
     parser.add_argument("--force", action="store_true", help="run again even where a finished per-run JSON exists")
     parser.add_argument("--results-dir", type=Path, default=RESULTS, help="where train/ and bench_train.json go")
-    parser.add_argument("--list", action="store_true", help="print the rows and exit")
+    parser.add_argument("--list", action="store_true", help="print the rows (those --only picks) and exit")
     parser.add_argument(
         "--new-rows",
         action="store_true",
@@ -365,14 +366,17 @@ def main(argv: list[str] | None = None) -> int:
         "in fp32 and bf16, anglekit auto with --max-batch-tokens",
     )
     args = parser.parse_args(argv)
-    if args.list:
-        print("\n".join(row.name for row in ROWS))
-        return 0
     if args.new_rows:
         args.only += [r.name for r in NEW_ROWS]
-    selected = [row for row in ROWS if not args.only or any(row.name == s or row.matches(s) for s in args.only)]
+    # a selector that is a row's whole name picks that row alone (sentence-transformers:cosent:grouped is
+    # the fp32 row, not also its :bf16 one); any other selector picks the rows it is a prefix of
+    exact = {row.name for row in ROWS}
+    selected = [row for row in ROWS if not args.only or any(row.name == s if s in exact else row.matches(s) for s in args.only)]
     if not selected:
         parser.error(f"--only matched no row; rows: {', '.join(row.name for row in ROWS)}")
+    if args.list:
+        print("\n".join(row.name for row in selected))
+        return 0
     runs: dict[Row, list[dict[str, Any]]] = {row: [] for row in selected}
     # Seed by seed across every row: an interrupted benchmark still covers every row.
     plan = [(row, seed) for seed in args.seeds for row in selected]
