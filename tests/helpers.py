@@ -569,3 +569,16 @@ class SoloServices:
 
     def probe_gradients(self, components: Any, wrt: Any) -> None:
         pass
+
+
+def load_benchmark(name: str) -> Any:
+    """The module of ``benchmarks/NAME.py``, imported under NAME (its own imports resolve as when it runs)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

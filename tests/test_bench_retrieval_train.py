@@ -3,25 +3,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from helpers import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_retrieval_train", ROOT / "benchmarks" / "bench_retrieval_train.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_retrieval_train"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_retrieval_train")
 
 
 def _captions(images: int) -> list[list[str]]:

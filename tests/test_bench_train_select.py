@@ -3,7 +3,6 @@ argument errors; the rows themselves are run by the benchmark, not here."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -11,17 +10,14 @@ from types import ModuleType
 
 import pytest
 
+from helpers import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_train", ROOT / "benchmarks" / "bench_train.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_train"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_train")
 
 
 def listed(bench: ModuleType, capsys: pytest.CaptureFixture[str], *only: str) -> list[str]:
