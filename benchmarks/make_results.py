@@ -131,12 +131,19 @@ def claims() -> list[Claim]:
     epyc = "AMD EPYC, 2 threads"
     quick = "quickstart/quickstart.json"
 
-    def per_seed_ratio(r: Results) -> str:
-        ours = r.get(train, f"rows[row={default}].train_pairs_per_s_runs")
-        theirs = r.get(train, f"rows[row={st_best}].train_pairs_per_s_runs")
-        if not (_numbers(ours) and _numbers(theirs) and len(ours) == len(theirs) and 0 not in theirs):
-            raise ResultsError(f"{r.root / train}: train_pairs_per_s_runs of {default} and {st_best} are not lists of one length of positive numbers")
-        return _range([a / b for a, b in zip(ours, theirs, strict=False)])
+    def seed_ratios(source: str, best: str) -> Callable[[Results], str]:
+        """anglekit's default over ``best``, pairs/s seed by seed: their range."""
+
+        def claim(r: Results) -> str:
+            ours = r.get(source, f"rows[row={default}].train_pairs_per_s_runs")
+            theirs = r.get(source, f"rows[row={best}].train_pairs_per_s_runs")
+            if not (_numbers(ours) and _numbers(theirs) and len(ours) == len(theirs) and 0 not in theirs):
+                raise ResultsError(f"{r.root / source}: train_pairs_per_s_runs of {default} and {best} are not lists of one length of positive numbers")
+            return _range([a / b for a, b in zip(ours, theirs, strict=False)])
+
+        return claim
+
+    per_seed_ratio = seed_ratios(train, st_best)
 
     def llm_recipe(r: Results) -> str:
         ratios = [
@@ -238,6 +245,16 @@ def claims() -> list[Claim]:
             per_seed_ratio,
             amx,
             "2026-11-27",
+            "training.md",
+        ),
+        Claim(
+            "train.x_st_best_epyc_avx2",
+            "Training (MiniLM, STS-B, 3 seeds)",
+            "the same on a CPU without bf16, where both train fp32 (sentence-transformers' best there: grouped, fp32), pairs/s per seed, x",
+            "issue41-epyc-avx2/bench_train.json",
+            seed_ratios("issue41-epyc-avx2/bench_train.json", "sentence-transformers:cosent:grouped"),
+            epyc_fp32,
+            "2026-11-28",
             "training.md",
         ),
         Claim(
