@@ -76,7 +76,7 @@ class Row:
         return f"{self.peer}:{self.loss}:{self.batches}{tail}{levers}"
 
     def matches(self, selector: str) -> bool:
-        """``peer``, ``peer:loss`` or ``peer:loss:batches`` names this row."""
+        """Whether ``selector`` (``peer``, ``peer:loss``, ...) begins this row's name, field by field."""
         parts = selector.split(":")
         return parts == self.name.split(":")[: len(parts)]
 

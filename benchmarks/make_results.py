@@ -143,7 +143,6 @@ def claims() -> list[Claim]:
 
         return claim
 
-    per_seed_ratio = seed_ratios(train, st_best)
 
     def llm_recipe(r: Results) -> str:
         ratios = [
@@ -242,7 +241,7 @@ def claims() -> list[Claim]:
             "Training (MiniLM, STS-B, 3 seeds)",
             "anglekit's default against sentence-transformers at its best (bf16, grouped), pairs/s per seed, x",
             train,
-            per_seed_ratio,
+            seed_ratios(train, st_best),
             amx,
             "2026-11-27",
             "training.md",

@@ -11,8 +11,6 @@ import pytest
 
 from helpers import load_benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
