@@ -143,7 +143,6 @@ def claims() -> list[Claim]:
 
         return claim
 
-
     def llm_recipe(r: Results) -> str:
         ratios = [
             r.number(f"issue27-np/run{i}-default.json", "pairs_per_second") / r.number(f"issue27-np/run{i}-fp32-reference.json", "pairs_per_second")
