@@ -13,7 +13,7 @@ import pytest
 
 from anglekit.data.beir import flickr30k_retrieval, read_beir
 from anglekit.errors import ConfigError, DataError
-from anglekit.evaluation.ir import evaluate_retrieval_set, ir_metrics
+from anglekit.evaluation.ir import evaluate_retrieval_set, ir_metrics, rank
 
 from helpers import random_sentence
 
@@ -64,13 +64,22 @@ def _distinct_vectors(texts: list[str]) -> np.ndarray:
     return np.stack([np.random.default_rng(zlib.crc32(t.encode("utf-8"))).normal(size=48) for t in texts]).astype(np.float32)
 
 
-def test_hnsw_search_equals_exact_search_on_a_small_set(tmp_path: Path) -> None:
+def test_hnsw_search_is_the_exact_ranking_less_a_few_misses(tmp_path: Path) -> None:
+    # HNSW is approximate: a graph built on 2 threads can leave a document unreachable (1 run in 6
+    # here missed one in some query's top 100; CI saw map@100 off by 1.3e-4), so no run is promised
+    # the exact metrics. It must return documents in true-score order, most of the exact top 100.
     data = read_beir(write_beir(tmp_path / "set"))
-    exact = evaluate_retrieval_set(_distinct_vectors, data)
-    hnsw = evaluate_retrieval_set(_distinct_vectors, data, search="hnsw")
-    assert 0 < exact["metrics"]["ndcg@10"] < 1
-    # 120 documents and the graph's search breadth of 128: the search visits every document
-    assert hnsw["metrics"] == pytest.approx(exact["metrics"], abs=1e-9)
+    queries, corpus = _distinct_vectors(list(data.queries)), _distinct_vectors(list(data.corpus))
+    exact, hnsw = rank(queries, corpus, 100), rank(queries, corpus, 100, search="hnsw")
+    for want, got in zip(exact, hnsw, strict=True):
+        position = {int(d): i for i, d in enumerate(want)}
+        found = [position[int(d)] for d in got if d >= 0 and int(d) in position]
+        assert found == sorted(found), "HNSW returned documents out of their true-score order"
+        assert len(found) >= 85, f"HNSW found {len(found)} of the exact top 100"
+    exact_metrics = evaluate_retrieval_set(_distinct_vectors, data)["metrics"]
+    hnsw_metrics = evaluate_retrieval_set(_distinct_vectors, data, search="hnsw")["metrics"]
+    assert 0 < exact_metrics["ndcg@10"] < 1
+    assert hnsw_metrics == pytest.approx(exact_metrics, abs=0.05)
 
 
 def test_ir_metrics_by_hand() -> None:
