@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train (default: cpu, the protocol's)")
     parser.add_argument("--no-compact-embeddings", action="store_true", help="train every input-embedding row (anglekit's compact_embeddings off)")
     parser.add_argument("--no-fast-dropout", action="store_true", help="torch's dropout masks (anglekit's fast_dropout off)")
+    parser.add_argument("--no-pack-tokens", action="store_true", help="encoder layers over the padded batch (anglekit's pack_tokens off)")
     parser.add_argument("--unpad", action="store_true", help="anglekit's --unpad: attention over unpadded batches (CUDA: flash_attn or torch_varlen)")
     common.add_common_args(parser)
     args = parser.parse_args(argv)
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_batch_tokens=args.max_batch_tokens,
                 compact_embeddings=not args.no_compact_embeddings,
                 fast_dropout=not args.no_fast_dropout,
+                pack_tokens=not args.no_pack_tokens,
                 unpad=args.unpad,
             )
         )
@@ -113,11 +115,12 @@ def main(argv: list[str] | None = None) -> int:
             "max_batch_tokens": args.max_batch_tokens,
             "compact_embeddings": not args.no_compact_embeddings,
             "fast_dropout": not args.no_fast_dropout,
+            "pack_tokens": not args.no_pack_tokens,
             "unpad": args.unpad,
             "peak_gpu_memory_mb": result.peak_gpu_memory_mb,
-            "levers": {(False, False): "default", (False, True): "compact-only", (True, True): "none"}.get(
-                (args.no_compact_embeddings, args.no_fast_dropout), "custom"
-            ),
+            "levers": {(False, False, False): "default", (False, False, True): "unpacked", (False, True, True): "compact-only", (True, True, True): "none"}.get(
+                (args.no_compact_embeddings, args.no_fast_dropout, args.no_pack_tokens), "custom"
+            ),  # fmt: skip
             "torch_threads": result.threads,
             "device": args.device,
             "max_length": common.TRAIN_MAX_LENGTH,

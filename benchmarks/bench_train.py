@@ -65,8 +65,9 @@ class Row:
     """``fp32``; ``auto`` (anglekit's default: bf16 autocast on CPUs with avx512_bf16/amx_bf16) or
     ``bf16`` (sentence-transformers' ``bf16=True``). Named in the row only when not fp32."""
     levers: str = "default"
-    """anglekit's loop levers (issue 27): ``default`` (compact embeddings and fast dropout, as
-    ``anglekit train`` runs), ``compact-only`` (``--no-fast-dropout``) or ``none`` (neither: the
+    """anglekit's loop levers (issues 27, 41): ``default`` (compact embeddings, fast dropout and
+    packed tokens, as ``anglekit train`` runs), ``unpacked`` (``--no-pack-tokens``: the default
+    before issue 41), ``compact-only`` (compact embeddings alone) or ``none`` (none of them: the
     training loop before them). Named in the row only when not default."""
 
     @property
@@ -104,8 +105,14 @@ ROWS: tuple[Row, ...] = (
     Row("anglekit", "paper", "tokens", "auto"),
     Row("anglekit", "paper", "grouped", "auto", "none"),
     Row("anglekit", "paper", "grouped", "auto", "compact-only"),
+    Row("anglekit", "paper", "grouped", "auto", "unpacked"),
 )
-LEVER_FLAGS = {"default": [], "compact-only": ["--no-fast-dropout"], "none": ["--no-fast-dropout", "--no-compact-embeddings"]}
+LEVER_FLAGS = {
+    "default": [],
+    "unpacked": ["--no-pack-tokens"],
+    "compact-only": ["--no-fast-dropout", "--no-pack-tokens"],
+    "none": ["--no-fast-dropout", "--no-compact-embeddings", "--no-pack-tokens"],
+}
 """anglekit_train.py's flags for each ``Row.levers``."""
 NEW_ROWS = (
     Row("anglekit", "paper", "grouped", "auto"),
@@ -173,6 +180,8 @@ def finished_run(path: Path, row: Row, seed: int, max_steps: int | None) -> dict
         and result.get("eval_limit") is None
         and result.get("precision_requested", result.get("precision", "fp32")) == row.precision
         and (row.peer != "anglekit" or result.get("levers") == row.levers)
+        # runs from before pack_tokens have no such key and ran unpacked: never the default row's
+        and (row.peer != "anglekit" or result.get("pack_tokens", False) == (row.levers == "default"))
     )
     return result if same else None
 

@@ -544,6 +544,12 @@ class TrainerSection:
         "functions that keep less for the backward pass (the same forward, bit for bit), and LoRA layers add their update inside "
         "one matmul (the sum rounded once).",
     )
+    pack_tokens: bool = setting(
+        True,
+        help="On CPUs, the layers of BERT-style encoders (BERT, RoBERTa, XLM-R) run their matmuls, norms and dropouts over the "
+        "real tokens of a batch only, attention over the padded layout as before (the same outputs; 1.16x a MiniLM step on "
+        "STS-B's length-grouped batches).",
+    )
     torch_compile: bool = setting(
         False,
         aliases=("torch_compile",),

@@ -573,7 +573,8 @@ def build_datasets(config: TrainConfig, plans: Sequence[DatasetPlan]) -> list[An
 def loop_swaps(embedder: Any, model: Any, tokenized: Any, pad_id: int | None, run: TrainerSection, autocast: Any = None) -> Iterator[None]:
     """The training loop's module swaps, undone after it: compact embeddings (exact), fast dropout
     (the same distribution, cheaper masks on CPUs), fused RMSNorms and gated MLPs (the same
-    forward, less kept for backward) and LoRA updates added inside one matmul (on CPUs) and,
+    forward, less kept for backward), LoRA updates added inside one matmul and BERT-style layers
+    over the real tokens only (on CPUs) and,
     under ``autocast`` (a dtype), attention in fp32 on CPUs and no LoRA input casts."""
     from anglekit.llm.lora import unwrap
     from anglekit.training.autocast_swaps import fp32_attention, uncast_lora_inputs
@@ -581,6 +582,7 @@ def loop_swaps(embedder: Any, model: Any, tokenized: Any, pad_id: int | None, ru
     from anglekit.training.fused_mlp import fused_mlps
     from anglekit.training.fused_norm import fused_rms_norms
     from anglekit.training.lora_update import fused_lora
+    from anglekit.training.packed_layers import packed_layers
     from anglekit.training.vocab_rows import compacted
 
     with (
@@ -589,6 +591,7 @@ def loop_swaps(embedder: Any, model: Any, tokenized: Any, pad_id: int | None, ru
         fused_rms_norms(model, enabled=run.fused_layers, device=embedder.device),
         fused_mlps(model, enabled=run.fused_layers, device=embedder.device),
         fused_lora(model, enabled=run.fused_layers, device=embedder.device),
+        packed_layers(model, enabled=run.pack_tokens, device=embedder.device),
         fp32_attention(unwrap(embedder.backbone), enabled=run.fp32_attention, device=embedder.device, autocast_dtype=autocast),
         uncast_lora_inputs(model, autocast_dtype=autocast),
     ):
