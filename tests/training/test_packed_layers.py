@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
+from transformers.models.bert.modeling_bert import BertLayer
 
 from anglekit.model.embedder import Embedder
 from anglekit.training.packed_layers import packed_layer_forward, packed_layers, real_tokens
@@ -87,7 +88,31 @@ def test_outputs_and_gradients_equal_the_padded_forward(attention: str, family: 
     assert not any("forward" in m.__dict__ for m in model.modules())  # put back
 
 
-def test_padding_rows_are_zero_and_training_dropout_keeps_its_rate() -> None:
+@pytest.mark.parametrize("hidden_states", [False, True])
+def test_a_model_call_takes_the_packed_path_in_every_layer(monkeypatch: pytest.MonkeyPatch, hidden_states: bool) -> None:
+    # as anglekit's Embedder calls the backbone in training: output_hidden_states reaches every layer
+    model = _bert().train()
+    calls: list[int] = []
+    original = type(model.encoder.layer[0]).forward
+    with packed_layers(model, enabled=True, device="cpu") as count:
+        monkeypatch.setattr(type(model.encoder.layer[0]), "forward", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+        out = model(**_inputs(), output_hidden_states=hidden_states, output_attentions=False, return_dict=True)
+    assert count == 2 and calls == []  # the class's forward never ran
+    assert out.last_hidden_state.shape == (3, 7, 32) and (out.hidden_states is not None) == hidden_states
+    if hidden_states:
+        assert len(out.hidden_states) == 3 and torch.equal(out.hidden_states[-1], out.last_hidden_state)
+
+
+def test_half_weights_are_packed_too() -> None:
+    model = _bert().to(torch.bfloat16).eval()
+    with packed_layers(model, enabled=True, device="cpu") as count, torch.no_grad():
+        packed = model(**_inputs()).last_hidden_state[PADDING.bool()]
+    reference = model(**_inputs()).last_hidden_state[PADDING.bool()].detach()
+    assert count == 2
+    torch.testing.assert_close(packed.float(), reference.float(), rtol=5e-2, atol=5e-2)
+
+
+def test_padding_rows_are_zero_and_training_dropout_still_draws() -> None:
     model = _bert(hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.0)
     model.train()
     with packed_layers(model, enabled=True, device="cpu") as count, torch.no_grad():
@@ -122,6 +147,7 @@ def test_calls_it_does_not_cover_run_the_class_forward(monkeypatch: pytest.Monke
     mask = PADDING.bool()[:, None, None, :].expand(3, 1, 7, 7)
     with torch.no_grad():
         packed_layer_forward(layer, x, mask)  # covered: the class is not called
+        packed_layer_forward(layer, x, mask, output_attentions=False, output_hidden_states=True, position_ids=None)  # covered too
         assert calls == []
         packed_layer_forward(layer, x, None)  # no mask
         packed_layer_forward(layer, x, torch.ones(3, 1, 7, 7, dtype=torch.bool))  # no padding
@@ -167,14 +193,19 @@ def test_the_swap_is_undone_after_an_error() -> None:
 
 
 def test_training_packed_ends_where_padded_training_ends(tiny_bert_dir: Path, copy_model: Any, pair_file: Path, tmp_path: Path,
-                                                         caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+                                                         caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     model_dir = copy_model(tiny_bert_dir)
     config = (model_dir / "config.json").read_text().replace('"hidden_dropout_prob": 0.1', '"hidden_dropout_prob": 0.0')
     (model_dir / "config.json").write_text(config.replace('"attention_probs_dropout_prob": 0.1', '"attention_probs_dropout_prob": 0.0'))
     common = dict(max_steps=4, batch_size=8, learning_rate=1e-3, positive_threshold=4.0, device="cpu", precision="fp32")
     caplog.set_level(logging.INFO, logger="anglekit.training.packed_layers")
+    class_calls: list[int] = []
+    original = BertLayer.forward
+    monkeypatch.setattr(BertLayer, "forward", lambda self, *a, **k: class_calls.append(1) or original(self, *a, **k))
     on = train(train_config(model_dir, pair_file, tmp_path / "on", **common))
     assert "packed tokens: 2 encoder layer(s)" in caplog.text
+    assert len(class_calls) == 1  # the guard's reference on its probe: every training step ran packed
+    monkeypatch.setattr(BertLayer, "forward", original)
     caplog.clear()
     off = train(train_config(model_dir, pair_file, tmp_path / "off", pack_tokens=False, **common))
     assert "packed tokens" not in caplog.text
