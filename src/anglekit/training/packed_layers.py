@@ -1,9 +1,10 @@
 """BERT-style encoder layers over the real tokens of a batch only (``pack_tokens``).
 
 A padded batch of B texts of up to L tokens runs every linear layer, layer norm, GELU and dropout of
-an encoder layer over B x L rows, padding included: on length-grouped STS-B batches (MiniLM's
-tokenizer, 64 texts a batch) that is 1.14-1.19x the real tokens, and on a CPU those matmuls are the
-step. :func:`packed_layer_forward` runs one encoder layer the way its class does, but gathers the
+an encoder layer over B x L rows, padding included: on anglekit's length-grouped STS-B batches
+(MiniLM's tokenizer, 64 texts a batch) that is 1.10x the real tokens, more on random batches, and on
+a CPU those matmuls are most of the step (packed, MiniLM's pass is 1.04-1.07x faster on those
+batches: ``benchmarks/bench_packed_layers.py``). :func:`packed_layer_forward` runs one encoder layer the way its class does, but gathers the
 real tokens first: the query, key and value projections, the attention output projection, the
 feed-forward block, their dropouts and norms run over the real tokens only; the projections are
 scattered back to the padded layout for the attention itself, which runs through the same
