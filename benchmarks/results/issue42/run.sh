@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 42, the angle term's worth: every table of docs/reproduce.md "The angle term's worth", from
 # MiniLM first (minutes a cell on 2 cores), then from SmolLM2 at 200 steps a cell (LoRA; about 15
-# minutes a cell on 2 cores, hours in all). Resumable: finished cells are reused, so run it again
+# minutes a cell on 2 AMX cores in bf16, about an hour on AVX2-only cores in fp32; tens of hours in
+# all on a CPU). Resumable: finished cells are reused, so run it again
 # after an interruption, on this machine or another (set DEVICE=cuda on a GPU). ONLY=minilm or
 # ONLY=smollm2 runs one start.
 set -euo pipefail
