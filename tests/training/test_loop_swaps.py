@@ -293,7 +293,7 @@ def test_fast_dropout_trains_end_to_end_and_is_recorded(tiny_bert_dir: Path, pai
     assert saved["fast_dropout"] is True
 
 
-@pytest.mark.parametrize("key", ["compact_embeddings", "fast_dropout", "fp32_attention", "fused_layers"])
+@pytest.mark.parametrize("key", ["compact_embeddings", "fast_dropout", "fp32_attention", "fused_layers", "pack_tokens"])
 @pytest.mark.parametrize(("value", "message"), [("yes", "must be bool"), (3, "must be bool"), ([1], "must be bool"), (None, "may not be empty")])
 def test_the_swap_settings_refuse_what_is_not_a_bool(key: str, value: Any, message: str) -> None:
     from anglekit.errors import ConfigError
@@ -302,7 +302,7 @@ def test_the_swap_settings_refuse_what_is_not_a_bool(key: str, value: Any, messa
         TrainConfig.from_dict({key: value})
 
 
-@pytest.mark.parametrize("flag", ["--compact-embeddings=3", "--fast-dropout=no", "--fp32-attention=yes", "--fused-layers=1"])
+@pytest.mark.parametrize("flag", ["--compact-embeddings=3", "--fast-dropout=no", "--fp32-attention=yes", "--fused-layers=1", "--pack-tokens=no"])
 def test_the_swap_flags_take_no_value(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
     from anglekit.cli import main
 
