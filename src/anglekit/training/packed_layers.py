@@ -4,8 +4,8 @@ A padded batch of B texts of up to L tokens runs every linear layer, layer norm,
 an encoder layer over B x L rows, padding included: on anglekit's length-grouped STS-B batches
 (MiniLM's tokenizer, 64 texts a batch) that is 1.10x the real tokens, more on random batches, and on
 a CPU those matmuls are most of the step (packed, MiniLM's pass is 1.04-1.07x faster on those
-batches: ``benchmarks/bench_packed_layers.py``). :func:`packed_layer_forward` runs one encoder layer the way its class does, but gathers the
-real tokens first: the query, key and value projections, the attention output projection, the
+batches: ``benchmarks/bench_packed_layers.py``). :func:`packed_layer_forward` runs one encoder
+layer the way its class does, but gathers the real tokens first: the query, key and value projections, the attention output projection, the
 feed-forward block, their dropouts and norms run over the real tokens only; the projections are
 scattered back to the padded layout for the attention itself, which runs through the same
 attention function (SDPA or eager, with the same mask) as the class's; the layer's output is
@@ -134,9 +134,9 @@ def packed_layer_forward(
 
 def _same_outputs(layer: nn.Module) -> bool:
     """Whether the class's forward and :func:`packed_layer_forward` give the same real-token outputs
-    (rounding allowed: 1e-5 in float32, 2e-2 for half weights) on a padded probe batch with this layer's weights, the mask built as
-    the model builds it, in eval mode (no dropout): a guard against a transformers release that
-    changes the layer under the same class name."""
+    (rounding allowed: 1e-5 in float32, 2e-2 for half weights) on a padded probe batch with this
+    layer's weights, the mask built as the model builds it, in eval mode (no dropout): a guard
+    against a transformers release that changes the layer under the same class name."""
     from transformers.masking_utils import create_bidirectional_mask
 
     if not _covered(layer, None, None, None, {}):
