@@ -225,3 +225,70 @@ def test_the_smollm2_start_trains_lora_adapters_with_the_paper_prompt(tmp_path, 
     # other starts' cells are unchanged by the new fields (their finished cells stay valid)
     minilm = make_cell(row, table.tasks[0], 0, make_protocol("cpu"), "m")
     assert "prompt" not in minilm.evaluation and "lora" not in minilm.train
+
+
+def _objectives_cell(model: Path, root: Path, steps: int):
+    data = {"stsb": str(root / "stsb"), "mrpc": "", "nli": "", "nli-pairs": "", "github": None, "unsup": "", "qnli-train": "", "qnli-test": ""}
+    table = build_tables(data, {})["objectives"]
+    row = next(r for r in table.rows if r.name == "all: cosine + ibn + angle")
+    protocol = Protocol("cpu", Start("tiny", str(model), "cls", "test start"), 32, 8, 1e-4, 1.0, max_steps=steps, device="cpu")
+    return make_cell(row, table.tasks[0], 0, protocol, str(model)), table.metrics[0]
+
+
+def test_a_cell_cut_short_in_training_continues_from_its_checkpoint(tmp_path, tiny_bert_dir, data_root, monkeypatch):
+    """Killed after step 3 of 4 (checkpoints every 2 steps), the cell's next run trains steps 3-4 from
+    checkpoint-2 and scores what an uninterrupted run scores."""
+    from anglekit.training.trainer import AnglETrainer
+
+    cell, metric = _objectives_cell(tiny_bert_dir, data_root, 4)
+    whole = run_cell(cell, tmp_path / "whole", metric=metric, data_root=str(data_root), checkpoint_steps=2)
+    assert "resumed_from_step" not in whole["training"] and not (tmp_path / "whole" / f"{cell.key()}.run").exists()
+
+    real_step, calls = AnglETrainer.training_step, []
+
+    def dying_step(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the machine goes away mid-step
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(AnglETrainer, "training_step", dying_step)
+    with pytest.raises(KeyboardInterrupt):
+        run_cell(cell, tmp_path / "cut", metric=metric, data_root=str(data_root), checkpoint_steps=2)
+    assert not (tmp_path / "cut" / f"{cell.key()}.json").exists()  # nothing written as if finished
+    monkeypatch.setattr(AnglETrainer, "training_step", real_step)
+    resumed = run_cell(cell, tmp_path / "cut", metric=metric, data_root=str(data_root), checkpoint_steps=2)
+    assert resumed["training"]["resumed_from_step"] == 2 and resumed["training"]["steps"] == 4
+    assert resumed["metrics"] == pytest.approx(whole["metrics"], abs=1e-6)
+
+
+def test_a_cell_cut_short_in_scoring_is_scored_without_training_again(tmp_path, tiny_bert_dir, data_root, monkeypatch):
+    import anglekit.reproduce.cells as cells
+    from anglekit.training.trainer import AnglETrainer
+
+    cell, metric = _objectives_cell(tiny_bert_dir, data_root, 2)
+    real_score = cells._score
+
+    def dying_score(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cells, "_score", dying_score)
+    with pytest.raises(KeyboardInterrupt):
+        run_cell(cell, tmp_path, metric=metric, data_root=str(data_root), checkpoint_steps=2)
+    assert not (tmp_path / f"{cell.key()}.json").exists() and (tmp_path / f"{cell.key()}.run" / "model").is_dir()
+    monkeypatch.setattr(cells, "_score", real_score)
+
+    def no_training(self, *args, **kwargs):
+        raise AssertionError("the finished training ran again")
+
+    monkeypatch.setattr(AnglETrainer, "train", no_training)
+    record = run_cell(cell, tmp_path, metric=metric, data_root=str(data_root), checkpoint_steps=2)
+    assert record["status"] == "done" and record["training"]["resumed_from_step"] == 2 and record["training"]["steps"] == 2
+    assert not (tmp_path / f"{cell.key()}.run").exists()  # deleted once scored
+
+
+def test_checkpoint_steps_is_a_checked_setting(tmp_path):
+    assert ReproduceConfig(output_dir=str(tmp_path)).checkpoint_steps == 25
+    for bad in (0, -3, "ten", 2.5, None):
+        with pytest.raises(ConfigError, match="checkpoint_steps"):
+            ReproduceConfig(output_dir=str(tmp_path), checkpoint_steps=bad)

@@ -159,8 +159,23 @@ def _embedder(model: str, cell: Cell, layer: int | None = None) -> Any:
     )  # fmt: skip
 
 
-def run_cell(cell: Cell, folder: Path, *, metric: str, data_root: str | None, keep_model: bool = False, quiet: bool = True) -> dict[str, Any]:
-    """Train (if the row trains) and score ``cell``; write and return its record."""
+def resume_step(run_dir: Path) -> int | None:
+    """The step an interrupted cell's training continues from: its last complete checkpoint's (its last
+    step when training finished and only the scoring was cut short); None when it starts afresh."""
+    from anglekit.training.run import last_complete_checkpoint
+
+    last = last_complete_checkpoint(run_dir) if run_dir.is_dir() else None
+    return None if last is None else int(last.name.removeprefix("checkpoint-"))
+
+
+def run_cell(
+    cell: Cell, folder: Path, *, metric: str, data_root: str | None, keep_model: bool = False, quiet: bool = True, checkpoint_steps: int = 25
+) -> dict[str, Any]:
+    """Train (if the row trains) and score ``cell``; write and return its record.
+
+    Training checkpoints every ``checkpoint_steps`` steps into ``<cell>.run``, so a cell cut short
+    (in training or in scoring) continues from its last checkpoint when run again; the folder is
+    deleted once the cell is scored unless ``keep_model``."""
     path = folder / f"{cell.key()}.json"
     record: dict[str, Any] = {"cell": cell.key(), "row": cell.row.name, "task": cell.task.name, "seed": cell.seed, "spec": cell.spec()}
     started = time.perf_counter()
@@ -184,8 +199,19 @@ def run_cell(cell: Cell, folder: Path, *, metric: str, data_root: str | None, ke
         from anglekit.training.run import train
 
         run_dir = folder / f"{cell.key()}.run"
+        resumed = resume_step(run_dir)  # the folder's name is the spec's hash: its checkpoints are this cell's
+        if resumed is not None:
+            logger.info("cell %s continues from step %d of its interrupted run", cell.key(), resumed)
         config = TrainConfig.from_dict(
-            {**cell.train, "output_dir": str(run_dir), "overwrite_output_dir": True, "save_total_limit": 1, "quiet": quiet}, source=f"cell {cell.key()}"
+            {
+                **cell.train,
+                "output_dir": str(run_dir),
+                **({"resume": True} if resumed is not None else {"overwrite_output_dir": True}),
+                "save_steps": checkpoint_steps,
+                "save_total_limit": 1,
+                "quiet": quiet,
+            },
+            source=f"cell {cell.key()}",
         )
         with contextlib.redirect_stdout(sys.stderr):
             result = train(config)
@@ -196,6 +222,7 @@ def run_cell(cell: Cell, folder: Path, *, metric: str, data_root: str | None, ke
             "unit": result.unit,
             "threads": result.threads,
             "peak_memory_mb": result.peak_memory_mb,
+            **({"resumed_from_step": resumed} if resumed is not None else {}),
         }
         if cell.task.evaluation == "nested":
             metrics = _score_nested(str(result.model_dir), cell, data_root)

@@ -60,6 +60,12 @@ class ReproduceConfig:
     llm_sentences: int = setting(200, minimum=1, help="llm-supervised: how many STS-B train sentence1 texts the LLM labels.")
     unsup_corpus: str = setting("mr+subj+flickr30k:train", help="simace: the unlabelled sentences (a stand-in for Wikipedia 1M).")
     unsup_steps: int = setting(250, minimum=1, help="simace: training steps of SimCSE and SimACE (batch 64, lr 3e-5, max length 32).")
+    checkpoint_steps: int = setting(
+        25,
+        minimum=1,
+        help="Checkpoint each training cell every N steps, so a cell cut short (in training or scoring) continues "
+        "from its last checkpoint on the next run instead of starting over.",
+    )
     keep_models: bool = setting(False, help="Keep each cell's trained model (hundreds of MB each); default: delete it once scored.")
     report_only: bool = setting(False, help="Write the reports from the finished cells; train nothing.")
     quiet: bool = setting(False, help="No progress bars inside cells.")

@@ -228,7 +228,8 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
                         file=sys.stderr,
                         flush=True,
                     )
-                    record = run_cell(cell, cells_dir, metric=metric, data_root=str(root), keep_model=config.keep_models, quiet=config.quiet)
+                    record = run_cell(cell, cells_dir, metric=metric, data_root=str(root), keep_model=config.keep_models, quiet=config.quiet,
+                                      checkpoint_steps=config.checkpoint_steps)  # fmt: skip
                     ran += 1
                 elif record is not None:
                     reused += 1
