@@ -105,7 +105,7 @@ def score(vectors: dict[str, Any], test: Any) -> dict[str, float]:
     """Spearman x 100 of cosine similarity vs gold, from a text -> vector table."""
     import numpy as np
 
-    from anglekit.evaluation.similarity import evaluate_pairs
+    from anglekit.metrics.similarity import evaluate_pairs
 
     def lookup(texts: Any) -> np.ndarray:
         return np.stack([vectors[t] for t in texts])

@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from anglekit.data.catalog import resolve_dataset
     from anglekit.model.embedder import Embedder
-    from anglekit.evaluation.similarity import evaluate_pairs
+    from anglekit.metrics.similarity import evaluate_pairs
     from anglekit.llm.prompts import PROMPT_PRESETS
     from anglekit.training.config import TrainConfig
     from anglekit.training.run import train

@@ -60,7 +60,7 @@ def evaluate(model_dir: Path | str, args: argparse.Namespace, root: Path) -> dic
     """STS-B test Spearman (optionally on the first --eval-limit pairs) and the STS suite."""
     from anglekit.data.catalog import load_dataset_by_name
     from anglekit.model.embedder import Embedder
-    from anglekit.evaluation.similarity import evaluate_pairs
+    from anglekit.metrics.similarity import evaluate_pairs
 
     device = None if args.device == "auto" else args.device
     model = Embedder.from_pretrained(model_dir, pooling=args.pooling, max_length=args.eval_max_length, device=device)

@@ -37,6 +37,7 @@ def test_every_package_is_named_for_a_concept_and_imports() -> None:
         "io",
         "llm",
         "losses",
+        "metrics",
         "mining",
         "model",
         "plugins",

@@ -8,7 +8,8 @@ The root holds the public API only: :class:`Embedder` (from :mod:`anglekit.model
 - ``losses``: the objectives (ranking core, cosine, angle, in-batch negatives, contrastive) and their registry
 - ``training``: typed training config, tasks, the trainer and its callbacks
 - ``llm``: decoder backbones: prompts, LoRA, GGUF, bidirectional attention, k-bit loading
-- ``evaluation``: pair similarity and the papers' suites (STS, transfer, retrieval, geometry), reports
+- ``metrics``: scores from vectors: pair cosine and Spearman, retrieval ranking and nDCG/MRR/recall/MAP
+- ``evaluation``: the papers' suites (STS, transfer, retrieval, geometry), reports
 - ``reproduce``: the papers' tables as resumable cells with seeds and paired statistics
 - ``generation``: training pairs written by LLMs
 - ``github_issues``: the long-text GitHub issues dataset

@@ -506,7 +506,7 @@ def test_evaluate_pairs_finds_an_undefined_score_before_encoding() -> None:
     import numpy as np
 
     from anglekit.errors import UndefinedScoreError
-    from anglekit.evaluation.similarity import evaluate_pairs
+    from anglekit.metrics.similarity import evaluate_pairs
 
     def encode(texts: Any) -> Any:
         raise AssertionError("encoded although the score is undefined")

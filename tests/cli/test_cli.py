@@ -280,7 +280,7 @@ def test_eval_prints_scores_and_writes_json(
     tmp_path: Path, tiny_bert_dir: Path, pair_file: Path, dev_pair_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from anglekit.data.catalog import resolve_dataset
-    from anglekit.evaluation.similarity import evaluate_pairs
+    from anglekit.metrics.similarity import evaluate_pairs
     from anglekit.model.embedder import Embedder
 
     output = tmp_path / "scores.json"

@@ -379,7 +379,7 @@ def test_eval_falls_back_to_sentence_transformers_for_a_dense_module(
 ) -> None:
     st = pytest.importorskip("sentence_transformers")
     from anglekit.data.catalog import resolve_dataset
-    from anglekit.evaluation.similarity import evaluate_pairs
+    from anglekit.metrics.similarity import evaluate_pairs
     from anglekit.model.embedder import Embedder
 
     try:

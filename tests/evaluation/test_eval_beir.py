@@ -13,7 +13,7 @@ import pytest
 
 from anglekit.data.beir import flickr30k_retrieval, read_beir
 from anglekit.errors import ConfigError, DataError
-from anglekit.evaluation.ir import evaluate_retrieval_set, ir_metrics, rank
+from anglekit.metrics.ir import evaluate_retrieval_set, ir_metrics, rank
 
 from helpers import random_sentence
 

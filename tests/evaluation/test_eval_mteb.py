@@ -13,7 +13,7 @@ import mteb  # noqa: E402
 from mteb.models.models_protocols import EncoderProtocol  # noqa: E402
 
 from anglekit.evaluation.mteb_model import AnglekitMTEBModel, local_sts_task  # noqa: E402
-from anglekit.evaluation.similarity import correlation_scores, paired_cosine  # noqa: E402
+from anglekit.metrics.similarity import correlation_scores, paired_cosine  # noqa: E402
 
 
 class RandomProjection:

@@ -11,8 +11,8 @@ from scipy import stats
 from anglekit.data import senteval as se
 from anglekit.errors import DataError
 from anglekit.evaluation.baselines import HashingEncoder
-from anglekit.evaluation.similarity import paired_cosine
 from anglekit.evaluation.sts import evaluate_sts, load_sts_data, sts_markdown, year_scores
+from anglekit.metrics.similarity import paired_cosine
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_data = pytest.mark.skipif(not (DATA / "senteval" / "STS").is_dir(), reason="../shared/data not present")

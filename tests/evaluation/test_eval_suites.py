@@ -121,7 +121,7 @@ def test_run_suites_shares_one_encoder(tmp_path: Path) -> None:
 def test_nontransfer_spearman_against_binary_labels(tmp_path: Path) -> None:
     from scipy import stats
 
-    from anglekit.evaluation.similarity import paired_cosine
+    from anglekit.metrics.similarity import paired_cosine
 
     root = write_nontransfer_root(tmp_path)
     enc = HashingEncoder(32)

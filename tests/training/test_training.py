@@ -22,7 +22,7 @@ import yaml
 
 from anglekit.data.beir import read_beir
 from anglekit.errors import ConfigError, DataError
-from anglekit.evaluation.ir import evaluate_retrieval_set
+from anglekit.metrics.ir import evaluate_retrieval_set
 from anglekit.model.embedder import Embedder
 from anglekit.training.config import TrainConfig
 from anglekit.training.run import TrainResult, _prepare_output_dir, train

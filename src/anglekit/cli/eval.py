@@ -145,8 +145,8 @@ def _sentence_transformer(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from anglekit.data.catalog import resolve_dataset
-    from anglekit.evaluation.similarity import check_scorable, evaluate_pairs
     from anglekit.evaluation.suites import SUITES, run_suites
+    from anglekit.metrics.similarity import check_scorable, evaluate_pairs
 
     if not args.data and not args.suite:
         raise AnglekitError("give at least one --data DATASET or --suite NAME")

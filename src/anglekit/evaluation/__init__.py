@@ -5,8 +5,8 @@ Entry points (imported lazily, so ``import anglekit.evaluation`` stays cheap):
 * :func:`run_suite`, :func:`run_suites`, :data:`SUITES` (``anglekit.evaluation.suites``)
 * ``anglekit.evaluation.report.report`` (not re-exported here: the name is also the submodule's)
 * :func:`make_encoder`, :class:`EmbeddingCache`, :class:`CachedEncoder`
-* the pieces: ``similarity`` (pair cosine/Spearman), ``sts``, ``nontransfer``, ``transfer``,
-  ``retrieval``, ``geometry``, ``mteb_model`` (needs the ``mteb`` package).
+* the pieces: ``sts``, ``nontransfer``, ``transfer``, ``retrieval``, ``geometry``, ``mteb_model``
+  (needs the ``mteb`` package); the scores they compute live below, in :mod:`anglekit.metrics`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Turn "a model" into the encode callable the suites use, with batching, progress and identity.
 
-The suites work on an :data:`~anglekit.evaluation.similarity.EncodeFn`: any callable mapping a list
+The suites work on an :data:`~anglekit.metrics.similarity.EncodeFn`: any callable mapping a list
 of texts to a float array ``(len(texts), dim)``. :func:`prepare_encoder` accepts
 
 * an anglekit :class:`~anglekit.model.embedder.Embedder` (anything with ``encode(texts, batch_size=...)``,
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from anglekit.errors import ConfigError
-from anglekit.evaluation.similarity import EncodeFn
+from anglekit.metrics.similarity import EncodeFn
 from anglekit.model import DEFAULT_BATCH_SIZE
 
 PROGRESS_CHUNK_BATCHES = 8

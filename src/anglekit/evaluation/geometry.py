@@ -26,9 +26,9 @@ import numpy as np
 from anglekit.data import senteval as se
 from anglekit.errors import ConfigError
 from anglekit.evaluation.encoders import encode_unique, rows
-from anglekit.evaluation.similarity import paired_cosine
 from anglekit.evaluation.tables import markdown_table
 from anglekit.io.atomic import atomic_path
+from anglekit.metrics.similarity import paired_cosine
 
 GOLD_BUCKETS = ((0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 4.0), (4.0, 5.0))
 GEOMETRY_COLUMNS = ("alignment", "uniformity", "saturated train %")

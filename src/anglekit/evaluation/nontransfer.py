@@ -26,8 +26,8 @@ import numpy as np
 from anglekit.data.senteval import ScoredPairs, read_lines
 from anglekit.errors import ConfigError, DataError
 from anglekit.evaluation.encoders import encode_unique, rows
-from anglekit.evaluation.similarity import check_scorable, correlation_scores, paired_cosine
 from anglekit.evaluation.tables import markdown_table, mean
+from anglekit.metrics.similarity import check_scorable, correlation_scores, paired_cosine
 
 NONTRANSFER_DATASETS = ("MRPC", "STS-B", "QNLI")
 QNLI_HEADER = ("index", "question", "sentence", "label")

@@ -16,7 +16,7 @@ Protocol:
   mean of 1 / rank of the first relevant caption. ``strict_excluding_query@4`` (the four nearest
   other captions are the four relevant ones) is reported too.
 * the same ranking scored as a retrieval set (:func:`anglekit.data.beir.flickr30k_retrieval`) with
-  the usual IR metrics (:mod:`anglekit.evaluation.ir`: ``ndcg@10``, ``mrr@10``, ``recall@1/10/100``,
+  the usual IR metrics (:mod:`anglekit.metrics.ir`: ``ndcg@10``, ``mrr@10``, ``recall@1/10/100``,
   ``map@100``, fractions) under ``sets``.
 
 With ``data`` (``anglekit eval --suite retrieval --data DIR|NAME``) the suite scores those sets
@@ -37,8 +37,8 @@ from anglekit.data.beir import RetrievalSet, flickr30k_retrieval, load_retrieval
 from anglekit.data.flickr import load_flickr30k_captions
 from anglekit.errors import ConfigError
 from anglekit.evaluation.encoders import encode_unique, for_role, role_of, rows
-from anglekit.evaluation.ir import IR_METRICS, SEARCHES, evaluate_retrieval_set, score_vectors
 from anglekit.evaluation.tables import markdown_table
+from anglekit.metrics.ir import IR_METRICS, SEARCHES, evaluate_retrieval_set, score_vectors
 
 RETRIEVAL_COLUMNS = ("strict@5", "R@1", "R@5", "R@10", "MRR")
 

@@ -28,8 +28,8 @@ import numpy as np
 from anglekit.data import senteval as se
 from anglekit.errors import ConfigError
 from anglekit.evaluation.encoders import encode_unique, rows
-from anglekit.evaluation.similarity import correlation_scores, paired_cosine
 from anglekit.evaluation.tables import markdown_table, mean
+from anglekit.metrics.similarity import correlation_scores, paired_cosine
 
 STS_COLUMNS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
 """Columns of AnglE's Table 2 (before ``Avg``)."""

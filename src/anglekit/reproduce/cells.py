@@ -98,7 +98,7 @@ def read_cell(path: Path) -> dict[str, Any] | None:
 
 def _score_pairs(encode: Any, test: str, data_root: str | None) -> float:
     from anglekit.data.catalog import resolve_dataset
-    from anglekit.evaluation.similarity import evaluate_pairs
+    from anglekit.metrics.similarity import evaluate_pairs
 
     data = resolve_dataset(test, data_root=data_root)
     return float(evaluate_pairs(encode, data.text1, data.text2, data.labels, source=test).spearman)

@@ -608,7 +608,7 @@ def load_datasets(task: Any, data: Any, train_dataset: Any = None) -> tuple[Any,
 def load_eval_sets(data: Any) -> tuple[Any, Any, Any]:
     """(dev, test, probe) sets of the data section (None where not given), checked to be scorable now."""
     from anglekit.data.catalog import resolve_dataset
-    from anglekit.evaluation.similarity import check_scorable
+    from anglekit.metrics.similarity import check_scorable
 
     dev_set = resolve_dataset(data.dev_data, default_split="dev") if data.dev_data else None
     test_set = resolve_dataset(data.test_data, default_split="test") if data.test_data else None
@@ -723,7 +723,7 @@ def _test_scores(embedder: Any, batch_size: int, spec: str | None, test_set: Any
     """Spearman and Pearson x 100 of the test pairs (empty without a test set)."""
     if test_set is None:
         return {}
-    from anglekit.evaluation.similarity import evaluate_pairs
+    from anglekit.metrics.similarity import evaluate_pairs
 
     source = _data_name("--test-data", spec, test_set)
     return evaluate_pairs(lambda t: embedder.encode(t, batch_size), test_set.text1, test_set.text2, test_set.labels, source=source).as_dict()

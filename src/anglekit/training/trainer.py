@@ -45,9 +45,9 @@ from transformers import Trainer
 from transformers.trainer_utils import seed_worker
 
 from anglekit.errors import ConfigError
-from anglekit.evaluation.ir import evaluate_retrieval_set
-from anglekit.evaluation.similarity import evaluate_pairs
 from anglekit.losses import AnglEObjective, ContrastiveObjective
+from anglekit.metrics.ir import evaluate_retrieval_set
+from anglekit.metrics.similarity import evaluate_pairs
 from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.training.gather import gather_rows
 from anglekit.training.gradcache import check_gradcache, gradcache_step
