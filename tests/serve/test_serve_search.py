@@ -196,8 +196,11 @@ def test_bad_index_arguments_are_refused_at_start(tiny_backend: Callable[..., An
 def test_serve_cli_takes_repeated_index_flags() -> None:
     from anglekit.cli import build_parser
 
-    args = build_parser().parse_args(["serve", "model", "--index", "a=x", "--index", "y", "z"])
-    assert args.index == ["a=x", "y", "z"]
+    args = build_parser().parse_args(["serve", "model", "--index", "a=x", "--index", "y"])
+    assert args.index == ["a=x", "y"] and args.model == "model"
+    # one value per flag: MODEL after --index is the model, not a second index
+    args = build_parser().parse_args(["serve", "--index", "a=x", "model"])
+    assert args.index == ["a=x"] and args.model == "model"
     with pytest.raises(ConfigError, match="NAME=DIR"):
         from anglekit.serve.settings import ServeSettings
 

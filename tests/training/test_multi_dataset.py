@@ -78,6 +78,17 @@ def test_repeated_flag_gives_a_list() -> None:
     assert TrainConfig.from_dict({"train_data": single.train_data}).data.train_data == "stsb:train"
 
 
+def test_model_after_train_data_is_the_model() -> None:
+    """--train-data takes one value per flag, so ``anglekit train --train-data DATA MODEL`` (the order
+    docs and users write) names the model, not a second dataset."""
+    from anglekit.cli import build_parser
+
+    args = build_parser().parse_args(["train", "--train-data", "a.jsonl", "some/model", "--max-steps", "1"])
+    assert args.train_data == ["a.jsonl"] and args.model_argument == "some/model"
+    with pytest.raises(SystemExit):  # and a flag without its value is argparse's error, as before
+        build_parser().parse_args(["train", "some/model", "--train-data"])
+
+
 def test_objective_settings_apply_to_the_entries_whose_family_has_them() -> None:
     config = TrainConfig.from_dict(
         {"model": "m", "train_data": ["a.jsonl", "b.jsonl;objective=simcse-sup"], "objective": "cosine", "cosine_tau": 0.1, "contrastive_tau": 0.07}

@@ -55,7 +55,9 @@ def add_setting(container: Any, s: Setting, *, required: bool = False) -> None:
             kwargs["choices"] = s.choices
         else:
             kwargs["metavar"] = s.metavar or kind.__name__.upper()
-        if s.item is not None and s.parse is None:  # a list setting: --flag 1 2 3, and repeatable (--flag 1 --flag 2); its own parser reads one argument
+        if s.item is not None and s.parse is None and s.repeat:  # a list setting of one value per flag: --flag A --flag B
+            kwargs["action"] = "append"
+        elif s.item is not None and s.parse is None:  # a list setting: --flag 1 2 3, and repeatable (--flag 1 --flag 2); its own parser reads one argument
             kwargs["nargs"] = "+"
             kwargs["action"] = "extend"
     container.add_argument(flag, dest=s.key, help=_help(s), required=required, **kwargs)

@@ -93,6 +93,7 @@ def setting(
     old_names: tuple[OldName | str, ...] = (),
     parse: Callable[[str], Any] | None = None,
     metavar: str | None = None,
+    repeat: bool = False,
 ) -> Any:
     """A dataclass field with its help text (``--help`` and docs), its flat key (default: the
     field's name), alias keys (other spellings accepted in YAML and as flags, e.g. transformers'
@@ -102,11 +103,13 @@ def setting(
     registry that grows, e.g. the inference backends). ``old_names``: former keys (a string, or an
     :class:`OldName` with a converter), accepted with a deprecation warning. ``parse``: how the
     flag's text becomes the value (an argparse type such as :func:`positive_int`; default: the
-    field's type, within its range); ``metavar``: the flag's placeholder in ``--help``."""
+    field's type, within its range); ``metavar``: the flag's placeholder in ``--help``. ``repeat``
+    (a list setting): one value per flag, the flag repeated for more, so a positional argument after
+    it is not taken as another value (default: ``--flag A B C`` and repeatable)."""
     bounds = Bounds(minimum, maximum, exclusive_minimum, exclusive_maximum) if (minimum, maximum) != (None, None) else None
     olds = tuple(OldName(o) if isinstance(o, str) else o for o in old_names)
     metadata = {"help": help, "key": key, "aliases": tuple(aliases), "choices": choices, "bounds": bounds, "old_names": olds,
-                "parse": parse, "metavar": metavar}  # fmt: skip
+                "parse": parse, "metavar": metavar, "repeat": repeat}  # fmt: skip
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -204,6 +207,8 @@ class Setting:
     """How the flag's text becomes the value (an argparse type); None: the type, within the bounds."""
     metavar: str | None = None
     """The flag's placeholder in ``--help`` (None: the type's name)."""
+    repeat: bool = False
+    """A list setting whose flag takes one value and is repeated for more (``--train-data A --train-data B``)."""
     annotation: Any = None
     """The declared type (what :func:`check_value` checks a value against)."""
     group: str | None = None
@@ -287,6 +292,7 @@ def _settings_of_flat(cls: type, section: str | None, declared_only: bool = Fals
                 annotation=hints[f.name],
                 parse=f.metadata.get("parse"),
                 metavar=f.metadata.get("metavar"),
+                repeat=f.metadata.get("repeat", False),
             )
         )
     return out

@@ -37,6 +37,7 @@ class ServeSettings:
         None,
         help="Serve an index built by 'anglekit index build' over POST /v1/search: DIR or NAME=DIR (repeatable; NAME "
         "defaults to the folder's name). It must have been built with the served model and settings (checked at start).",
+        repeat=True,
     )
     int8_export: bool = setting(
         True,

@@ -214,6 +214,7 @@ class DataSection:
         "simcse-unsup/simace-unsup (a .txt file, a column, 'mr+subj+flickr30k:train'); triplets or n-tuples for simcse-sup "
         "('snli:dev', an anchor/positive/negative_1..n file): docs/unsupervised.md. Repeat the flag (or give a YAML list) "
         "to train on several datasets, a batch from one at a time, each 'SPEC;objective=NAME;weight=W;name=N': docs/retrieval.md.",
+        repeat=True,
     )
     dataset_order: str = setting(
         "proportional",
