@@ -325,3 +325,40 @@ def test_an_index_saved_without_checksums_loads_with_a_warning(tmp_path: Path, m
     manifest_path.write_text(json.dumps(bad))
     with pytest.raises(DataError, match="digests"):
         VectorIndex.load(tmp_path / "ix")
+
+
+@pytest.mark.parametrize("backend", HNSW_BACKENDS)
+def test_one_build_thread_builds_the_same_graph_every_time(tmp_path: Path, model: Any, backend: str) -> None:
+    """build_threads=1 inserts in order: two builds answer alike, and the setting is recorded and
+    reloaded; the library's own thread count is left as it was."""
+    docs, queries = _clustered(3000, 200, seed=5)
+    threads = None
+    if backend == "faiss":
+        import faiss
+
+        threads = faiss.omp_get_max_threads()
+    first = _index(model, docs, kind="hnsw", backend=backend, build_threads=1, connectivity=4, expansion_add=8)
+    second = _index(model, docs, kind="hnsw", backend=backend, build_threads=1, connectivity=4, expansion_add=8)
+    assert first.search_vectors(queries, 10, expansion_search=10)[0] == second.search_vectors(queries, 10, expansion_search=10)[0]
+    if threads is not None:
+        assert faiss.omp_get_max_threads() == threads
+    first.save(tmp_path / "ix")
+    assert json.loads((tmp_path / "ix" / "index.json").read_text())["settings"]["build_threads"] == 1
+    assert VectorIndex.load(tmp_path / "ix").settings.build_threads == 1
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "2", True, None])
+def test_build_threads_must_be_a_count(model: Any, bad: Any) -> None:
+    with pytest.raises(ConfigError, match="build_threads"):
+        VectorIndex.create(model, kind="hnsw", build_threads=bad)
+
+
+def test_build_threads_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from anglekit.cli import main
+
+    with pytest.raises(SystemExit) as parsed:
+        main(["index", "build", "m", "--input", "x.jsonl", "--output-dir", str(tmp_path / "a"), "--build-threads", "-1"])
+    assert parsed.value.code == 2 and "argument --build-threads: must be >= 0, got -1" in capsys.readouterr().err
+    assert main(["index", "build", "m", "--input", "x.jsonl", "--output-dir", str(tmp_path / "b"), "--build-threads", "2"]) == 2
+    assert "--build-threads apply to --kind hnsw" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -7,7 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from anglekit.cli.argtypes import ranged
 from anglekit.cli.common import add_model_options, add_output_dir, load_settings, positive_int
+from anglekit.config.fields import Bounds
 from anglekit.errors import ConfigError
 
 NAME = "index"
@@ -50,6 +52,13 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     build.add_argument("--connectivity", type=positive_int, default=16, metavar="M", help="HNSW edges per node (default: 16)")
     build.add_argument("--expansion-add", type=positive_int, default=128, metavar="N", help="HNSW efConstruction (default: 128)")
     build.add_argument("--expansion-search", type=positive_int, default=128, metavar="N", help="HNSW efSearch, the default of searches (default: 128)")
+    build.add_argument(
+        "--build-threads",
+        type=ranged(int, Bounds(minimum=0)),
+        default=0,
+        metavar="N",
+        help="HNSW: threads inserting documents (default: 0, every core; 1 builds the same graph every time, slower, with a little more recall)",
+    )
     build.add_argument("--no-texts", action="store_true", help="do not store the texts (search then shows ids only)")
     build.add_argument("--overwrite", action="store_true", help="replace an index already in --output-dir")
     return parser
@@ -72,7 +81,10 @@ def run(args: argparse.Namespace) -> int:
     if args.backend is not None and args.kind != "hnsw":
         raise ConfigError("--backend applies to --kind hnsw")
     if args.kind != "hnsw":
-        graph_flags = [f for f, v, d in (("--connectivity", args.connectivity, 16), ("--expansion-add", args.expansion_add, 128)) if v != d]
+        graph_flags = [
+            f for f, v, d in (("--connectivity", args.connectivity, 16), ("--expansion-add", args.expansion_add, 128), ("--build-threads", args.build_threads, 0))
+            if v != d
+        ]  # fmt: skip
         if graph_flags:
             raise ConfigError(f"{', '.join(graph_flags)} apply to --kind hnsw")
     settings = load_settings(args)
@@ -88,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             batch_size=args.batch_size, progress=bar.update if bar is not None else None, kind=args.kind, quantize=args.quantize,
             backend=args.backend if args.kind == "hnsw" else None, rescore_multiplier=args.rescore_multiplier,
             connectivity=args.connectivity, expansion_add=args.expansion_add, expansion_search=args.expansion_search,
-            store_texts=not args.no_texts,
+            build_threads=args.build_threads, store_texts=not args.no_texts,
         )  # fmt: skip
     finally:
         if bar is not None:

@@ -76,6 +76,8 @@ class IndexSettings:
     connectivity: int = 16
     expansion_add: int = 128
     expansion_search: int = 128
+    build_threads: int = 0
+    """HNSW only: threads that insert documents (0: every core; 1: the same graph every time)."""
     store_texts: bool = True
 
     def __post_init__(self) -> None:
@@ -87,13 +89,15 @@ class IndexSettings:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < (2 if name == "connectivity" else 1):
                 raise ConfigError(f"{name} must be an integer >= {2 if name == 'connectivity' else 1}, got {value!r}")
+        if not isinstance(self.build_threads, int) or isinstance(self.build_threads, bool) or self.build_threads < 0:
+            raise ConfigError(f"build_threads must be an integer >= 0 (0: every core), got {self.build_threads!r}")
         if self.kind == "exact" and self.backend is not None:
             raise ConfigError("backend applies to kind 'hnsw' only")
         if self.kind == "hnsw":
             object.__setattr__(self, "backend", resolve_backend(self.backend or "auto"))
 
     def graph(self) -> GraphSettings:
-        return GraphSettings(self.connectivity, self.expansion_add, self.expansion_search)
+        return GraphSettings(self.connectivity, self.expansion_add, self.expansion_search, self.build_threads)
 
 
 def model_record(model: Any, name: str | None = None, load: dict[str, Any] | None = None) -> dict[str, Any]:
