@@ -110,18 +110,19 @@ class AnglekitMTEBModel(AbsEncoder):
                 raise ValueError(f"expected text batches with a 'text' column, got columns {sorted(batch)}")
             texts.extend(batch["text"])
         template = self._template(task_metadata, prompt_type)
+        kind = _prompt_type_name(prompt_type)
         encoder = self.encoder
         if template is not None:
             texts = [template.replace("{text}", t) for t in texts]
-        elif _prompt_type_name(prompt_type) in ("query", "document"):
+        elif kind in ("query", "document"):
             # the model's query/document prompt when it has one (else its general prompt, as encode_query does)
-            encoder = self.encoder.for_role(str(_prompt_type_name(prompt_type)))
+            encoder = self.encoder.for_role(kind)
         self.calls.append(
             {
                 "task": getattr(task_metadata, "name", None),
                 "split": hf_split,
                 "subset": hf_subset,
-                "prompt_type": _prompt_type_name(prompt_type),
+                "prompt_type": kind,
                 "n": len(texts),
             }
         )
