@@ -12,7 +12,7 @@ import pytest
 from anglekit.data.records import NTupleRecord, TripletDataset
 from anglekit.data.training_data import resolve_triplets
 from anglekit.data.triplets import negative_columns, read_triplets
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import DataError
 
 MINED = [
     {"anchor": "q1", "positive": "p1", "positive_score": 0.9, "negative_1": "n11", "negative_1_score": 0.5, "negative_2": "n12", "negative_2_score": 0.4},
@@ -109,11 +109,34 @@ def test_resolve_triplets_passes_pad_negatives(tmp_path: Path) -> None:
     assert resolve_triplets(str(path), pad_negatives=True).negatives == [("a",)]
 
 
-def test_n_tuples_are_not_streamed(tmp_path: Path) -> None:
-    from anglekit.data.stream import spooling
+def test_n_tuples_stream_as_the_in_memory_read_gives_them(tmp_path: Path) -> None:
+    """Spooled (stream_data) n-tuples hold the rows the in-memory read holds, across record batches,
+    padded rows included; a row with fewer negatives is the same error, naming file, row and field."""
+    from anglekit.data.stream import ArrowRows, spooling
 
-    with spooling(), pytest.raises(ConfigError, match="not streamed"):
-        read_triplets(_jsonl(tmp_path / "mined.jsonl", MINED))
+    rows = [{"anchor": f"q{i}", "positive": f"p{i}", **{f"negative_{k}": f"n{i}.{k}" for k in range(1, 4 if i % 3 else 2)}} for i in range(7)]
+    path = _jsonl(tmp_path / "mined.jsonl", rows)
+    memory = read_triplets(path, pad_negatives=True)
+    with spooling(batch_rows=2):
+        streamed = read_triplets(path, pad_negatives=True)
+    assert isinstance(streamed, ArrowRows) and streamed.is_ntuples and len(streamed) == 7 and streamed.negatives_per_row == 3
+    assert streamed.texts("anchor") == memory.anchor and streamed.texts("positive") == memory.positive
+    assert [tuple(n) for n in streamed.texts("negatives")] == memory.negatives
+    assert streamed.row(0) == {"anchor": "q0", "positive": "p0", "negatives": ["n0.1"]}
+    assert "7 n-tuples (anchor, positive, 3 hard negatives)" in streamed.summary()
+    with spooling(batch_rows=2), pytest.raises(DataError, match=r"mined\.jsonl, row 2, field 'negative_2': row has 3 negative column"):
+        read_triplets(path)
+    prompted = streamed.formatted({"negatives": "doc: {}".format})
+    assert prompted.row(1)["negatives"] == ["doc: n1.1", "doc: n1.2", "doc: n1.3"] and streamed.row(1)["negatives"][0] == "n1.1"
+    folder = streamed.path.parent
+    del streamed, memory
+    import gc
+
+    gc.collect()
+    assert folder.is_dir() and prompted.texts("anchor")[:2] == ["q0", "q1"]  # a view keeps the mapped file and its folder
+    del prompted
+    gc.collect()
+    assert not folder.exists()  # the temporary folder goes with the last view
 
 
 def test_many_negatives_per_row(tmp_path: Path) -> None:

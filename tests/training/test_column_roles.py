@@ -133,3 +133,26 @@ def test_yaml_and_flags(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.Capt
     code, _, err = helpers.run_cli(argv, capsys)
     assert code == 2 and "role 'document': the model has no prompt of that name; its prompts: query" in err, err
     assert not (tmp_path / "cli" / "metrics.jsonl").exists()
+
+
+def test_a_pair_objective_on_n_tuples_gives_their_columns_roles(load_bert: Any, tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """The AnglE (pair) objective trains n-tuples (issue 41's mined rows) with the same roles as a
+    contrastive objective: anchor query, positive and negatives document; column_roles names them."""
+    from anglekit.data.records import PairDataset
+    from anglekit.training.tasks.pairs import PairTask
+
+    embedder = load_bert(prompts=PROMPTS)
+    rows = TripletDataset(anchor=["a b", "c d"], positive=["e f", "g h"], negatives=[("i j", "k l"), ("m n", "o p")])
+    task = PairTask()
+    assert task.columns_kind(rows) == "triplets" and task.columns_kind(PairDataset(["x"], ["y"], [1.0])) == "pairs"
+    prompted, tokenizing, roles = apply_column_roles(task.columns_kind(rows), None, rows, embedder)
+    assert roles == {"anchor": "query", "positive": "document", "negative": "document"}
+    tokenized, _ = task.tokenize(prompted, tokenizing)
+    item = tokenized[1]
+    assert item.anchor == embedder.tokenize_unpadded(["c d"], role="query")[0]
+    assert item.positive == embedder.tokenize_unpadded(["g h"], role="document")[0]
+    assert list(item.negatives) == embedder.tokenize_unpadded(["m n", "o p"], role="document")
+    settings = {**_settings(tiny_bert_dir, tmp_path), "objective": "paper", "column_roles": {"anchor": "query", "negative": "none"}}
+    assert train(TrainConfig.from_dict(settings)).steps == 1  # was "pairs data has no column 'anchor'"
+    with pytest.raises(ConfigError, match="triplets data has no column 'text1'"):
+        train(TrainConfig.from_dict({**settings, "output_dir": str(tmp_path / "other"), "column_roles": {"text1": "query"}}))

@@ -66,3 +66,56 @@ def test_stream_data_on_the_command_line(tiny_bert_dir: Path, pair_file: Path, t
     assert code == 0, err
     code, stdout, _ = helpers.run_cli(["train", "--help"], capsys)
     assert "--stream-data" in stdout
+
+
+PROMPTS = {"query": "query: ", "document": "passage: "}
+
+
+def _tuples(pair_file: Path, path: Path, negatives: int, short_every: int = 0) -> Path:
+    """(anchor, positive, negative_1..n) rows from the pair file; every ``short_every``-th row one negative."""
+    rows = [json.loads(line) for line in pair_file.read_text().splitlines()][:40]
+    out = []
+    for i, r in enumerate(rows):
+        k = 1 if short_every and i % short_every == 0 else negatives
+        out.append({"anchor": r["text1"], "positive": r["text2"], **{f"negative_{j + 1}": rows[(i + 7 + 5 * j) % 40]["text2"] for j in range(k)}})
+    if negatives == 1 and not short_every:
+        out = [{"anchor": r["anchor"], "positive": r["positive"], "negative": r["negative_1"]} for r in out]
+    path.write_text("".join(json.dumps(r) + "\n" for r in out), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("objective", "negatives", "extra"),
+    [
+        ("paper", 3, {}),  # the pair objective on mined n-tuples (issue 41's retrieval rows)
+        ("paper", 1, {}),  # ... on plain triplets
+        ("paper", 3, {"pad_negatives": True, "short_every": 4}),
+        ("simcse-sup", 3, {}),
+        ("simcse-sup", 3, {"prompts": PROMPTS}),  # the default roles: anchor query, positive and negatives document
+        ("paper", 3, {"prompts": PROMPTS, "column_roles": {"positive": "none"}}),
+    ],
+)
+def test_streamed_tuples_and_roles_equal_in_memory_training(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, objective: str, negatives: int,
+                                                            extra: dict[str, Any]) -> None:  # fmt: skip
+    extra = dict(extra)
+    data = _tuples(pair_file, tmp_path / "t.jsonl", negatives, extra.pop("short_every", 0))
+    plain = _run(tiny_bert_dir, data, tmp_path / "plain", False, objective=objective, **extra)
+    streamed = _run(tiny_bert_dir, data, tmp_path / "streamed", True, objective=objective, **extra)
+    assert plain.steps == streamed.steps == 3
+    assert _losses(tmp_path / "streamed") == pytest.approx(_losses(tmp_path / "plain"), rel=1e-5)
+    a, b = _weights(plain.model_dir), _weights(streamed.model_dir)
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=1e-5, atol=1e-6, msg=name)
+    summary = json.loads((tmp_path / "streamed" / "train_config.json").read_text())["train_data"]
+    assert "streamed from rows.arrow" in summary and (negatives == 1 or "n-tuples" in summary)
+
+
+def test_roles_change_what_streamed_tuples_train_on(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path) -> None:
+    """The roles reach streamed rows: with the query and document prompts the run differs from one
+    whose columns all take the general prompt (the equality above is not two unprompted runs)."""
+    data = _tuples(pair_file, tmp_path / "t.jsonl", 2)
+    roled = _run(tiny_bert_dir, data, tmp_path / "roled", True, objective="paper", prompts=PROMPTS)
+    none = {"anchor": "none", "positive": "none", "negative": "none"}
+    plain = _run(tiny_bert_dir, data, tmp_path / "plain", True, objective="paper", prompts=PROMPTS, column_roles=none)
+    assert roled.steps == plain.steps == 3
+    assert _losses(tmp_path / "roled") != pytest.approx(_losses(tmp_path / "plain"), rel=1e-4)

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import shutil
 import tempfile
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,8 @@ class Spool:
         self.remove_folder = False
 
     def column(self, name: str, kind: str) -> SpoolColumn:
-        """A new column (``kind``: ``text`` or ``float``); the first one decides when to flush."""
+        """A new column (``kind``: ``text``, ``float``, or ``texts``: a list of texts a row, an
+        n-tuple's negatives); the first one decides when to flush."""
         if self._writer is not None or name in self.columns:
             raise ConfigError("a spool takes one read; start another spooling() for another dataset")
         column = SpoolColumn(self, name)
@@ -84,10 +86,11 @@ class Spool:
             return
         arrays = {}
         for name, column in self.columns.items():
-            kind = pa.float64() if column.kind == "float" else pa.large_string()
+            kind = {"float": pa.float64(), "texts": pa.large_list(pa.large_string())}.get(column.kind, pa.large_string())
             full = len(column.buffer) == rows
             column.filled = column.filled or full
-            arrays[name] = pa.array(column.buffer if full else [None] * rows, type=kind)  # a column left empty (no negatives)
+            values = [list(v) for v in column.buffer] if column.kind == "texts" and full else column.buffer
+            arrays[name] = pa.array(values if full else [None] * rows, type=kind)  # a column left empty (no negatives)
         batch = pa.record_batch(arrays)
         if self._writer is None:
             self._schema = batch.schema
@@ -136,7 +139,11 @@ def spooling(folder: str | Path | None = None, *, batch_rows: int | None = None)
 
 class ArrowRows:
     """Validated training rows in a memory-mapped Arrow file: ``kind`` ``pairs`` (text1, text2,
-    label), ``sentences`` (text) or ``triplets`` (anchor, positive[, negative])."""
+    label), ``sentences`` (text) or ``triplets`` (anchor, positive[, negative], or anchor, positive,
+    negatives: n-tuples, a list of texts a row).
+
+    ``formats`` maps a column to what is done to each of its texts as it is read (a role's prompt,
+    :meth:`formatted`); the file itself is never rewritten."""
 
     def __init__(self, kind: str, path: Path, columns: list[str], *, name: str, source: str,
                  label_range: tuple[float, float] | None, skipped: dict[str, int], remove_folder: bool = False) -> None:  # fmt: skip
@@ -150,8 +157,23 @@ class ArrowRows:
         self.skipped = dict(skipped)
         self._map = pa.memory_map(str(path))
         self.table = pa.ipc.open_file(self._map).read_all().select(columns)  # zero-copy views of the mapped file
+        self.formats: dict[str, Callable[[str], str]] = {}
         if remove_folder:  # a temporary folder: gone with the last reference to these rows
             weakref.finalize(self, _remove, self._map, path.parent)
+
+    def formatted(self, formats: Mapping[str, Callable[[str], str]]) -> ArrowRows:
+        """The same rows (the same mapped file) whose ``column`` texts read as ``formats[column](text)``."""
+        view = copy.copy(self)
+        view.formats = {**self.formats, **formats}
+        view._origin = self  # the mapped file lives (and its temporary folder stays) while a view does
+        return view
+
+    def format(self, column: str, values: Any) -> Any:
+        """``values`` (a column's text, or list of texts) as ``formats`` reads them."""
+        how = self.formats.get(column)
+        if how is None or values is None:
+            return values
+        return [how(v) for v in values] if isinstance(values, list) else how(values)
 
     def __len__(self) -> int:
         return self.table.num_rows
@@ -160,13 +182,14 @@ class ArrowRows:
     def columns(self) -> list[str]:
         return list(self.table.column_names)
 
-    def texts(self, column: str, start: int = 0, stop: int | None = None) -> list[str]:
-        """The texts of ``column`` in rows ``start:stop`` (only those become Python strings)."""
+    def texts(self, column: str, start: int = 0, stop: int | None = None) -> list[Any]:
+        """The texts of ``column`` in rows ``start:stop`` (only those become Python strings; a
+        list of texts a row for ``negatives``), formatted as ``formats`` says."""
         stop = len(self) if stop is None else stop
-        return self.table.column(column).slice(start, stop - start).to_pylist()
+        return [self.format(column, v) for v in self.table.column(column).slice(start, stop - start).to_pylist()]
 
     def row(self, index: int) -> dict[str, Any]:
-        return {name: self.table.column(name)[index].as_py() for name in self.table.column_names}
+        return {name: self.format(name, self.table.column(name)[index].as_py()) for name in self.table.column_names}
 
     @property
     def labels(self) -> np.ndarray:
@@ -177,8 +200,25 @@ class ArrowRows:
     def has_negatives(self) -> bool:
         return "negative" in self.table.column_names
 
+    @property
+    def is_ntuples(self) -> bool:
+        """Rows of (anchor, positive, negatives): a list of hard negatives each."""
+        return "negatives" in self.table.column_names
+
+    @property
+    def negatives_per_row(self) -> int:
+        """n-tuples: the most negatives a row holds (shorter rows were padded); 0 otherwise."""
+        if not self.is_ntuples or len(self) == 0:
+            return 0
+        import pyarrow.compute as pc
+
+        return int(pc.max(pc.list_value_length(self.table.column("negatives"))).as_py() or 0)
+
     def summary(self) -> str:
-        what = {"pairs": "pairs", "sentences": "sentences", "triplets": "triplets" if self.has_negatives else "anchor/positive pairs"}[self.kind]
+        if self.is_ntuples:
+            what = f"n-tuples (anchor, positive, {self.negatives_per_row} hard negatives)"
+        else:
+            what = {"pairs": "pairs", "sentences": "sentences", "triplets": "triplets" if self.has_negatives else "anchor/positive pairs"}[self.kind]
         return f"{self.name or self.source}: {len(self)} {what} (streamed from {self.path.name})"
 
 

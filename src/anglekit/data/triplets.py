@@ -107,7 +107,7 @@ class _TripletSink(Sink):
         self.rows: list[int] = []  # NLI mode: the row of each record, for error messages
         self.pad_negatives = pad_negatives
         self.numbered: list[str] = []  # n-tuples: the negative_1..negative_n columns
-        self.negatives: list[tuple[str, ...]] = []
+        self.negatives: list[tuple[str, ...]] = self.new_column("negatives", "texts")
 
     def resolve(self, available: Sequence[str]) -> list[str]:
         present = set(available)
@@ -143,8 +143,6 @@ class _TripletSink(Sink):
                 raise missing_column(self.source, tried[0], tried, available, taken=known)
             chosen.append(name)
         if numbered:
-            if self.spooled:
-                raise ConfigError(f"{self.source}: n-tuple rows (negative_1..negative_n) are not streamed; train without stream_data")
             self.numbered = numbered
             self.optional = frozenset(numbered)
             return chosen + numbered

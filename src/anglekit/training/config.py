@@ -244,7 +244,8 @@ class DataSection:
     stream_data: bool = setting(
         False,
         help="Keep the training rows in a memory-mapped Arrow file instead of Python lists, and tokenize them batch by "
-        "batch (for corpora larger than memory; same checks and errors; NLI premise/hypothesis data is not streamed).",
+        "batch (for corpora larger than memory; same checks, errors and training, n-tuples and column roles included; NLI "
+        "premise/hypothesis data is not streamed).",
     )
     column_roles: dict[str, str] | None = setting(
         None,
@@ -252,7 +253,7 @@ class DataSection:
         metavar="COLUMN=ROLE",
         help="The model's named prompt (role) each column is embedded with, or none for its general prompt; repeatable "
         "(--column-roles anchor=query --column-roles positive=document). Columns: text1, text2 (pairs), anchor, positive, "
-        "negative (triplets), text. Default: triplets' anchor query, positive and negative document, where the model has "
+        "negative (triplets and n-tuples, with any objective), text. Default: the anchor of triplet and n-tuple rows query, their positive and negatives document, where the model has "
         "those prompts; pairs and sentences none. docs/retrieval.md.",
     )
     dev_data: str | None = setting(

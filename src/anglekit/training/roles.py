@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from anglekit.errors import ConfigError
@@ -148,12 +149,23 @@ def apply_column_roles(
     from anglekit.data.stream import ArrowRows
 
     if isinstance(train_set, ArrowRows):
-        given = {column: role for column, role in roles.items() if role is not None}
-        raise ConfigError(
-            f"column roles {given} with stream_data: streamed rows are tokenized unprompted; train without stream_data, "
-            f"or set column_roles to {NO_ROLE!r} for those columns"
-        )
+        return streamed_prompted_columns(train_set, roles, embedder.config), PromptedTokenizing(embedder), roles
     return prompted_columns(train_set, roles, embedder.config), PromptedTokenizing(embedder), roles
+
+
+def streamed_prompted_columns(rows: Any, roles: Mapping[str, str | None], config: Any) -> Any:
+    """:func:`prompted_columns` for streamed rows (an :class:`~anglekit.data.stream.ArrowRows`):
+    each column's texts are formatted as they are read; the ``negative`` role covers ``negatives``."""
+    formats = {}
+    for column, role in roles.items():
+        for name in (column, "negatives") if column == "negative" else (column,):
+            if name in rows.columns:
+                formats[name] = partial(_format_one, config=config, role=role)
+    return rows.formatted(formats)
+
+
+def _format_one(text: str, *, config: Any, role: str | None) -> str:
+    return str(config.format(text, role))
 
 
 __all__ = [
@@ -167,4 +179,5 @@ __all__ = [
     "column_role",
     "column_roles",
     "prompted_columns",
+    "streamed_prompted_columns",
 ]

@@ -489,12 +489,13 @@ def _column_roles(task: Any, several: Sequence[Any] | None, configured: Any, tra
     """(prompted set, what tokenizes it, its roles) per dataset: each column's role (named prompt);
     with several datasets each by its own kind, a configured column applying where the kind has it."""
     if several is None:
-        role_sets = [apply_column_roles(task.kind, configured, train_set, embedder)]
+        role_sets = [apply_column_roles(task.columns_kind(train_set), configured, train_set, embedder)]
         roles = role_sets[0][2]
     else:
-        role_sets = [apply_column_roles(d.task.kind, configured, d.train_set, embedder, partial=True) for d in several]
+        kinds = [d.task.columns_kind(d.train_set) for d in several]
+        role_sets = [apply_column_roles(kind, configured, d.train_set, embedder, partial=True) for kind, d in zip(kinds, several, strict=True)]
         roles = {f"{d.name}:{column}": role for d, (_, _, own) in zip(several, role_sets, strict=True) for column, role in own.items()}
-        check_roles_used(configured, [d.task.kind for d in several])
+        check_roles_used(configured, kinds)
     if any(role is not None for role in roles.values()):
         logger.info("column roles: %s", ", ".join(f"{column} {role or NO_ROLE}" for column, role in roles.items()))
     return role_sets

@@ -83,6 +83,11 @@ class TrainingTask(ABC):
         """Config fields the task sets from its data (none by default), given the preset's ``config``."""
         return {}
 
+    def columns_kind(self, train_set: Any) -> str:
+        """The kind of rows ``train_set`` holds, whose columns take roles (``training.roles``): the
+        task's own kind, unless its data comes in another shape (a pair objective on n-tuples)."""
+        return self.kind
+
     @abstractmethod
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
         """(tokenized dataset, collator): each distinct text tokenized once, padded per batch."""

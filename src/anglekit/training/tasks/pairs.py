@@ -33,7 +33,7 @@ from anglekit.losses.combined import ObjectiveOutput
 from anglekit.losses.registry import ResolvedObjective
 from anglekit.model.padding import pad_token_ids
 from anglekit.training.tasks.base import BatchServices, TrainingTask
-from anglekit.training.tasks.contrastive import NTupleBatch, TokenizedTriplets, TripletCollator
+from anglekit.training.tasks.contrastive import NTupleBatch, TokenizedTriplets, TripletCollator, streamed_ntuples
 from anglekit.training.tasks.streamed import StreamedRows
 
 
@@ -120,15 +120,30 @@ def default_positive_threshold(label_range: tuple[float, float] | None, labels: 
     return lower + POSITIVE_FRACTION * (upper - lower)
 
 
+def is_tuple_rows(train_set: Any) -> bool:
+    """Whether ``train_set`` holds (anchor, positive[, negatives]) rows, in memory or streamed."""
+    return isinstance(train_set, TripletDataset) or (isinstance(train_set, ArrowRows) and train_set.kind == "triplets")
+
+
+def negatives_count(train_set: Any) -> int:
+    """The real hard negatives of every row of tuple rows (:func:`is_tuple_rows`), together."""
+    if isinstance(train_set, TripletDataset):
+        return sum(len(row) for row in train_set.negative_lists())
+    if train_set.is_ntuples:
+        import pyarrow.compute as pc
+
+        return int(pc.sum(pc.list_value_length(train_set.table.column("negatives"))).as_py() or 0)
+    return len(train_set) if train_set.has_negatives else 0
+
+
 def check_label_spread(name: str, config: Any, train_set: Any) -> None:
     """A DataError naming the data and the label when every label of ``train_set`` is the same
     and no term of preset ``name``'s ``config`` learns from that: the cosine and angle terms rank
     pairs by label (one label: nothing to rank, the loss is 0); the in-batch-negative term trains
     only when that label marks positives (>= ``positive_threshold``). n-tuple rows count as the pairs
     they expand to: (anchor, positive, 1) and (anchor, negative_k, 0) for each real negative."""
-    if isinstance(train_set, TripletDataset):
-        negatives = sum(len(row) for row in train_set.negative_lists())
-        labels = np.concatenate([np.ones(len(train_set)), np.zeros(negatives)])
+    if is_tuple_rows(train_set):
+        labels = np.concatenate([np.ones(len(train_set)), np.zeros(negatives_count(train_set))])
     else:
         labels = np.asarray(train_set.labels, dtype=np.float64)
     if len(labels) == 0 or labels.min() != labels.max():
@@ -166,9 +181,8 @@ class PairTask(TrainingTask):
         if train_dataset is not None and tuple_names(list(getattr(train_dataset, "column_names", None) or []), data.column_mapping()):
             return read_triplets(train_dataset, columns=data.column_mapping(), pad_negatives=getattr(data, "pad_negatives", False))
         if train_dataset is None and tuple_columns(data.train_data, data.column_mapping()):
-            if getattr(data, "stream_data", False):
-                raise ConfigError(f"{data.train_data}: anchor/positive/negative rows for a pair objective are not streamed; train without stream_data")
-            return resolve_triplets(data.train_data, columns=data.column_mapping(), pad_negatives=getattr(data, "pad_negatives", False))
+            with self.reading(data):
+                return resolve_triplets(data.train_data, columns=data.column_mapping(), pad_negatives=getattr(data, "pad_negatives", False))
         with self.reading(data):
             if train_dataset is not None:
                 train_set = read_pairs(train_dataset, columns=data.column_mapping())
@@ -178,12 +192,17 @@ class PairTask(TrainingTask):
             raise ConfigError(f"{data.train_data}: no training pairs")
         return train_set
 
+    def columns_kind(self, train_set: Any) -> str:
+        """``triplets`` for (anchor, positive[, negatives]) rows: their anchor is a query and their
+        positive and negatives documents, as for a contrastive objective on the same rows."""
+        return "triplets" if is_tuple_rows(train_set) else self.kind
+
     def objective_settings(self, config: Any, train_set: Any, positive_threshold: float | None) -> dict[str, Any]:
         """The in-batch negatives' ``positive_threshold`` (the given one, or from the labels' range)."""
         if getattr(config, "ibn_weight", 0) <= 0:
             return {}
         threshold = positive_threshold
-        if threshold is None and isinstance(train_set, TripletDataset):
+        if threshold is None and is_tuple_rows(train_set):
             threshold = 1.0  # n-tuple rows expand to pairs labelled 1 (positive) and 0 (negative)
         if threshold is None:
             threshold = default_positive_threshold(train_set.label_range, train_set.labels)
@@ -201,6 +220,10 @@ class PairTask(TrainingTask):
             tokenized = TokenizedTriplets.build_ntuples(train_set.anchor, train_set.positive, train_set.negative_lists(), self.text_tokenizer(embedder))
             left = embedder.tokenizer.padding_side == "left"
             return tokenized, TripletCollator(embedder.tokenizer.pad_token_id, left_padding=left, negatives_per_row=tokenized.negatives_per_row)
+        if isinstance(train_set, ArrowRows) and train_set.kind == "triplets":  # streamed n-tuples (a triplet is n = 1)
+            streamed, width = streamed_ntuples(train_set, self.text_tokenizer(embedder))
+            left = embedder.tokenizer.padding_side == "left"
+            return streamed, TripletCollator(embedder.tokenizer.pad_token_id, left_padding=left, negatives_per_row=width)
         if isinstance(train_set, ArrowRows):
             labels = train_set.labels
             tokenized: Any = StreamedRows(

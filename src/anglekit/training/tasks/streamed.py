@@ -3,7 +3,7 @@
 The in-memory datasets (``TokenizedPairs``, ...) tokenize every distinct text once, up front, and
 give each distinct text a dense id. For a corpus larger than memory these read each row from an
 :class:`~anglekit.data.stream.ArrowRows` when the loader asks for it and tokenize it then; a
-text's id (what identical-sentence detection compares) is a 64-bit hash of the text, equal for
+text's id (what identical-sentence detection compares) is a 63-bit hash of the text, equal for
 equal texts as the dense ids are. ``lengths()`` (for length-grouped batches) tokenizes the rows
 once in slices and keeps only the counts.
 """
@@ -24,13 +24,16 @@ LENGTH_SLICE = 4096
 
 
 def text_id(text: str) -> int:
-    """A stable 64-bit id of a text (signed, as torch's int64 takes it)."""
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+    """A stable 63-bit id of a text: never negative, as the in-memory datasets' dense ids, since a
+    negative id marks a padding slot (an n-tuple row's missing negative)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
 class StreamedRows(Dataset):
     """Rows of ``columns`` of ``rows``, tokenized with ``tokenize`` when read; an item is
-    ``make(token ids per column, text ids per column, row index)`` (the task's item type)."""
+    ``make(token ids per text, text ids per text, row index)`` (the task's item type), its texts
+    in column order, a list column (an n-tuple's ``negatives``) contributing each of its texts.
+    Texts are read through the rows' ``formats`` (a column's role prompt)."""
 
     def __init__(
         self,
@@ -50,9 +53,17 @@ class StreamedRows(Dataset):
         return len(self.rows)
 
     def texts(self, index: int) -> list[str]:
+        """The row's texts, in column order, a list column's flattened."""
         if not 0 <= index < len(self):
             raise IndexError(f"row {index} of {len(self)}")
-        return [array[index].as_py() for array in self._arrays]
+        out: list[str] = []
+        for name, array in zip(self.columns, self._arrays, strict=True):
+            value = self.rows.format(name, array[index].as_py())
+            if isinstance(value, list):
+                out.extend(value)
+            else:
+                out.append(value)
+        return out
 
     def __getitem__(self, index: int) -> Any:
         texts = self.texts(index)
@@ -64,8 +75,19 @@ class StreamedRows(Dataset):
             out = np.zeros(len(self), dtype=np.int64)
             for start in range(0, len(self), LENGTH_SLICE):
                 for name in self.columns:
-                    ids = self.tokenize(self.rows.texts(name, start, min(start + LENGTH_SLICE, len(self))))
-                    sizes = np.fromiter((len(seq) for seq in ids), dtype=np.int64, count=len(ids))
+                    values = self.rows.texts(name, start, min(start + LENGTH_SLICE, len(self)))
+                    if values and isinstance(values[0], list):  # a list column: each row's longest text
+                        flat = [text for row in values for text in row]
+                        counts = np.fromiter((len(row) for row in values), dtype=np.int64, count=len(values))
+                        sizes_flat = np.fromiter((len(seq) for seq in self.tokenize(flat)), dtype=np.int64, count=len(flat))
+                        sizes = np.zeros(len(values), dtype=np.int64)
+                        ends = np.cumsum(counts)
+                        for row, (end, count) in enumerate(zip(ends, counts, strict=True)):
+                            if count:
+                                sizes[row] = sizes_flat[end - count : end].max()
+                    else:
+                        ids = self.tokenize(values)
+                        sizes = np.fromiter((len(seq) for seq in ids), dtype=np.int64, count=len(ids))
                     np.maximum(out[start : start + len(sizes)], sizes, out=out[start : start + len(sizes)])
             self._lengths = out.tolist()
         return self._lengths
