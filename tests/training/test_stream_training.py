@@ -119,3 +119,24 @@ def test_roles_change_what_streamed_tuples_train_on(tiny_bert_dir: Path, pair_fi
     plain = _run(tiny_bert_dir, data, tmp_path / "plain", True, objective="paper", prompts=PROMPTS, column_roles=none)
     assert roled.steps == plain.steps == 3
     assert _losses(tmp_path / "roled") != pytest.approx(_losses(tmp_path / "plain"), rel=1e-4)
+
+
+def test_streamed_lengths_are_each_rows_longest_text(tmp_path: Path) -> None:
+    """The lengths length-grouped batches read: per row, its longest text, the negatives of an
+    n-tuple row included (rows padded to fewer negatives, and a slice boundary, included)."""
+    from anglekit.data.stream import spooling
+    from anglekit.data.triplets import read_triplets
+    from anglekit.training.tasks import streamed
+
+    rows = [{"anchor": "a" * (i % 11 + 1), "positive": "b" * (i % 4 + 1), "negative_1": "c" * (i % 5 + 1),
+             **({"negative_2": "d" * (i % 13 + 1)} if i % 3 else {})} for i in range(1, 40)]  # fmt: skip
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with spooling():
+        data = read_triplets(path, pad_negatives=True)
+    by_chars = streamed.StreamedRows(data, ["anchor", "positive", "negatives"], lambda texts: [[0] * len(t) for t in texts], lambda ids, t, i: ids)
+    old, streamed.LENGTH_SLICE = streamed.LENGTH_SLICE, 7
+    try:
+        assert by_chars.lengths() == [max(len(t) for t in by_chars.texts(i)) for i in range(len(rows))]
+    finally:
+        streamed.LENGTH_SLICE = old

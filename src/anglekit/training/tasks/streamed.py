@@ -81,10 +81,9 @@ class StreamedRows(Dataset):
                         counts = np.fromiter((len(row) for row in values), dtype=np.int64, count=len(values))
                         sizes_flat = np.fromiter((len(seq) for seq in self.tokenize(flat)), dtype=np.int64, count=len(flat))
                         sizes = np.zeros(len(values), dtype=np.int64)
-                        ends = np.cumsum(counts)
-                        for row, (end, count) in enumerate(zip(ends, counts, strict=True)):
-                            if count:
-                                sizes[row] = sizes_flat[end - count : end].max()
+                        starts, has = np.cumsum(counts) - counts, counts > 0
+                        if has.any():  # each row's segment of the flat sizes (rows without negatives stay 0)
+                            sizes[has] = np.maximum.reduceat(sizes_flat, starts[has])
                     else:
                         ids = self.tokenize(values)
                         sizes = np.fromiter((len(seq) for seq in ids), dtype=np.int64, count=len(ids))
