@@ -34,6 +34,19 @@ def _losses(out: Path) -> list[float]:
     return [json.loads(line)["loss"] for line in (out / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
 
 
+def _same_training_streamed(model: Path, data: Path, tmp_path: Path, **settings: Any) -> str:
+    """Train on ``data`` in memory (``tmp_path/plain``) and streamed (``tmp_path/streamed``); assert the
+    same 3 steps, losses and weights; return the streamed run's data summary."""
+    plain = _run(model, data, tmp_path / "plain", False, **settings)
+    streamed = _run(model, data, tmp_path / "streamed", True, **settings)
+    assert plain.steps == streamed.steps == 3
+    assert _losses(tmp_path / "streamed") == pytest.approx(_losses(tmp_path / "plain"), rel=1e-5)
+    a, b = _weights(plain.model_dir), _weights(streamed.model_dir)
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=1e-5, atol=1e-6, msg=name)
+    return str(json.loads((tmp_path / "streamed" / "train_config.json").read_text())["train_data"])
+
+
 @pytest.mark.parametrize(("objective", "kind"), [("paper", "pairs"), ("simcse-unsup", "sentences"), ("simcse-sup", "triplets")])
 def test_streamed_training_equals_in_memory_training(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, objective: str, kind: str) -> None:
     if kind == "pairs":
@@ -48,14 +61,8 @@ def test_streamed_training_equals_in_memory_training(tiny_bert_dir: Path, pair_f
         data.write_text("".join(json.dumps({"anchor": r["text1"], "positive": r["text2"], "negative": rows[(i + 7) % 40]["text2"]}) + "\n"
                                 for i, r in enumerate(rows)), encoding="utf-8")  # fmt: skip
         extra = {}
-    plain = _run(tiny_bert_dir, data, tmp_path / "plain", False, objective=objective, **extra)
-    streamed = _run(tiny_bert_dir, data, tmp_path / "streamed", True, objective=objective, **extra)
-    assert plain.steps == streamed.steps == 3
-    assert _losses(tmp_path / "streamed") == pytest.approx(_losses(tmp_path / "plain"), rel=1e-5)
-    a, b = _weights(plain.model_dir), _weights(streamed.model_dir)
-    for name in a:
-        torch.testing.assert_close(a[name], b[name], rtol=1e-5, atol=1e-6, msg=name)
-    assert "streamed from rows.arrow" in json.loads((tmp_path / "streamed" / "train_config.json").read_text())["train_data"]
+    summary = _same_training_streamed(tiny_bert_dir, data, tmp_path, objective=objective, **extra)
+    assert "streamed from rows.arrow" in summary
     assert "streamed from" not in json.loads((tmp_path / "plain" / "train_config.json").read_text())["train_data"]
 
 
@@ -99,14 +106,7 @@ def test_streamed_tuples_and_roles_equal_in_memory_training(tiny_bert_dir: Path,
                                                             extra: dict[str, Any]) -> None:  # fmt: skip
     extra = dict(extra)
     data = _tuples(pair_file, tmp_path / "t.jsonl", negatives, extra.pop("short_every", 0))
-    plain = _run(tiny_bert_dir, data, tmp_path / "plain", False, objective=objective, **extra)
-    streamed = _run(tiny_bert_dir, data, tmp_path / "streamed", True, objective=objective, **extra)
-    assert plain.steps == streamed.steps == 3
-    assert _losses(tmp_path / "streamed") == pytest.approx(_losses(tmp_path / "plain"), rel=1e-5)
-    a, b = _weights(plain.model_dir), _weights(streamed.model_dir)
-    for name in a:
-        torch.testing.assert_close(a[name], b[name], rtol=1e-5, atol=1e-6, msg=name)
-    summary = json.loads((tmp_path / "streamed" / "train_config.json").read_text())["train_data"]
+    summary = _same_training_streamed(tiny_bert_dir, data, tmp_path, objective=objective, **extra)
     assert "streamed from rows.arrow" in summary and (negatives == 1 or "n-tuples" in summary)
 
 
