@@ -350,6 +350,7 @@ def summarise(runs: dict[str, list[dict[str, Any]]], base: dict[str, float]) -> 
         entry["rows_trained"] = sorted({r["rows_trained"] for r in results})
         entry["steps"] = sorted({r["steps"] for r in results})
         entry["precision"] = sorted({r["precision"] for r in results})
+        entry["dates"] = sorted({str(r["finished"])[:10] for r in results if r.get("finished")})
         table.append(entry)
     return table
 
@@ -506,6 +507,15 @@ def mine_once(args: argparse.Namespace, work: Path, pairs_path: Path) -> dict[st
     return mining
 
 
+def with_finished(done: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A reused run with the time it finished: its own record, or for runs written before they
+    recorded one, the file's modification time (``finished_from``: ``file time``)."""
+    if "finished" in done:
+        return done
+    stamp = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
+    return {**done, "finished": stamp, "finished_from": "file time"}
+
+
 def run_row(row: Row, seed: int, args: argparse.Namespace, work: Path, data: dict[str, Path]) -> dict[str, Any]:
     """Train and evaluate one row for one seed; reuse a finished per-run JSON of the same settings."""
     path = args.results_dir / "runs" / f"{row.name.replace(':', '-')}-seed{seed}-{tag(args)}.json"
@@ -513,7 +523,7 @@ def run_row(row: Row, seed: int, args: argparse.Namespace, work: Path, data: dic
         done = json.loads(path.read_text(encoding="utf-8"))
         if done.get("protocol") == PROTOCOL and done.get("tag") == tag(args):
             print(f"--- {row.name} seed {seed}: reusing {path}", file=sys.stderr, flush=True)
-            return done
+            return with_finished(done, path)
     print(f"--- {row.name} seed {seed}", file=sys.stderr, flush=True)
     model_dir = work / "models" / f"{row.name.replace(':', '-')}-seed{seed}-{tag(args)}"
     source = data["pairs" if row.data == "pairs" else row.miner]
@@ -521,7 +531,8 @@ def run_row(row: Row, seed: int, args: argparse.Namespace, work: Path, data: dic
             "model_dir": str(model_dir), "max_steps": args.max_steps, "threads": args.threads, "precision": args.precision}  # fmt: skip
     trained = run_worker("train", spec)
     scores = evaluate(trained["model_dir"], model_dir.with_name(model_dir.name + ".eval"))
-    result = {"protocol": PROTOCOL, "tag": tag(args), "row": row.name, "seed": seed, **trained, **scores, "train_data": source.name}
+    result = {"protocol": PROTOCOL, "tag": tag(args), "row": row.name, "seed": seed, **trained, **scores, "train_data": source.name,
+              "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "load_average_end": os.getloadavg()}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     common.write_result(result, path)
     print(f"    nDCG@10 {scores['ndcg@10']:.2f}, STS-B {scores['stsb_spearman']:.2f}, {trained['train_pairs_per_s']:.1f} pairs/s", file=sys.stderr)
@@ -627,8 +638,9 @@ def _run(args: argparse.Namespace, rows: Sequence[Row]) -> int:
             "platform": platform.platform(),
             "load_average_start": load_start,
             "load_average_end": os.getloadavg(),
-            "started": started,
+            "started": started,  # this invocation, which may only reuse runs: each row's "dates" say when its runs trained
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "runs_finished": [min(stamps), max(stamps)] if (stamps := [r["finished"] for rs in runs.values() for r in rs if r.get("finished")]) else None,
         },  # fmt: skip
         "untrained": base,
         "mining": {k: {kk: vv for kk, vv in v.items() if kk != "path"} if isinstance(v, dict) else v for k, v in mining.items()},

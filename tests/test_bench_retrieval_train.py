@@ -137,3 +137,19 @@ def test_summary_json_round_trips(bench: ModuleType) -> None:
     table = bench.summarise(runs, {"stsb_spearman": 82.5})
     assert json.loads(json.dumps(table)) == table
     assert table[0]["stsb_cost"] == pytest.approx(0.5) and table[0]["ndcg@10"]["std"] == 0.0
+
+
+def test_each_row_says_when_its_runs_trained(bench: ModuleType, tmp_path: Path) -> None:
+    """A summary that reuses runs names their dates, not only the invocation's: a run's own record,
+    else (runs written before they kept one) its file's time."""
+    import os
+
+    old = tmp_path / "old.json"
+    old.write_text("{}", encoding="utf-8")
+    os.utime(old, (1795000000, 1795000000))  # 2026-11-18 UTC
+    reused = bench.with_finished(_run("anglekit:paper:mined", 0, 70.0, 30.0, 82.0), old)
+    assert reused["finished"].startswith("2026-11-18") and reused["finished_from"] == "file time"
+    own = {**_run("anglekit:paper:mined", 1, 70.0, 30.0, 82.0), "finished": "2026-11-29T05:30:00+00:00"}
+    assert bench.with_finished(own, old) == own
+    table = bench.summarise({"anglekit:paper:mined": [reused, own]}, {"stsb_spearman": 82.3})
+    assert table[0]["dates"] == ["2026-11-18", "2026-11-29"]
