@@ -4,7 +4,8 @@
 Data: Flickr30k train, the first ``--rows`` images: (caption 1, caption 2) pairs; the corpus is the
 distinct positives (both tools' default). Model: all-MiniLM-L6-v2 (offline), on the CPU, the same
 torch thread count for every method; each is timed end to end from a loaded model (encode, search,
-select, write) after one untimed warm-up run of each on 64 pairs. Methods:
+select, write) after one untimed warm-up run of each on 64 pairs, in ``--repeats`` rounds that run
+every method once, in turn (interleaved, so the machine's drift falls on all of them). Methods:
 
 - ``anglekit``: :func:`anglekit.mining.mine_hard_negatives`, exact search, its default batch size,
   a fresh work folder (nothing resumed);
@@ -15,7 +16,7 @@ Both tools take ``--num-negatives`` (default 5) with ``relative_margin`` 0.05 (N
 setting, sentence-transformers' recommendation). ``same_negatives``: the share of output rows whose
 negatives (in order) equal those of ``st-default``, and whether the two outputs hold the same rows.
 
-    .venv/bin/python benchmarks/bench_mine.py --rows 2000 --threads 2
+    .venv/bin/python benchmarks/bench_mine.py --rows 2000 --threads 2 --repeats 3
 
 Results: a table, and benchmarks/results/bench_mine.json.
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2000, help="Flickr30k train images (pairs) to mine for (default: 2000)")
     parser.add_argument("--num-negatives", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=1, help="timed runs of each method (the best is reported)")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds; each times every method once, in turn (the best is reported, and per-round ratios)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads for every method (default: 2)")
     parser.add_argument("--out", default=str(HERE / "results" / "bench_mine.json"))
     args = parser.parse_args(argv)
@@ -97,21 +99,24 @@ def main(argv: list[str] | None = None) -> int:
     }
     results: dict[str, Any] = {}
     outputs: dict[str, dict[tuple[str, str], list[str]]] = {}
-    for name, method in methods.items():
-        folder = Path(tempfile.mkdtemp(prefix=f"bench-mine-{name}-"))
-        try:
-            (folder / "warm").mkdir()
-            method(pairs(64), folder / "warm")  # untimed: first-call costs (thread pools, allocators)
-            times = []
-            for repeat in range(args.repeats):
-                work = folder / f"run{repeat}"
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    folder = Path(tempfile.mkdtemp(prefix="bench-mine-"))
+    load_start, started = os.getloadavg(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        for name, method in methods.items():
+            (folder / f"warm-{name}").mkdir()
+            method(pairs(64), folder / f"warm-{name}")  # untimed: first-call costs (thread pools, allocators)
+        for repeat in range(args.repeats):  # interleaved: each round runs every method once, in turn
+            for name, method in methods.items():
+                work = folder / f"{name}-run{repeat}"
                 work.mkdir()
                 seconds, outputs[name] = method(rows, work)
-                times.append(seconds)
-            results[name] = {"seconds": min(times), "all_seconds": times, "rows_out": len(outputs[name])}
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        print(f"{name:<11} {results[name]['seconds']:8.2f} s  {results[name]['rows_out']} rows", file=sys.stderr, flush=True)
+                times[name].append(seconds)
+                print(f"round {repeat + 1}: {name:<11} {seconds:8.2f} s  {len(outputs[name])} rows", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    for name in methods:
+        results[name] = {"seconds": min(times[name]), "all_seconds": times[name], "rows_out": len(outputs[name])}
     reference = outputs["st-default"]
     for name in methods:
         same = sum(outputs[name].get(key) == value for key, value in reference.items())
@@ -119,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         results[name]["same_rows_as_st_default"] = set(outputs[name]) == set(reference)
     for name in ("st-default", "st-best"):
         results[f"speedup_vs_{name}"] = results[name]["seconds"] / results["anglekit"]["seconds"]
+        # per round: the same round's runs, so the machine's drift cancels
+        results[f"speedup_vs_{name}_per_round"] = [b / a for a, b in zip(times["anglekit"], times[name], strict=True)]
     table = ["| method | seconds | rows | same negatives as st-default |", "|---|---:|---:|---:|"]
     for name in methods:
         r = results[name]
@@ -127,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"anglekit is {results['speedup_vs_st-default']:.2f}x st-default and {results['speedup_vs_st-best']:.2f}x st-best")
     result = {"bench": "bench_mine", "rows": args.rows, "num_negatives": args.num_negatives, "relative_margin": 0.05, "threads": args.threads,
               "batch_size": {"anglekit": DEFAULT_BATCH_SIZE, "st-default": 32, "st-best": DEFAULT_BATCH_SIZE}, "results": results,
+              "machine": {"cpu": common.cpu_flags(), "started": started, "load_average_start": load_start, "load_average_end": os.getloadavg()},
               "versions": common.versions("torch", "sentence-transformers", "faiss-cpu", "transformers")}  # fmt: skip
     common.write_result(result, args.out)
     return 0
