@@ -205,14 +205,19 @@ class ArrowRows:
         """Rows of (anchor, positive, negatives): a list of hard negatives each."""
         return "negatives" in self.table.column_names
 
-    @property
-    def negatives_per_row(self) -> int:
-        """n-tuples: the most negatives a row holds (shorter rows were padded); 0 otherwise."""
-        if not self.is_ntuples or len(self) == 0:
-            return 0
+    def negative_counts(self) -> np.ndarray:
+        """n-tuples: how many negatives each row holds (shorter rows were padded); empty otherwise."""
+        if not self.is_ntuples:
+            return np.zeros(0, dtype=np.int64)
         import pyarrow.compute as pc
 
-        return int(pc.max(pc.list_value_length(self.table.column("negatives"))).as_py() or 0)
+        return pc.list_value_length(self.table.column("negatives")).to_numpy(zero_copy_only=False).astype(np.int64)
+
+    @property
+    def negatives_per_row(self) -> int:
+        """n-tuples: the most negatives a row holds; 0 otherwise."""
+        counts = self.negative_counts()
+        return int(counts.max()) if len(counts) else 0
 
     def summary(self) -> str:
         if self.is_ntuples:

@@ -85,12 +85,10 @@ class IndexSettings:
             raise ConfigError(f"index kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.quantize not in QUANTIZATIONS:
             raise ConfigError(f"quantize must be one of {', '.join(QUANTIZATIONS)}, got {self.quantize!r}")
-        for name in ("rescore_multiplier", "connectivity", "expansion_add", "expansion_search"):
+        for name, least in (("rescore_multiplier", 1), ("connectivity", 2), ("expansion_add", 1), ("expansion_search", 1), ("build_threads", 0)):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (2 if name == "connectivity" else 1):
-                raise ConfigError(f"{name} must be an integer >= {2 if name == 'connectivity' else 1}, got {value!r}")
-        if not isinstance(self.build_threads, int) or isinstance(self.build_threads, bool) or self.build_threads < 0:
-            raise ConfigError(f"build_threads must be an integer >= 0 (0: every core), got {self.build_threads!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ConfigError(f"{name} must be an integer >= {least}{' (0: every core)' if name == 'build_threads' else ''}, got {value!r}")
         if self.kind == "exact" and self.backend is not None:
             raise ConfigError("backend applies to kind 'hnsw' only")
         if self.kind == "hnsw":

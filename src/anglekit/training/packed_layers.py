@@ -5,11 +5,12 @@ an encoder layer over B x L rows, padding included: on anglekit's length-grouped
 (MiniLM's tokenizer, 64 texts a batch) that is 1.10x the real tokens, more on random batches, and on
 a CPU those matmuls are most of the step (packed, MiniLM's pass is 1.04-1.07x faster on those
 batches: ``benchmarks/bench_packed_layers.py``). :func:`packed_layer_forward` runs one encoder
-layer the way its class does, but gathers the real tokens first: the query, key and value projections, the attention output projection, the
-feed-forward block, their dropouts and norms run over the real tokens only; the projections are
-scattered back to the padded layout for the attention itself, which runs through the same
-attention function (SDPA or eager, with the same mask) as the class's; the layer's output is
-returned padded (zeros on padding rows, which no real token attends to and no pooling reads).
+layer the way its class does, but gathers the real tokens first: the query, key and value
+projections, the attention output projection, the feed-forward block, their dropouts and norms run
+over the real tokens only; the projections are scattered back to the padded layout for the
+attention itself, which runs through the same attention function (SDPA or eager, with the same
+mask) as the class's; the layer's output is returned padded (zeros on padding rows, which no real
+token attends to and no pooling reads).
 
 Real-token outputs equal the class's (each matmul row is computed from its own row; the check
 below allows float32 rounding of a differently blocked matmul). Dropout masks are drawn over the

@@ -160,12 +160,8 @@ def streamed_prompted_columns(rows: Any, roles: Mapping[str, str | None], config
     for column, role in roles.items():
         for name in (column, "negatives") if column == "negative" else (column,):
             if name in rows.columns:
-                formats[name] = partial(_format_one, config=config, role=role)
+                formats[name] = partial(config.format, role=role)
     return rows.formatted(formats)
-
-
-def _format_one(text: str, *, config: Any, role: str | None) -> str:
-    return str(config.format(text, role))
 
 
 __all__ = [

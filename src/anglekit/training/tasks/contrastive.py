@@ -168,17 +168,17 @@ class TokenizedTriplets(Dataset):
         return sizes[self.row_text_ids].max(axis=1).tolist()
 
 
-def streamed_ntuples(rows: ArrowRows, tokenize: Callable[[list[str]], list[list[int]]]) -> tuple[StreamedRows, int]:
+def streamed_ntuples(rows: ArrowRows, tokenize: Callable[[list[str]], list[list[int]]], tokenizer: Any) -> tuple[StreamedRows, TripletCollator]:
     """Streamed triplet rows as n-tuples (as :meth:`TokenizedTriplets.build_ntuples` gives them):
     (anchor, positive, negatives) rows, a triplet's one ``negative`` (n = 1) or none (n = 0); with
-    the most negatives a row holds, for :class:`TripletCollator`."""
+    their :class:`TripletCollator` (padding to the most negatives a row holds, ``tokenizer``'s pad)."""
     negative = ["negatives"] if rows.is_ntuples else (["negative"] if rows.has_negatives else [])
     width = rows.negatives_per_row if rows.is_ntuples else len(negative)
     dataset = StreamedRows(
         rows, ["anchor", "positive", *negative], tokenize,
         lambda ids, text_ids, i: TokenizedTriplet(ids[0], ids[1], None, tuple(text_ids), tuple(ids[2:])),
     )  # fmt: skip
-    return dataset, width
+    return dataset, TripletCollator(tokenizer.pad_token_id, left_padding=tokenizer.padding_side == "left", negatives_per_row=width)
 
 
 class TripletCollator:
@@ -363,8 +363,7 @@ class TripletTask(ContrastiveTask):
             tokenized = TokenizedTriplets.build_ntuples(train_set.anchor, train_set.positive, train_set.negatives, self.text_tokenizer(embedder))
             return tokenized, TripletCollator(embedder.tokenizer.pad_token_id, left_padding=left, negatives_per_row=tokenized.negatives_per_row)
         if isinstance(train_set, ArrowRows) and train_set.is_ntuples:
-            streamed, width = streamed_ntuples(train_set, self.text_tokenizer(embedder))
-            return streamed, TripletCollator(embedder.tokenizer.pad_token_id, left_padding=left, negatives_per_row=width)
+            return streamed_ntuples(train_set, self.text_tokenizer(embedder), embedder.tokenizer)
         if isinstance(train_set, ArrowRows):
             columns = ["anchor", "positive"] + (["negative"] if train_set.has_negatives else [])
             tokenized: Any = StreamedRows(

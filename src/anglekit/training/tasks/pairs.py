@@ -130,9 +130,7 @@ def negatives_count(train_set: Any) -> int:
     if isinstance(train_set, TripletDataset):
         return sum(len(row) for row in train_set.negative_lists())
     if train_set.is_ntuples:
-        import pyarrow.compute as pc
-
-        return int(pc.sum(pc.list_value_length(train_set.table.column("negatives"))).as_py() or 0)
+        return int(train_set.negative_counts().sum())
     return len(train_set) if train_set.has_negatives else 0
 
 
@@ -221,9 +219,7 @@ class PairTask(TrainingTask):
             left = embedder.tokenizer.padding_side == "left"
             return tokenized, TripletCollator(embedder.tokenizer.pad_token_id, left_padding=left, negatives_per_row=tokenized.negatives_per_row)
         if isinstance(train_set, ArrowRows) and train_set.kind == "triplets":  # streamed n-tuples (a triplet is n = 1)
-            streamed, width = streamed_ntuples(train_set, self.text_tokenizer(embedder))
-            left = embedder.tokenizer.padding_side == "left"
-            return streamed, TripletCollator(embedder.tokenizer.pad_token_id, left_padding=left, negatives_per_row=width)
+            return streamed_ntuples(train_set, self.text_tokenizer(embedder), embedder.tokenizer)
         if isinstance(train_set, ArrowRows):
             labels = train_set.labels
             tokenized: Any = StreamedRows(
