@@ -365,8 +365,7 @@ def compare(runs: dict[str, list[dict[str, Any]]], table: list[dict[str, Any]], 
     if ours and theirs:
         best_a = max(ours, key=lambda t: t["ndcg@10"]["mean"])["row"]
         best_s = max(theirs, key=lambda t: t["ndcg@10"]["mean"])["row"]
-        seeds_s = {r["seed"]: r for r in runs[best_s]}
-        pairs = [(r, seeds_s[r["seed"]]) for r in runs[best_a] if r["seed"] in seeds_s]
+        pairs = paired_by_seed(runs[best_a], runs[best_s])
         deltas = [a["ndcg@10"] - s["ndcg@10"] for a, s in pairs]
         ratios = [a["train_pairs_per_s"] / s["train_pairs_per_s"] for a, s in pairs]
         delta, delta_std = _mean_std(deltas) if deltas else (float("nan"), 0.0)
@@ -397,11 +396,16 @@ def compare(runs: dict[str, list[dict[str, Any]]], table: list[dict[str, Any]], 
     return out
 
 
+def paired_by_seed(ours: Sequence[dict[str, Any]], theirs: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(our run, their run) for each seed both rows ran, by ascending seed (never by position)."""
+    by_seed = {r["seed"]: r for r in theirs}
+    return [(r, by_seed[r["seed"]]) for r in sorted(ours, key=lambda r: r["seed"]) if r["seed"] in by_seed]
+
+
 def _meets_all(runs: dict[str, list[dict[str, Any]]], by_name: dict[str, dict[str, Any]], row: str, best_st: str) -> bool:
     """Whether anglekit's ``row`` alone meets the three training targets against ``best_st``: nDCG@10
     at or above (paired by seed), pairs/s at least TARGET_SPEED x, STS-B cost at most TARGET_STSB_COST."""
-    theirs = {r["seed"]: r for r in runs[best_st]}
-    pairs = [(r, theirs[r["seed"]]) for r in runs[row] if r["seed"] in theirs]
+    pairs = paired_by_seed(runs[row], runs[best_st])
     if not pairs:
         return False
     delta = sum(a["ndcg@10"] - b["ndcg@10"] for a, b in pairs) / len(pairs)
@@ -410,16 +414,15 @@ def _meets_all(runs: dict[str, list[dict[str, Any]]], by_name: dict[str, dict[st
 
 
 def like_with_like(runs: dict[str, list[dict[str, Any]]], ours: str = "anglekit:paper:mined") -> list[dict[str, Any]]:
-    """anglekit's AnglE objective on its mined n-tuples against each sentence-transformers row on its
-    own (the same negatives count, equal negatives under exact search): per seed the nDCG@10 delta
-    and the pairs/s ratio. The targets' "best row" pick can set a pairs-only row (2 texts a row)
-    against n-tuples (5 texts a row); this comparison does not."""
-    mine = {r["seed"]: r for r in runs.get(ours, [])}
+    """anglekit's row ``ours`` (default: the AnglE objective) on its mined n-tuples against each
+    sentence-transformers row on its own (the same negatives count, equal negatives under exact
+    search): per seed the nDCG@10 delta and the pairs/s ratio. The targets' "best row" pick can set a
+    pairs-only row (2 texts a row) against n-tuples (5 texts a row); this comparison does not."""
     out = []
     for name, results in runs.items():
         if not name.startswith("sentence-transformers:"):
             continue
-        paired = [(mine[r["seed"]], r) for r in sorted(results, key=lambda r: r["seed"]) if r["seed"] in mine]
+        paired = paired_by_seed(runs.get(ours, []), results)
         if not paired:
             continue
         deltas = [a["ndcg@10"] - s["ndcg@10"] for a, s in paired]
