@@ -345,6 +345,13 @@ def test_one_build_thread_builds_the_same_graph_every_time(tmp_path: Path, model
     first.save(tmp_path / "ix")
     assert json.loads((tmp_path / "ix" / "index.json").read_text())["settings"]["build_threads"] == 1
     assert VectorIndex.load(tmp_path / "ix").settings.build_threads == 1
+    # an index written before the setting existed loads with the default, and answers as it did
+    manifest = json.loads((tmp_path / "ix" / "index.json").read_text())
+    del manifest["settings"]["build_threads"]
+    (tmp_path / "ix" / "index.json").write_text(json.dumps(manifest), encoding="utf-8")
+    older = VectorIndex.load(tmp_path / "ix")
+    assert older.settings.build_threads == 0
+    assert older.search_vectors(queries, 10, expansion_search=10)[0] == first.search_vectors(queries, 10, expansion_search=10)[0]
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, "2", True, None])
