@@ -14,6 +14,15 @@ and ``sentence-transformers:angle:mined`` (AnglELoss on the same n-tuples: sente
 documents n-tuple input for it, turned into pairs labelled 1 for the positive, 0 for each negative,
 ranked CoSENT-style across the batch). Every row trains on the rows its miner kept (a pair without
 the full count of negatives is dropped by both miners); the ibn row on anglekit's kept pairs.
+Two more rows, ``anglekit:paper[ibn_weight=4]:mined`` and ``[ibn_weight=8]``, the AnglE objective with
+its in-batch-negative weight raised, were added after the selection below had been tested: exploratory.
+
+Selection (before the test rows; ``--no-select`` skips it): the CANDIDATES objectives, from the AnglE
+objective to in-batch negatives alone, train once (seed SELECT_SEED) and are scored on the validation
+splits only, Flickr30k val and STS-B dev; ``choose`` picks the highest val nDCG@10 among those whose
+STS-B dev cost is at most 0.5 (else the cheapest). The picked row joins the test rows and is judged
+alone against sentence-transformers' best (``comparison.selected``), free of picking a best row on test.
+A model trained for the selection is the test row's model for that seed (``.train.json`` beside it).
 
 Measured: each trained model (and the untrained one) is scored by the same evaluator, ``anglekit
 eval`` in its own process at max length 64: Flickr30k test retrieval (``--suite retrieval``: nDCG@10
@@ -28,7 +37,8 @@ rows whose negatives (in order) are the same for both miners.
     .venv/bin/python benchmarks/bench_retrieval_train.py --rows 200 --seeds 0 --max-steps 3 --smoke
 
 Per-run JSON lands in benchmarks/results/retrieval_train/runs/ (reused when its settings match, as
-bench_train.py; --force runs again); the summary in benchmarks/results/retrieval_train/. Mined data
+bench_train.py; --force mines and runs everything again, ``--rerun ROW`` one row, e.g. a peer's, to time
+it in the same session), the selection's in .../selection/; the summary in benchmarks/results/retrieval_train/. Mined data
 and trained models go to --work-dir (default runs/bench_retrieval_train, git-ignored), never to results.
 """
 
@@ -77,10 +87,19 @@ class Row:
     loss: str
     data: str
     """``mined`` (the n-tuples of this peer's miner) or ``pairs`` (the same pairs, no negatives)."""
+    knobs: tuple[tuple[str, float], ...] = ()
+    """anglekit only: objective settings over the preset (``ibn_weight`` ...), named as ``loss[k=v,...]``."""
 
     @property
     def name(self) -> str:
-        return f"{self.peer}:{self.loss}:{self.data}"
+        knobs = f"[{','.join(f'{k}={v:g}' for k, v in self.knobs)}]" if self.knobs else ""
+        return f"{self.peer}:{self.loss}{knobs}:{self.data}"
+
+    @property
+    def stem(self) -> str:
+        """The name as a file-name stem (no ``:``, brackets, commas or ``=``)."""
+        knobs = "".join(f"-{k}{v:g}" for k, v in self.knobs)
+        return f"{self.peer}-{self.loss}{knobs}-{self.data}"
 
     @property
     def miner(self) -> str:
@@ -93,7 +112,23 @@ ROWS = (
     Row("anglekit", "ibn", "mined"),
     Row("sentence-transformers", "mnrl", "mined"),
     Row("sentence-transformers", "angle", "mined"),
+    # Added on 2026-11-29 after the selection's pick (in-batch negatives alone) was seen to cost 0.64
+    # STS-B points on test: exploratory rows, not the pre-registered test (``comparison.selected``).
+    Row("anglekit", "paper", "mined", (("ibn_weight", 4.0),)),
+    Row("anglekit", "paper", "mined", (("ibn_weight", 8.0),)),
 )
+
+SELECT_SEED = 0
+CANDIDATES = (
+    Row("anglekit", "paper", "mined"),
+    Row("anglekit", "paper", "mined", (("ibn_weight", 2.0),)),
+    Row("anglekit", "paper", "mined", (("ibn_weight", 4.0),)),
+    Row("anglekit", "paper", "mined", (("ibn_weight", 8.0),)),
+    Row("anglekit", "ibn", "mined"),
+)
+"""The objectives the selection step (see the module doc) chooses among, before any test score of
+theirs is read: the AnglE objective with its in-batch-negative weight w2 raised from the paper's 1
+towards in-batch negatives alone, the cosine and angle terms kept at weight 1."""
 
 
 class BenchError(Exception):
@@ -211,7 +246,7 @@ def worker_train(spec: dict[str, Any]) -> dict[str, Any]:
                 objective=row.loss, epochs=float(common.EPOCHS), max_steps=spec["max_steps"] or -1, batch_size=common.BATCH_SIZE,
                 learning_rate=common.LEARNING_RATE, scheduler="constant", warmup_steps=0, seed=spec["seed"],
                 output_dir=str(out.parent / (out.name + ".run")), overwrite_output_dir=True, quiet=True, device="cpu",
-                precision="auto" if precision == "auto" else "fp32",
+                precision="auto" if precision == "auto" else "fp32", **dict(spec.get("knobs") or ()),
             )
         )  # fmt: skip
         result = train(config)
@@ -300,28 +335,32 @@ def run_worker(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def evaluate(model: str, folder: Path) -> dict[str, float]:
-    """Flickr30k test retrieval and STS-B test Spearman of ``model`` through ``anglekit eval`` (fresh processes, no cache)."""
+def evaluate(model: str, folder: Path, split: str = "test") -> dict[str, float]:
+    """Flickr30k retrieval and STS-B Spearman of ``model`` through ``anglekit eval`` (fresh processes, no
+    cache): on the test splits, or with ``split="val"`` on Flickr30k val and STS-B dev (the selection step's)."""
+    if split not in ("test", "val"):
+        raise BenchError(f"evaluate: split must be test or val, got {split!r}")
     folder.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "ANGLEKIT_DATA": str(DATA_ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH", "")) if p)
     base = [str(PYTHON), "-m", "anglekit", "eval", model, "--no-cache", "--quiet", "--max-length", str(EVAL_MAX_LENGTH), "--device", "cpu"]
+    stsb = "stsb:test" if split == "test" else "stsb:dev"
     runs = (
-        [*base, "--suite", "retrieval", "--data-root", str(DATA_ROOT), "--output-dir", str(folder)],
-        [*base, "--data", "stsb:test", "--output", str(folder / "stsb.json")],
+        [*base, "--suite", "retrieval", "--data-root", str(DATA_ROOT), "--output-dir", str(folder), "--option", f"retrieval.split={split}"],
+        [*base, "--data", stsb, "--output", str(folder / "stsb.json")],
     )
     for argv in runs:
         proc = subprocess.run(argv, env=env, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
         if proc.returncode != 0:
             raise BenchError(f"anglekit eval {model} failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
     retrieval = json.loads((folder / "retrieval.json").read_text(encoding="utf-8"))
-    stsb = json.loads((folder / "stsb.json").read_text(encoding="utf-8"))
+    scores = json.loads((folder / "stsb.json").read_text(encoding="utf-8"))
     return {
-        "ndcg@10": 100 * retrieval["sets"]["flickr30k:test"]["ndcg@10"],
+        "ndcg@10": 100 * retrieval["sets"][f"flickr30k:{split}"]["ndcg@10"],
         "R@1": retrieval["details"]["R@1"],
         "strict@5": retrieval["details"]["strict@5"],
         "MRR": retrieval["details"]["MRR"],
-        "stsb_spearman": stsb["datasets"]["stsb:test"]["spearman"],
+        "stsb_spearman": scores["datasets"][stsb]["spearman"],
     }
 
 
@@ -355,9 +394,13 @@ def summarise(runs: dict[str, list[dict[str, Any]]], base: dict[str, float]) -> 
     return table
 
 
-def compare(runs: dict[str, list[dict[str, Any]]], table: list[dict[str, Any]], mining: dict[str, Any], base: dict[str, float]) -> dict[str, Any]:
+def compare(
+    runs: dict[str, list[dict[str, Any]]], table: list[dict[str, Any]], mining: dict[str, Any], base: dict[str, float], selected: str | None = None
+) -> dict[str, Any]:
     """The issue's targets: anglekit's best row against sentence-transformers' best on nDCG@10 (paired by seed),
-    its pairs/s ratio, the STS-B cost, and the mining speed-up with the same negatives."""
+    its pairs/s ratio, the STS-B cost, and the mining speed-up with the same negatives. With ``selected``
+    (the row the selection step picked on the validation splits), also that row alone against the
+    best sentence-transformers row: the pre-registered test, free of picking the best row on test."""
     by_name = {t["row"]: t for t in table}
     ours = [t for t in table if t["row"].startswith("anglekit:")]
     theirs = [t for t in table if t["row"].startswith("sentence-transformers:")]
@@ -387,8 +430,26 @@ def compare(runs: dict[str, list[dict[str, Any]]], table: list[dict[str, Any]], 
             },
         )
         out["targets"]["one_row_meets_all_three"] = any(_meets_all(runs, by_name, t["row"], best_s) for t in ours)
+        if selected is not None and runs.get(selected):
+            pairs = paired_by_seed(runs[selected], runs[best_s])
+            deltas = [a["ndcg@10"] - s["ndcg@10"] for a, s in pairs]
+            out["selected"] = {
+                "row": selected,
+                "paired_seeds": [a["seed"] for a, _ in pairs],
+                "ndcg_delta_per_seed": deltas,
+                "ndcg_delta_mean": _mean_std(deltas)[0] if deltas else float("nan"),
+                "ndcg_delta_std": _mean_std(deltas)[1] if deltas else 0.0,
+                "pairs_per_s_ratio_per_seed": [a["train_pairs_per_s"] / s["train_pairs_per_s"] for a, s in pairs],
+                "pairs_per_s_ratio": by_name[selected]["train_pairs_per_s"]["mean"] / by_name[best_s]["train_pairs_per_s"]["mean"],
+                "stsb_cost": by_name[selected]["stsb_cost"],
+            }
+            out["targets"]["selected_row_meets_all_three"] = _meets_all(runs, by_name, selected, best_s)
     out["like_with_like"] = like_with_like(runs)
     out["like_with_like_ibn"] = like_with_like(runs, "anglekit:ibn:mined")
+    shown = {"anglekit:paper:mined", "anglekit:ibn:mined"}
+    out["like_with_like_more"] = [
+        p for row in runs if row.startswith("anglekit:") and row.endswith(":mined") and row not in shown for p in like_with_like(runs, row)
+    ]
     if "anglekit" in mining and "st" in mining:
         speedup = mining["st"]["seconds"] / mining["anglekit"]["seconds"]
         out["mining_speedup"] = speedup
@@ -472,7 +533,13 @@ def print_report(table: list[dict[str, Any]], base: dict[str, float], mining: di
             f"{verdict['ndcg_delta_mean']:+.2f} ± {verdict['ndcg_delta_std']:.2f} (paired over seeds {verdict['paired_seeds']}); "
             f"pairs/s x{verdict['pairs_per_s_ratio']:.2f}; STS-B cost {verdict['stsb_cost_best_anglekit']:.2f}"
         )
-    for pair in verdict.get("like_with_like", []) + verdict.get("like_with_like_ibn", []):
+    if "selected" in verdict:
+        sel = verdict["selected"]
+        print(
+            f"selected on the validation splits {sel['row']} - {verdict['best_st']}: nDCG@10 {sel['ndcg_delta_mean']:+.2f} ± "
+            f"{sel['ndcg_delta_std']:.2f} (seeds {sel['paired_seeds']}); pairs/s x{sel['pairs_per_s_ratio']:.2f}; STS-B cost {sel['stsb_cost']:.2f}"
+        )
+    for pair in verdict.get("like_with_like", []) + verdict.get("like_with_like_ibn", []) + verdict.get("like_with_like_more", []):
         print(
             f"like with like, {pair['anglekit']} - {pair['st']}: nDCG@10 {pair['ndcg_delta_mean']:+.2f} ± {pair['ndcg_delta_std']:.2f} "
             f"(seeds {pair['seeds']}); pairs/s x{pair['pairs_per_s_ratio_min']:.2f}-{pair['pairs_per_s_ratio_max']:.2f}"
@@ -519,27 +586,124 @@ def with_finished(done: dict[str, Any], path: Path) -> dict[str, Any]:
     return {**done, "finished": stamp, "finished_from": "file time"}
 
 
+TRAINED_KEYS = frozenset(
+    {"model_dir", "rows_trained", "steps", "tokenize_seconds", "train_seconds", "train_pairs_per_s", "precision",
+     "torch_threads", "peak_rss_mb", "versions", "finished", "load_average_end"}
+)  # fmt: skip
+"""A training's figures, the same in a ``.train.json`` record and in a test run's JSON."""
+
+
+def model_path(row: Row, seed: int, args: argparse.Namespace, work: Path) -> Path:
+    """Where ``row``'s model for ``seed`` is saved (its training record beside it, ``.train.json``)."""
+    return work / "models" / f"{row.stem}-seed{seed}-{tag(args)}"
+
+
+def train_once(row: Row, seed: int, args: argparse.Namespace, work: Path, data: dict[str, Path]) -> tuple[dict[str, Any], Path]:
+    """Train ``row`` for ``seed`` in its own process, or reuse the model a selection or test run already
+    trained with the same settings (its ``.train.json`` record); a row named by ``--rerun`` reuses only
+    a model trained by this invocation (``args.started``), so its selection and test runs share one."""
+    model_dir = model_path(row, seed, args, work)
+    record = model_dir.with_name(model_dir.name + ".train.json")
+    source = data["pairs" if row.data == "pairs" else row.miner]
+    test_run = args.results_dir / "runs" / f"{row.stem}-seed{seed}-{tag(args)}.json"
+    again = args.force or row.name in args.rerun
+    for found in (record, test_run):  # a test run's record holds its training's figures too
+        if found.is_file():
+            raw = json.loads(found.read_text(encoding="utf-8"))
+            trained = {k: v for k, v in raw.items() if k in TRAINED_KEYS}
+            same = raw.get("protocol", PROTOCOL) == PROTOCOL and raw.get("tag", tag(args)) == tag(args)
+            fresh = not again or str(trained.get("finished", "")) >= args.started
+            if same and fresh and Path(trained.get("model_dir", "")).is_dir():
+                print(f"    reusing the model trained {trained.get('finished', '?')}: {trained['model_dir']}", file=sys.stderr, flush=True)
+                return trained, source
+    spec = {"row": [row.peer, row.loss, row.data], "knobs": [list(k) for k in row.knobs], "seed": seed, "data": str(source),
+            "negatives": args.negatives, "model_dir": str(model_dir), "max_steps": args.max_steps, "threads": args.threads,
+            "precision": args.precision}  # fmt: skip
+    trained = run_worker("train", spec)
+    trained.update(finished=datetime.now(timezone.utc).isoformat(timespec="seconds"), load_average_end=os.getloadavg())
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(trained) + "\n", encoding="utf-8")
+    return trained, source
+
+
 def run_row(row: Row, seed: int, args: argparse.Namespace, work: Path, data: dict[str, Path]) -> dict[str, Any]:
-    """Train and evaluate one row for one seed; reuse a finished per-run JSON of the same settings."""
-    path = args.results_dir / "runs" / f"{row.name.replace(':', '-')}-seed{seed}-{tag(args)}.json"
-    if path.is_file() and not args.force:
+    """Train and evaluate one row for one seed on the test splits; reuse a finished per-run JSON of the
+    same settings (unless the row is named by ``--rerun``)."""
+    path = args.results_dir / "runs" / f"{row.stem}-seed{seed}-{tag(args)}.json"
+    if path.is_file() and not args.force and row.name not in args.rerun:
         done = json.loads(path.read_text(encoding="utf-8"))
         if done.get("protocol") == PROTOCOL and done.get("tag") == tag(args):
             print(f"--- {row.name} seed {seed}: reusing {path}", file=sys.stderr, flush=True)
             return with_finished(done, path)
     print(f"--- {row.name} seed {seed}", file=sys.stderr, flush=True)
-    model_dir = work / "models" / f"{row.name.replace(':', '-')}-seed{seed}-{tag(args)}"
-    source = data["pairs" if row.data == "pairs" else row.miner]
-    spec = {"row": [row.peer, row.loss, row.data], "seed": seed, "data": str(source), "negatives": args.negatives,
-            "model_dir": str(model_dir), "max_steps": args.max_steps, "threads": args.threads, "precision": args.precision}  # fmt: skip
-    trained = run_worker("train", spec)
+    trained, source = train_once(row, seed, args, work, data)
+    model_dir = model_path(row, seed, args, work)
     scores = evaluate(trained["model_dir"], model_dir.with_name(model_dir.name + ".eval"))
-    result = {"protocol": PROTOCOL, "tag": tag(args), "row": row.name, "seed": seed, **trained, **scores, "train_data": source.name,
-              "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "load_average_end": os.getloadavg()}  # fmt: skip
+    result = {"protocol": PROTOCOL, "tag": tag(args), "row": row.name, "seed": seed, **trained, **scores, "train_data": source.name}
+    result.setdefault("finished", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    result.setdefault("load_average_end", os.getloadavg())
     path.parent.mkdir(parents=True, exist_ok=True)
     common.write_result(result, path)
     print(f"    nDCG@10 {scores['ndcg@10']:.2f}, STS-B {scores['stsb_spearman']:.2f}, {trained['train_pairs_per_s']:.1f} pairs/s", file=sys.stderr)
     return result
+
+
+# --------------------------------------------------------------------------- selection (validation splits only)
+def choose(candidates: Sequence[dict[str, Any]], limit: float = TARGET_STSB_COST) -> str:
+    """The selection rule, fixed before any candidate's test score is read: of the candidates whose
+    STS-B dev cost is at most ``limit``, the one with the highest Flickr30k val nDCG@10; when none is
+    within the limit, the one with the smallest cost. ``candidates``: ``{"row", "ndcg@10", "stsb_cost"}``."""
+    if not candidates:
+        raise BenchError("selection: no candidate was scored")
+    within = [c for c in candidates if c["stsb_cost"] <= limit]
+    if within:
+        return max(within, key=lambda c: c["ndcg@10"])["row"]
+    return min(candidates, key=lambda c: c["stsb_cost"])["row"]
+
+
+def select(args: argparse.Namespace, work: Path, data: dict[str, Path]) -> dict[str, Any]:
+    """Train every candidate for SELECT_SEED (reusing trained models), score it on Flickr30k val and
+    STS-B dev, and pick one by :func:`choose`; per-candidate JSON under ``results_dir/selection``."""
+    folder = args.results_dir / "selection"
+    folder.mkdir(parents=True, exist_ok=True)
+    base_file = folder / "untrained.json"
+    if base_file.is_file() and not args.force:
+        base = json.loads(base_file.read_text(encoding="utf-8"))
+    else:
+        print("--- selection: untrained model on the validation splits", file=sys.stderr, flush=True)
+        base = evaluate(str(common.minilm_dir()), work / "untrained.eval-val", split="val")
+        base_file.write_text(json.dumps(base) + "\n", encoding="utf-8")
+    scored = []
+    for row in CANDIDATES:
+        path = folder / f"{row.stem}-seed{SELECT_SEED}-{tag(args)}.json"
+        if path.is_file() and not args.force and row.name not in args.rerun:
+            result = json.loads(path.read_text(encoding="utf-8"))
+            print(f"--- selection {row.name}: reusing {path}", file=sys.stderr, flush=True)
+        else:
+            print(f"--- selection {row.name} seed {SELECT_SEED}", file=sys.stderr, flush=True)
+            trained, source = train_once(row, SELECT_SEED, args, work, data)
+            model_dir = model_path(row, SELECT_SEED, args, work)
+            scores = evaluate(trained["model_dir"], model_dir.with_name(model_dir.name + ".eval-val"), split="val")
+            result = {"protocol": PROTOCOL, "tag": tag(args), "row": row.name, "seed": SELECT_SEED, "splits": "flickr30k:val, stsb:dev",
+                      **trained, **scores, "train_data": source.name, "scored": datetime.now(timezone.utc).isoformat(timespec="seconds")}  # fmt: skip
+            common.write_result(result, path)
+            print(f"    val nDCG@10 {scores['ndcg@10']:.2f}, STS-B dev {scores['stsb_spearman']:.2f}", file=sys.stderr)
+        scored.append({"row": row.name, "ndcg@10": result["ndcg@10"], "stsb_spearman": result["stsb_spearman"],
+                       "stsb_cost": base["stsb_spearman"] - result["stsb_spearman"], "train_pairs_per_s": result["train_pairs_per_s"]})  # fmt: skip
+    picked = choose(scored)
+    print(f"selection on Flickr30k val / STS-B dev (seed {SELECT_SEED}; untrained: nDCG@10 {base['ndcg@10']:.2f}, STS-B dev {base['stsb_spearman']:.2f}):")
+    for c in scored:
+        print(
+            f"  {c['row']:<38} nDCG@10 {c['ndcg@10']:6.2f}  STS-B dev {c['stsb_spearman']:6.2f} (cost {c['stsb_cost']:5.2f}){'  <- picked' if c['row'] == picked else ''}"
+        )
+    return {
+        "rule": f"highest Flickr30k val nDCG@10 among candidates with STS-B dev cost <= {TARGET_STSB_COST}; if none, the smallest cost",
+        "seed": SELECT_SEED,
+        "splits": {"retrieval": "flickr30k:val", "sts": "stsb:dev"},
+        "untrained": base,
+        "candidates": scored,
+        "picked": picked,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -549,7 +713,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the images and captions drawn (default: 0)")
     parser.add_argument("--negatives", type=int, default=3, help="mined negatives per row, every row (default: 3)")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="training seeds of every row (default: 0 1 2)")
-    parser.add_argument("--only", action="append", default=[], metavar="ROW", help=f"run only these rows (repeatable): {', '.join(r.name for r in ROWS)}")
+    parser.add_argument(
+        "--only", action="append", default=[], metavar="ROW",
+        help=f"run only these rows (repeatable; the summary then holds only them): {', '.join(r.name for r in ROWS)}",
+    )  # fmt: skip
     parser.add_argument("--max-steps", type=int, default=None, help="stop each run early (smoke runs; kept apart by file name)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads of every process (default: 2)")
     parser.add_argument(
@@ -560,6 +727,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--smoke", action="store_true", help="label the summary a smoke run (not figures); written to a -smoke file")
     parser.add_argument("--force", action="store_true", help="mine and run again even where results exist")
+    parser.add_argument(
+        "--rerun", action="append", default=[], metavar="ROW",
+        help="train and score this row again though its runs exist (repeatable; e.g. a peer's row, to time it in the same session)",
+    )  # fmt: skip
+    parser.add_argument("--no-select", action="store_true", help="skip the selection step (and so its picked row)")
     parser.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "bench_retrieval_train", help="mined data, models (git-ignored)")
     parser.add_argument("--results-dir", type=Path, default=RESULTS, help="where runs/ and the summary go")
     parser.add_argument("--worker", nargs=2, metavar=("KIND", "SPEC"), help=argparse.SUPPRESS)
@@ -572,10 +744,12 @@ def main(argv: list[str] | None = None) -> int:
     for flag, value in (("--rows", args.rows), ("--negatives", args.negatives), ("--threads", args.threads), ("--max-steps", args.max_steps)):
         if value is not None and value < 1:
             parser.error(f"{flag} {value}: must be at least 1")
-    rows = [r for r in ROWS if not args.only or r.name in args.only]
-    unknown = sorted(set(args.only) - {r.name for r in ROWS})
-    if unknown:
-        parser.error(f"--only {unknown[0]}: no such row; rows: {', '.join(r.name for r in ROWS)}")
+    names = list(dict.fromkeys(r.name for r in (*ROWS, *CANDIDATES)))
+    for flag, given in (("--only", args.only), ("--rerun", args.rerun)):
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            parser.error(f"{flag} {unknown[0]}: no such row; rows: {', '.join(names)}")
+    rows = [r for r in dict.fromkeys((*ROWS, *CANDIDATES)) if r.name in args.only or (not args.only and r in ROWS)]
     try:
         return _run(args, rows)
     except BenchError as exc:
@@ -584,7 +758,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, rows: Sequence[Row]) -> int:
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = args.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     load_start = os.getloadavg()
     work = args.work_dir
     pairs = sample_pairs(read_captions(), args.rows, args.data_seed)
@@ -603,6 +777,12 @@ def _run(args: argparse.Namespace, rows: Sequence[Row]) -> int:
         base = evaluate(str(common.minilm_dir()), work / "untrained.eval")
         base_file.parent.mkdir(parents=True, exist_ok=True)
         base_file.write_text(json.dumps(base) + "\n", encoding="utf-8")
+    selection = None if args.no_select else select(args, work, data)
+    if selection is not None:
+        picked = next(r for r in CANDIDATES if r.name == selection["picked"])
+        print(f"--- selection picked {picked.name} (on the validation splits)", file=sys.stderr, flush=True)
+        if picked not in rows and (not args.only or picked.name in args.only):
+            rows = [*rows, picked]
     runs: dict[str, list[dict[str, Any]]] = {r.name: [] for r in rows}
     failed = []
     for seed in args.seeds:  # seed by seed across the rows: an interrupted benchmark still covers every row
@@ -613,7 +793,7 @@ def _run(args: argparse.Namespace, rows: Sequence[Row]) -> int:
                 failed.append(f"{row.name}:seed{seed}: {exc}")
                 print(f"FAILED {failed[-1]}", file=sys.stderr)
     table = summarise(runs, base)
-    verdict = compare(runs, table, mining, base)
+    verdict = compare(runs, table, mining, base, selected=selection["picked"] if selection else None)
     print_report(table, base, mining, verdict)
     summary = {
         "bench": "bench_retrieval_train",
@@ -646,6 +826,7 @@ def _run(args: argparse.Namespace, rows: Sequence[Row]) -> int:
             "runs_finished": [min(stamps), max(stamps)] if (stamps := [r["finished"] for rs in runs.values() for r in rs if r.get("finished")]) else None,
         },  # fmt: skip
         "untrained": base,
+        "selection": selection,
         "mining": {k: {kk: vv for kk, vv in v.items() if kk != "path"} if isinstance(v, dict) else v for k, v in mining.items()},
         "rows": table,
         "comparison": verdict,

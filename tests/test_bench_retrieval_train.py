@@ -88,7 +88,7 @@ def test_verdict_pairs_the_best_rows_by_seed(bench: ModuleType) -> None:
     assert like["sentence-transformers:mnrl:mined"]["ndcg_delta_per_seed"] == pytest.approx([1.0, 0.5])
     assert like["sentence-transformers:angle:mined"]["pairs_per_s_ratio_per_seed"] == pytest.approx([30.0 / 25.0, 26.0 / 25.0])
     assert like["sentence-transformers:angle:mined"]["pairs_per_s_ratio_min"] == pytest.approx(26.0 / 25.0)
-    assert verdict["like_with_like_ibn"] == []  # no anglekit:ibn:mined runs here
+    assert verdict["like_with_like_ibn"] == [] and verdict["like_with_like_more"] == []  # no anglekit:ibn:mined runs here
     mining["agreement"]["same_negatives"] = 0.99
     assert bench.compare(runs, table, mining, base)["targets"]["mining_2.0x_same_negatives"] is False
 
@@ -121,6 +121,7 @@ def test_one_row_must_meet_all_three_training_targets(bench: ModuleType) -> None
         (["--threads", "-1"], "--threads -1"),
         (["--max-steps", "0"], "--max-steps 0"),
         (["--only", "nope:row"], "--only nope:row"),
+        (["--rerun", "anglekit:paper[ibn_weight=3]:mined"], "--rerun anglekit:paper[ibn_weight=3]:mined"),
         (["--rows", "many"], "invalid int value"),
     ],
 )
@@ -153,3 +154,109 @@ def test_each_row_says_when_its_runs_trained(bench: ModuleType, tmp_path: Path) 
     assert bench.with_finished(own, old) == own
     table = bench.summarise({"anglekit:paper:mined": [reused, own]}, {"stsb_spearman": 82.3})
     assert table[0]["dates"] == ["2026-11-18", "2026-11-29"]
+
+
+def test_candidate_rows_name_their_knobs_and_keep_older_file_names(bench: ModuleType) -> None:
+    names = [r.name for r in bench.CANDIDATES]
+    assert "anglekit:paper[ibn_weight=4]:mined" in names and len(set(names)) == len(names)
+    stems = [r.stem for r in bench.CANDIDATES]
+    assert len(set(stems)) == len(stems) and all(not set(":[],=") & set(stem) for stem in stems)
+    # a row without knobs keeps the file names its runs were saved under before knobs existed
+    assert all(r.stem == r.name.replace(":", "-") for r in bench.ROWS if not r.knobs)
+    assert bench.Row("anglekit", "paper", "mined", (("ibn_weight", 2.0),)).stem == "anglekit-paper-ibn_weight2-mined"
+
+
+@pytest.mark.parametrize(
+    ("candidates", "picked"),
+    [
+        # the best nDCG within the cost limit wins, though another candidate has a higher nDCG beyond it
+        ([("a", 70.0, 0.2), ("b", 71.0, 0.45), ("c", 72.0, 0.7)], "b"),
+        # the limit is inclusive
+        ([("a", 70.0, 0.2), ("b", 71.0, 0.5)], "b"),
+        # none within the limit: the smallest cost, whatever its nDCG
+        ([("a", 70.0, 0.9), ("b", 75.0, 0.6), ("c", 71.0, 0.8)], "b"),
+        ([("a", 70.0, -0.1)], "a"),  # a model better than the untrained one costs less than nothing
+    ],
+)
+def test_selection_rule(bench: ModuleType, candidates: list[tuple[str, float, float]], picked: str) -> None:
+    assert bench.choose([{"row": r, "ndcg@10": n, "stsb_cost": c} for r, n, c in candidates]) == picked
+
+
+def test_selection_with_no_candidate_is_an_error(bench: ModuleType) -> None:
+    with pytest.raises(bench.BenchError, match="no candidate"):
+        bench.choose([])
+
+
+def test_the_selected_row_is_judged_alone_against_the_best_st_row(bench: ModuleType) -> None:
+    """The pre-registered test: the row picked on the validation splits against sentence-transformers'
+    best, paired by seed, whichever anglekit row has the best test nDCG."""
+    sel = "anglekit:paper[ibn_weight=4]:mined"
+    runs = {
+        "anglekit:ibn:mined": [_run("anglekit:ibn:mined", s, 71.0, 40.0, 81.0) for s in (0, 1)],
+        sel: [_run(sel, s, n, 30.0, 82.0) for s, n in [(1, 70.2), (0, 69.6)]],
+        "sentence-transformers:mnrl:mined": [_run("sentence-transformers:mnrl:mined", s, n, 20.0, 81.0) for s, n in [(0, 69.5), (1, 70.0)]],
+    }
+    base = {"stsb_spearman": 82.3}
+    verdict = bench.compare(runs, bench.summarise(runs, base), {}, base, selected=sel)
+    assert verdict["best_anglekit"] == "anglekit:ibn:mined"  # the best test row is another
+    assert verdict["selected"]["row"] == sel and verdict["selected"]["paired_seeds"] == [0, 1]
+    assert verdict["selected"]["ndcg_delta_per_seed"] == pytest.approx([0.1, 0.2])
+    assert verdict["selected"]["pairs_per_s_ratio"] == pytest.approx(1.5)
+    assert verdict["selected"]["stsb_cost"] == pytest.approx(0.3)
+    assert verdict["targets"]["selected_row_meets_all_three"] is True
+    assert [p["anglekit"] for p in verdict["like_with_like_more"]] == [sel]  # paper and ibn have their own
+    runs[sel] = [_run(sel, s, 69.0, 30.0, 82.0) for s in (0, 1)]  # now below on nDCG
+    verdict = bench.compare(runs, bench.summarise(runs, base), {}, base, selected=sel)
+    assert verdict["targets"]["selected_row_meets_all_three"] is False
+    assert "selected" not in bench.compare(runs, bench.summarise(runs, base), {}, base)
+
+
+def _args(bench: ModuleType, tmp_path: Path, *extra: str):
+    import argparse
+
+    return argparse.Namespace(rows=10, data_seed=0, negatives=3, max_steps=None, precision="auto", force=False, rerun=list(extra),
+                              results_dir=tmp_path / "results", threads=1, started="2026-11-29T09:00:00+00:00")  # fmt: skip
+
+
+def test_a_trained_model_is_reused_from_its_record_or_a_test_run(bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Selection and test runs of one row and seed share one training; --rerun trains again."""
+    row = bench.Row("anglekit", "paper", "mined", (("ibn_weight", 2.0),))
+    work = tmp_path / "work"
+    data = {"anglekit": tmp_path / "mined.jsonl", "st": tmp_path / "st.jsonl", "pairs": tmp_path / "pairs.jsonl"}
+    calls = []
+
+    def fake_worker(kind: str, spec: dict) -> dict:
+        calls.append(spec)
+        model = Path(spec["model_dir"])
+        model.mkdir(parents=True, exist_ok=True)
+        return {"model_dir": str(model), "rows_trained": 10, "steps": 1, "tokenize_seconds": 0.1, "train_seconds": 1.0,
+                "train_pairs_per_s": 9.0, "precision": "fp32", "torch_threads": 1, "peak_rss_mb": 1.0, "versions": {}}  # fmt: skip
+
+    monkeypatch.setattr(bench, "run_worker", fake_worker)
+    args = _args(bench, tmp_path)
+    first, source = bench.train_once(row, 0, args, work, data)
+    assert source == data["anglekit"] and len(calls) == 1
+    assert calls[0]["knobs"] == [["ibn_weight", 2.0]] and calls[0]["seed"] == 0
+    again, _ = bench.train_once(row, 0, args, work, data)
+    assert len(calls) == 1 and again["train_pairs_per_s"] == 9.0 and again["finished"] == first["finished"]
+    bench.train_once(row, 1, args, work, data)  # another seed trains
+    assert len(calls) == 2
+    rerun = _args(bench, tmp_path, row.name)
+    rerun.started = "2999-01-01T00:00:00+00:00"  # every record predates this invocation
+    bench.train_once(row, 0, rerun, work, data)  # --rerun trains again
+    assert len(calls) == 3
+    rerun.started = "2000-01-01T00:00:00+00:00"  # the record is this invocation's own: selection and test share it
+    bench.train_once(row, 0, rerun, work, data)
+    assert len(calls) == 3
+    # a test run written before training records existed: its figures are reused, its scores are not
+    plain = bench.Row("anglekit", "ibn", "mined")
+    model = tmp_path / "old-model"
+    model.mkdir()
+    run = {"protocol": bench.PROTOCOL, "tag": bench.tag(args), "model_dir": str(model), "train_pairs_per_s": 20.0, "ndcg@10": 67.0}
+    (args.results_dir / "runs").mkdir(parents=True)
+    (args.results_dir / "runs" / f"{plain.stem}-seed0-{bench.tag(args)}.json").write_text(json.dumps(run), encoding="utf-8")
+    reused, _ = bench.train_once(plain, 0, args, work, data)
+    assert len(calls) == 3 and reused == {"model_dir": str(model), "train_pairs_per_s": 20.0}
+    model.rmdir()  # its model is gone: train
+    bench.train_once(plain, 0, args, work, data)
+    assert len(calls) == 4
