@@ -319,6 +319,23 @@ def test_make_results_names_the_file_and_field(
     assert not docs.exists(), "nothing may be written when a results file is bad"
 
 
+def test_a_selector_may_name_several_keys(tmp_path: Path) -> None:
+    """``[a=X&b=Y]`` picks the one item matching every key (a value may hold brackets and ``=``);
+    none or several matching, or a condition without ``=``, is an error naming the field."""
+    make_results = load_make_results()
+    pairs = [{"a": "p[w=4]:m", "b": "x", "v": 1.0}, {"a": "p[w=4]:m", "b": "y", "v": 2.0}, {"a": "q", "b": "x", "v": 3.0}]
+    (tmp_path / "f.json").write_text(json.dumps({"pairs": pairs}), encoding="utf-8")
+    results = make_results.Results(tmp_path)
+    assert results.number("f.json", "pairs[a=p[w=4]:m&b=y].v") == 2.0
+    assert results.number("f.json", "pairs[b=x&a=q].v") == 3.0
+    with pytest.raises(make_results.ResultsError, match=r"'pairs\[a=p\[w=4\]:m\]\.v': 2 items with a = 'p\[w=4\]:m', expected 1"):
+        results.number("f.json", "pairs[a=p[w=4]:m].v")
+    with pytest.raises(make_results.ResultsError, match="0 items with a = 'q' and b = 'y', expected 1"):
+        results.number("f.json", "pairs[a=q&b=y].v")
+    with pytest.raises(make_results.ResultsError, match=r"a selector is KEY=VALUE\[&KEY=VALUE...\]"):
+        results.number("f.json", "pairs[a=q&b].v")
+
+
 def test_make_results_writes_then_checks(tmp_path: Path) -> None:
     make_results = load_make_results()
     results, docs = _results_copy(tmp_path), tmp_path / "docs"
