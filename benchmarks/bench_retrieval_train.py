@@ -408,38 +408,25 @@ def compare(
     if ours and theirs:
         best_a = max(ours, key=lambda t: t["ndcg@10"]["mean"])["row"]
         best_s = max(theirs, key=lambda t: t["ndcg@10"]["mean"])["row"]
-        pairs = paired_by_seed(runs[best_a], runs[best_s])
-        deltas = [a["ndcg@10"] - s["ndcg@10"] for a, s in pairs]
-        ratios = [a["train_pairs_per_s"] / s["train_pairs_per_s"] for a, s in pairs]
-        delta, delta_std = _mean_std(deltas) if deltas else (float("nan"), 0.0)
+        paired = paired_figures(runs[best_a], runs[best_s])
         ratio = by_name[best_a]["train_pairs_per_s"]["mean"] / by_name[best_s]["train_pairs_per_s"]["mean"]
         out.update(
             best_anglekit=best_a,
             best_st=best_s,
-            paired_seeds=[a["seed"] for a, _ in pairs],
-            ndcg_delta_per_seed=deltas,
-            ndcg_delta_mean=delta,
-            ndcg_delta_std=delta_std,
-            pairs_per_s_ratio_per_seed=ratios,
+            **paired,
             pairs_per_s_ratio=ratio,
             stsb_cost_best_anglekit=by_name[best_a]["stsb_cost"],
             targets={
-                "ndcg_at_or_above_st": bool(deltas) and delta >= 0,
+                "ndcg_at_or_above_st": bool(paired["paired_seeds"]) and paired["ndcg_delta_mean"] >= 0,
                 f"speed_{TARGET_SPEED}x": ratio >= TARGET_SPEED,
                 f"stsb_cost_at_most_{TARGET_STSB_COST}": by_name[best_a]["stsb_cost"] <= TARGET_STSB_COST,
             },
         )
         out["targets"]["one_row_meets_all_three"] = any(_meets_all(runs, by_name, t["row"], best_s) for t in ours)
         if selected is not None and runs.get(selected):
-            pairs = paired_by_seed(runs[selected], runs[best_s])
-            deltas = [a["ndcg@10"] - s["ndcg@10"] for a, s in pairs]
             out["selected"] = {
                 "row": selected,
-                "paired_seeds": [a["seed"] for a, _ in pairs],
-                "ndcg_delta_per_seed": deltas,
-                "ndcg_delta_mean": _mean_std(deltas)[0] if deltas else float("nan"),
-                "ndcg_delta_std": _mean_std(deltas)[1] if deltas else 0.0,
-                "pairs_per_s_ratio_per_seed": [a["train_pairs_per_s"] / s["train_pairs_per_s"] for a, s in pairs],
+                **paired_figures(runs[selected], runs[best_s]),
                 "pairs_per_s_ratio": by_name[selected]["train_pairs_per_s"]["mean"] / by_name[best_s]["train_pairs_per_s"]["mean"],
                 "stsb_cost": by_name[selected]["stsb_cost"],
             }
@@ -463,13 +450,28 @@ def paired_by_seed(ours: Sequence[dict[str, Any]], theirs: Sequence[dict[str, An
     return [(r, by_seed[r["seed"]]) for r in sorted(ours, key=lambda r: r["seed"]) if r["seed"] in by_seed]
 
 
+def paired_figures(ours: Sequence[dict[str, Any]], theirs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Two rows' runs paired by seed: the seeds, the nDCG@10 deltas (theirs subtracted) with their
+    mean and std (nan and 0 with no seed in common), and the pairs/s ratios, per seed."""
+    pairs = paired_by_seed(ours, theirs)
+    deltas = [a["ndcg@10"] - s["ndcg@10"] for a, s in pairs]
+    mean, std = _mean_std(deltas) if deltas else (float("nan"), 0.0)
+    return {
+        "paired_seeds": [a["seed"] for a, _ in pairs],
+        "ndcg_delta_per_seed": deltas,
+        "ndcg_delta_mean": mean,
+        "ndcg_delta_std": std,
+        "pairs_per_s_ratio_per_seed": [a["train_pairs_per_s"] / s["train_pairs_per_s"] for a, s in pairs],
+    }
+
+
 def _meets_all(runs: dict[str, list[dict[str, Any]]], by_name: dict[str, dict[str, Any]], row: str, best_st: str) -> bool:
     """Whether anglekit's ``row`` alone meets the three training targets against ``best_st``: nDCG@10
     at or above (paired by seed), pairs/s at least TARGET_SPEED x, STS-B cost at most TARGET_STSB_COST."""
-    pairs = paired_by_seed(runs[row], runs[best_st])
-    if not pairs:
+    paired = paired_figures(runs[row], runs[best_st])
+    if not paired["paired_seeds"]:
         return False
-    delta = sum(a["ndcg@10"] - b["ndcg@10"] for a, b in pairs) / len(pairs)
+    delta = paired["ndcg_delta_mean"]
     ratio = by_name[row]["train_pairs_per_s"]["mean"] / by_name[best_st]["train_pairs_per_s"]["mean"]
     return delta >= 0 and ratio >= TARGET_SPEED and by_name[row]["stsb_cost"] <= TARGET_STSB_COST
 
@@ -483,21 +485,16 @@ def like_with_like(runs: dict[str, list[dict[str, Any]]], ours: str = "anglekit:
     for name, results in runs.items():
         if not name.startswith("sentence-transformers:"):
             continue
-        paired = paired_by_seed(runs.get(ours, []), results)
-        if not paired:
+        paired = paired_figures(runs.get(ours, []), results)
+        if not paired["paired_seeds"]:
             continue
-        deltas = [a["ndcg@10"] - s["ndcg@10"] for a, s in paired]
-        ratios = [a["train_pairs_per_s"] / s["train_pairs_per_s"] for a, s in paired]
-        delta_mean, delta_std = _mean_std(deltas)
+        seeds, ratios = paired.pop("paired_seeds"), paired["pairs_per_s_ratio_per_seed"]
         out.append(
             {
                 "anglekit": ours,
                 "st": name,
-                "seeds": [a["seed"] for a, _ in paired],
-                "ndcg_delta_per_seed": deltas,
-                "ndcg_delta_mean": delta_mean,
-                "ndcg_delta_std": delta_std,
-                "pairs_per_s_ratio_per_seed": ratios,
+                "seeds": seeds,
+                **paired,
                 "pairs_per_s_ratio_min": min(ratios),
                 "pairs_per_s_ratio_max": max(ratios),
             }
@@ -648,6 +645,17 @@ def run_row(row: Row, seed: int, args: argparse.Namespace, work: Path, data: dic
     return result
 
 
+def untrained(record: Path, folder: Path, args: argparse.Namespace, split: str = "test") -> dict[str, float]:
+    """The untrained model's scores on ``split`` (:func:`evaluate`), kept in ``record`` and reused (not with ``--force``)."""
+    if record.is_file() and not args.force:
+        return json.loads(record.read_text(encoding="utf-8"))
+    print(f"--- untrained model ({split} splits)", file=sys.stderr, flush=True)
+    base = evaluate(str(common.minilm_dir()), folder, split=split)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(base) + "\n", encoding="utf-8")
+    return base
+
+
 # --------------------------------------------------------------------------- selection (validation splits only)
 def choose(candidates: Sequence[dict[str, Any]], limit: float = TARGET_STSB_COST) -> str:
     """The selection rule, fixed before any candidate's test score is read: of the candidates whose
@@ -666,13 +674,7 @@ def select(args: argparse.Namespace, work: Path, data: dict[str, Path]) -> dict[
     STS-B dev, and pick one by :func:`choose`; per-candidate JSON under ``results_dir/selection``."""
     folder = args.results_dir / "selection"
     folder.mkdir(parents=True, exist_ok=True)
-    base_file = folder / "untrained.json"
-    if base_file.is_file() and not args.force:
-        base = json.loads(base_file.read_text(encoding="utf-8"))
-    else:
-        print("--- selection: untrained model on the validation splits", file=sys.stderr, flush=True)
-        base = evaluate(str(common.minilm_dir()), work / "untrained.eval-val", split="val")
-        base_file.write_text(json.dumps(base) + "\n", encoding="utf-8")
+    base = untrained(folder / "untrained.json", work / "untrained.eval-val", args, split="val")
     scored = []
     for row in CANDIDATES:
         path = folder / f"{row.stem}-seed{SELECT_SEED}-{tag(args)}.json"
@@ -744,12 +746,12 @@ def main(argv: list[str] | None = None) -> int:
     for flag, value in (("--rows", args.rows), ("--negatives", args.negatives), ("--threads", args.threads), ("--max-steps", args.max_steps)):
         if value is not None and value < 1:
             parser.error(f"{flag} {value}: must be at least 1")
-    names = list(dict.fromkeys(r.name for r in (*ROWS, *CANDIDATES)))
+    known = list(dict.fromkeys((*ROWS, *CANDIDATES)))
     for flag, given in (("--only", args.only), ("--rerun", args.rerun)):
-        unknown = sorted(set(given) - set(names))
+        unknown = sorted(set(given) - {r.name for r in known})
         if unknown:
-            parser.error(f"{flag} {unknown[0]}: no such row; rows: {', '.join(names)}")
-    rows = [r for r in dict.fromkeys((*ROWS, *CANDIDATES)) if r.name in args.only or (not args.only and r in ROWS)]
+            parser.error(f"{flag} {unknown[0]}: no such row; rows: {', '.join(r.name for r in known)}")
+    rows = [r for r in known if r.name in args.only or (not args.only and r in ROWS)]
     try:
         return _run(args, rows)
     except BenchError as exc:
@@ -769,14 +771,7 @@ def _run(args: argparse.Namespace, rows: Sequence[Row]) -> int:
     kept_pairs = work / f"pairs-kept-{tag(args)}.jsonl"
     write_jsonl([{"anchor": a, "positive": p} for a, p in kept], kept_pairs)
     data = {"pairs": kept_pairs, "anglekit": Path(mining["anglekit"]["path"]), "st": Path(mining["st"]["path"])}
-    base_file = args.results_dir / "runs" / "untrained.json"
-    if base_file.is_file() and not args.force:
-        base = json.loads(base_file.read_text(encoding="utf-8"))
-    else:
-        print("--- untrained model", file=sys.stderr, flush=True)
-        base = evaluate(str(common.minilm_dir()), work / "untrained.eval")
-        base_file.parent.mkdir(parents=True, exist_ok=True)
-        base_file.write_text(json.dumps(base) + "\n", encoding="utf-8")
+    base = untrained(args.results_dir / "runs" / "untrained.json", work / "untrained.eval", args)
     selection = None if args.no_select else select(args, work, data)
     if selection is not None:
         picked = next(r for r in CANDIDATES if r.name == selection["picked"])
