@@ -9,12 +9,14 @@ of protocol never reuses a stale cell.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,26 @@ class Cell:
         digest = hashlib.sha256(json.dumps(self.spec(), sort_keys=True, default=str).encode()).hexdigest()[:16]
         seed = "" if self.seed is None else f"-s{self.seed}"
         return f"{self.row.kind}{seed}-{digest}"
+
+
+def training_identity(cell: Cell) -> str | None:
+    """What decides the model a training cell trains: every training setting (defaults filled in) with
+    the objective's knobs resolved into its family's typed config, and the seed; None for a cell that
+    does not train (or is skipped for lacking data). Cells of one identity (say the angle-weight table's w3 = 1, scored on the STS suite,
+    and the objectives table's "all" row, which leaves the weight at the preset's 1, scored on STS-B)
+    train one model between them; only their scoring differs. Not part of the cell key: it only groups
+    the cells one run trains at once."""
+    if cell.row.kind != "train" or _lacking(cell):
+        return None
+    from anglekit.losses.registry import objective_knobs, resolve_objective
+    from anglekit.training.config import TrainConfig
+
+    config = TrainConfig.from_dict(dict(cell.train), source=f"cell {cell.key()}")
+    knobs = {knob.key for knob in objective_knobs()}
+    settings = {key: value for key, value in config.flat().items() if key not in knobs and key != "objective"}
+    resolved = resolve_objective(config.objective.name, config.objective.knobs)
+    settings["objective"] = {"family": resolved.family.name, "config": dataclasses.asdict(resolved.config)}
+    return hashlib.sha256(json.dumps({"train": settings, "seed": cell.seed}, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def make_cell(row: Row, task: Task, seed: int | None, protocol: Protocol, model: str) -> Cell:
@@ -168,21 +190,57 @@ def resume_step(run_dir: Path) -> int | None:
     return None if last is None else int(last.name.removeprefix("checkpoint-"))
 
 
+def _lacking(cell: Cell) -> str | None:
+    """What a cell lacks to run ("training" or "test" data), or None."""
+    if cell.row.kind == "train" and cell.train is None:
+        return "training"
+    return "test" if cell.task.evaluation == "pairs" and cell.task.test is None else None
+
+
+def _check_metrics(cell: Cell, metrics: dict[str, Any]) -> None:
+    for name, value in metrics.items():
+        if not isinstance(value, float) or value != value:
+            raise DataError(f"cell {cell.key()}: metric {name} is not a number ({value!r})")
+
+
+def _score_trained(model_dir: str, cell: Cell, data_root: str | None, metric: str) -> dict[str, float]:
+    if cell.task.evaluation == "nested":
+        return _score_nested(model_dir, cell, data_root)
+    embedder = _embedder(model_dir, cell)
+    return _score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell, data_root, metric)
+
+
+def _header(cell: Cell) -> dict[str, Any]:
+    return {"cell": cell.key(), "row": cell.row.name, "task": cell.task.name, "seed": cell.seed, "spec": cell.spec()}
+
+
 def run_cell(
-    cell: Cell, folder: Path, *, metric: str, data_root: str | None, keep_model: bool = False, quiet: bool = True, checkpoint_steps: int = 25
+    cell: Cell,
+    folder: Path,
+    *,
+    metric: str,
+    data_root: str | None,
+    keep_model: bool = False,
+    quiet: bool = True,
+    checkpoint_steps: int = 25,
+    sharing: Sequence[tuple[Cell, str]] = (),
 ) -> dict[str, Any]:
     """Train (if the row trains) and score ``cell``; write and return its record.
 
     Training checkpoints every ``checkpoint_steps`` steps into ``<cell>.run``, so a cell cut short
     (in training or in scoring) continues from its last checkpoint when run again; the folder is
-    deleted once the cell is scored unless ``keep_model``."""
-    path = folder / f"{cell.key()}.json"
-    record: dict[str, Any] = {"cell": cell.key(), "row": cell.row.name, "task": cell.task.name, "seed": cell.seed, "spec": cell.spec()}
+    deleted once the cell is scored unless ``keep_model``. ``sharing``: other cells (with their
+    metric) of the same :func:`training_identity`, scored on this cell's model and written with it
+    (their records name this cell in ``training.shared_with``); no record is written before every
+    one is scored, so a cut-short run leaves the trained model to score them all again."""
+    record: dict[str, Any] = _header(cell)
     started = time.perf_counter()
-    lacking = "training" if cell.row.kind == "train" and cell.train is None else "test" if cell.task.evaluation == "pairs" and cell.task.test is None else None
+    lacking = _lacking(cell)
+    if sharing and (cell.row.kind != "train" or lacking):
+        raise ConfigError(f"cell {cell.key()} trains nothing, so no cell can share its training")
     if lacking:
         record.update(status="skipped", metrics={}, reason=f"no {lacking} data for {cell.task.name} (see the table's note and --help)")
-        atomic_write_json(path, record)
+        atomic_write_json(folder / f"{cell.key()}.json", record)
         return record
     if cell.row.kind == "glove":
         from anglekit.evaluation.baselines import GloveEncoder
@@ -195,55 +253,77 @@ def run_cell(
             embedder = _embedder(cell.evaluation["model"], cell)
             metrics = _score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell, data_root, metric)
     else:
-        from anglekit.training.config import TrainConfig
-        from anglekit.training.run import train
-
-        run_dir = folder / f"{cell.key()}.run"
-        resumed = resume_step(run_dir)  # the folder's name is the spec's hash: its checkpoints are this cell's
-        if resumed is not None:
-            logger.info("cell %s continues from step %d of its interrupted run", cell.key(), resumed)
-        config = TrainConfig.from_dict(
-            {
-                **cell.train,
-                "output_dir": str(run_dir),
-                **({"resume": True} if resumed is not None else {"overwrite_output_dir": True}),
-                "save_steps": checkpoint_steps,
-                "save_total_limit": 1,
-                "quiet": quiet,
-            },
-            source=f"cell {cell.key()}",
-        )
-        with contextlib.redirect_stdout(sys.stderr):
-            result = train(config)
-        record["training"] = {
-            "steps": result.steps,
-            "train_seconds": result.train_seconds,
-            "rows_per_second": result.pairs_per_second,
-            "unit": result.unit,
-            "threads": result.threads,
-            "peak_memory_mb": result.peak_memory_mb,
-            **({"resumed_from_step": resumed} if resumed is not None else {}),
-        }
-        if cell.task.evaluation == "nested":
-            metrics = _score_nested(str(result.model_dir), cell, data_root)
-        else:
-            embedder = _embedder(str(result.model_dir), cell)
-            metrics = _score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell, data_root, metric)
-        log = run_dir / "metrics.jsonl"
-        if log.is_file():  # the training dynamics stay (plot-dynamics FOLDER/<cell>.dynamics)
-            gradients = gradient_summary(log)
-            if gradients:
-                record["gradients"] = gradients
-            (folder / f"{cell.key()}.dynamics").mkdir(exist_ok=True)
-            shutil.copyfile(log, folder / f"{cell.key()}.dynamics" / "metrics.jsonl")
-            record["dynamics"] = f"{cell.key()}.dynamics"
-        if keep_model:
-            record["model_dir"] = str(result.model_dir)
-        else:
-            shutil.rmtree(run_dir, ignore_errors=True)
-    for name, value in metrics.items():
-        if not isinstance(value, float) or value != value:
-            raise DataError(f"cell {cell.key()}: metric {name} is not a number ({value!r})")
+        return _run_training(cell, folder, metric=metric, data_root=data_root, keep_model=keep_model, quiet=quiet,
+                             checkpoint_steps=checkpoint_steps, sharing=sharing, started=started)  # fmt: skip
+    _check_metrics(cell, metrics)
     record.update(status="done", metrics=metrics, seconds=round(time.perf_counter() - started, 1))
-    atomic_write_json(path, record)
+    atomic_write_json(folder / f"{cell.key()}.json", record)
     return record
+
+
+def _run_training(
+    cell: Cell, folder: Path, *, metric: str, data_root: str | None, keep_model: bool, quiet: bool, checkpoint_steps: int,
+    sharing: Sequence[tuple[Cell, str]], started: float,
+) -> dict[str, Any]:  # fmt: skip
+    from anglekit.training.config import TrainConfig
+    from anglekit.training.run import train
+
+    identity = training_identity(cell)
+    for other, _ in sharing:
+        if other.key() == cell.key() or training_identity(other) != identity:
+            raise ConfigError(f"cell {other.key()} does not train what cell {cell.key()} trains, so it cannot share its model")
+    run_dir = folder / f"{cell.key()}.run"
+    resumed = resume_step(run_dir)  # the folder's name is the spec's hash: its checkpoints are this cell's
+    if resumed is not None:
+        logger.info("cell %s continues from step %d of its interrupted run", cell.key(), resumed)
+    if cell.train is None:  # run_cell skips a training row without training data before this
+        raise ConfigError(f"cell {cell.key()} has no training data")
+    config = TrainConfig.from_dict(
+        {
+            **cell.train,
+            "output_dir": str(run_dir),
+            **({"resume": True} if resumed is not None else {"overwrite_output_dir": True}),
+            "save_steps": checkpoint_steps,
+            "save_total_limit": 1,
+            "quiet": quiet,
+        },
+        source=f"cell {cell.key()}",
+    )
+    with contextlib.redirect_stdout(sys.stderr):
+        result = train(config)
+    training: dict[str, Any] = {
+        "steps": result.steps,
+        "train_seconds": result.train_seconds,
+        "rows_per_second": result.pairs_per_second,
+        "unit": result.unit,
+        "threads": result.threads,
+        "peak_memory_mb": result.peak_memory_mb,
+        **({"resumed_from_step": resumed} if resumed is not None else {}),
+    }
+    shared: dict[str, Any] = {}
+    log = run_dir / "metrics.jsonl"
+    if log.is_file():  # the training dynamics stay (plot-dynamics FOLDER/<cell>.dynamics)
+        gradients = gradient_summary(log)
+        if gradients:
+            shared["gradients"] = gradients
+        (folder / f"{cell.key()}.dynamics").mkdir(exist_ok=True)
+        shutil.copyfile(log, folder / f"{cell.key()}.dynamics" / "metrics.jsonl")
+        shared["dynamics"] = f"{cell.key()}.dynamics"
+    if keep_model:
+        shared["model_dir"] = str(result.model_dir)
+    records = []
+    for member, member_metric in [(cell, metric), *sharing]:
+        scoring = time.perf_counter()
+        metrics = _score_trained(str(result.model_dir), member, data_root, member_metric)
+        _check_metrics(member, metrics)
+        own = member.key() == cell.key()
+        seconds = time.perf_counter() - (started if own else scoring)
+        records.append({**_header(member), "training": training if own else {**training, "shared_with": cell.key()}, **shared,
+                        "status": "done", "metrics": metrics, "seconds": round(seconds, 1)})  # fmt: skip
+    for member_record in records:  # written once every member is scored
+        atomic_write_json(folder / f"{member_record['cell']}.json", member_record)
+    for member, _ in sharing:  # an interrupted run of a member's own is the same training: not needed now
+        shutil.rmtree(folder / f"{member.key()}.run", ignore_errors=True)
+    if not keep_model:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return records[0]

@@ -10,14 +10,14 @@ import os
 import random
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from anglekit.errors import ConfigError
 from anglekit.io.atomic import atomic_write_json, atomic_write_text
-from anglekit.reproduce.cells import Cell, make_cell, read_cell, run_cell
+from anglekit.reproduce.cells import Cell, make_cell, read_cell, resume_step, run_cell, training_identity
 from anglekit.reproduce.config import ReproduceConfig, expand_tables
 from anglekit.reproduce.protocol import Protocol, make_protocol, prepare_start
 from anglekit.reproduce.report import render_report, render_table, table_summary
@@ -172,6 +172,24 @@ def plan_cells(table: TableSpec, seeds: Sequence[int], protocol: Protocol, model
     return out
 
 
+def _training_groups(todo: Iterable[Cell]) -> dict[str, list[Cell]]:
+    """Unfinished cell key -> every unfinished cell (itself included, in plan order) that trains the
+    same model (:func:`~anglekit.reproduce.cells.training_identity`); cells that train nothing are absent."""
+    by_identity: dict[str, list[Cell]] = {}
+    for cell in todo:
+        identity = training_identity(cell)
+        if identity is not None:
+            by_identity.setdefault(identity, []).append(cell)
+    return {cell.key(): members for members in by_identity.values() for cell in members}
+
+
+def _lead(members: Sequence[Cell], cells_dir: Path) -> Cell:
+    """The member whose interrupted run is furthest on (the first one when none is) trains for all."""
+    steps = [resume_step(cells_dir / f"{c.key()}.run") for c in members]
+    best = max(range(len(members)), key=lambda i: (-1 if steps[i] is None else steps[i], -i))
+    return members[best]
+
+
 def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, command: str | None = None) -> ReproduceResult:
     """Run (or resume) the cells of ``tables`` and write ``<output_dir>/report.md``, one markdown and one
     JSON summary per table, and one JSON per cell under ``cells/``."""
@@ -207,31 +225,47 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
     with _data_env(root):
         model = protocol.model_name() if config.report_only else prepare_start(protocol, out)
         planned = [(name, plan_cells(specs[name], config.seeds, protocol, model)) for name in names]
-        todo = {c.key() for _, cells in planned for c, _ in cells if read_cell(cells_dir / f"{c.key()}.json") is None}
+        metrics_of: dict[str, str] = {}
+        for _, cells in planned:  # a cell planned by two tables is scored under the first one's metric name
+            for c, metric in cells:
+                metrics_of.setdefault(c.key(), metric)
+        todo = {c.key(): c for _, cells in planned for c, _ in cells if read_cell(cells_dir / f"{c.key()}.json") is None}
+        groups = _training_groups(todo.values()) if not config.report_only else {}
         total, done_now, started = len(todo), 0, time.perf_counter()
         if config.report_only:
             missing = total
+        ran_here: set[str] = set()
         for name, cells in planned:
             records = []
-            for cell, metric in cells:
+            for cell, _metric in cells:
                 record = read_cell(cells_dir / f"{cell.key()}.json")
                 if record is None and not config.report_only:
-                    done_now += 1
+                    members = [c for c in groups.get(cell.key(), [cell]) if c.key() not in ran_here]
+                    lead = _lead(members, cells_dir)
+                    sharing = [(c, metrics_of[c.key()]) for c in members if c.key() != lead.key()]
                     eta = ""
-                    if done_now > 1:
-                        per = (time.perf_counter() - started) / (done_now - 1)
-                        eta = f", about {per * (total - done_now + 1) / 60:.0f} min left"
+                    if done_now:
+                        per = (time.perf_counter() - started) / done_now
+                        eta = f", about {per * (total - done_now) / 60:.0f} min left"
+                    also = f"; its training also scores {', '.join(f'{c.row.name} / {c.task.name}' for c, _ in sharing)}" if sharing else ""
+                    first, last = done_now + 1, done_now + len(members)
                     print(
-                        f"[reproduce {name}] cell {done_now}/{total}: {cell.row.name} / {cell.task.name}"
-                        + (f" / seed {cell.seed}" if cell.seed is not None else "")
+                        f"[reproduce {name}] cell {first if first == last else f'{first}-{last}'}/{total}: {lead.row.name} / {lead.task.name}"
+                        + (f" / seed {lead.seed}" if lead.seed is not None else "")
+                        + also
                         + eta,
                         file=sys.stderr,
                         flush=True,
                     )
-                    record = run_cell(cell, cells_dir, metric=metric, data_root=str(root), keep_model=config.keep_models, quiet=config.quiet,
-                                      checkpoint_steps=config.checkpoint_steps)  # fmt: skip
-                    ran += 1
-                elif record is not None:
+                    run_cell(lead, cells_dir, metric=metrics_of[lead.key()], data_root=str(root), keep_model=config.keep_models, quiet=config.quiet,
+                             checkpoint_steps=config.checkpoint_steps, sharing=sharing)  # fmt: skip
+                    done_now += len(members)
+                    ran += len(members)
+                    ran_here.update(c.key() for c in members)
+                    record = read_cell(cells_dir / f"{cell.key()}.json")
+                    if record is None:
+                        raise ConfigError(f"cell {cell.key()} was run but its record cannot be read back from {cells_dir}")
+                elif record is not None and cell.key() not in ran_here:
                     reused += 1
                 if record is not None:  # a cell shared with another row (or table) is named by this row here
                     records.append({**record, "row": cell.row.name, "task": cell.task.name})

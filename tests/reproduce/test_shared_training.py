@@ -1,0 +1,177 @@
+"""Cells that train the same model (one training identity) train it once: the angle-weight table's
+w3 = 1, the objectives table's "all" row and the ese table's AnglE row differ only in their scoring.
+A shared cell's scores equal those of the cell trained on its own; a run cut short while scoring
+leaves the model to score every member again without training."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+import anglekit.training.run as training_run
+from anglekit.errors import ConfigError
+from anglekit.reproduce import ReproduceConfig, make_protocol, reproduce
+from anglekit.reproduce import cells as cells_module
+from anglekit.reproduce import runner as runner_module
+from anglekit.reproduce import tables as tables_module
+from anglekit.reproduce.cells import make_cell, run_cell, training_identity
+from anglekit.reproduce.tables import Task, build_tables, row_tasks
+
+import helpers
+
+DATA = {"stsb": "STSB", "mrpc": "MRPC", "nli-pairs": None, "nli": None, "qnli-train": None, "qnli-test": None, "github": None, "unsup": "U"}
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory) -> Path:
+    rng = random.Random(2)
+    root = tmp_path_factory.mktemp("data")
+    folder = root / "stsb"
+    folder.mkdir()
+    for split, n in (("train", 40), ("dev", 8), ("test", 24)):
+        lines = []
+        for i in range(n):
+            a, b = helpers.random_sentence(rng, 3, 8), helpers.random_sentence(rng, 3, 8)
+            lines.append(f"main-captions\tMSRvid\t2012{split}\t{i:04d}\t{rng.uniform(0, 5):.3f}\t{a}\t{b}")
+        (folder / f"sts-{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def _cells(model: str, data: dict, seed: int = 0, **protocol_kw):
+    protocol = make_protocol("cpu", model=model, max_steps=2, batch_size=8, device="cpu", **protocol_kw)
+    tables = build_tables(data, {})
+    found = {}
+    for name, table in tables.items():
+        if name not in ("angle-weight", "objectives", "ese"):
+            continue
+        for row in table.rows:
+            for task in row_tasks(table, row):
+                found[(name, row.name)] = (make_cell(row, task, seed if row.kind == "train" else None, protocol, model), task.metric_prefix or table.metrics[0])
+    return found
+
+
+def test_identity_names_one_training_whatever_scores_it():
+    cells = _cells("some/model", DATA, start="smollm2")  # its every cell probes the gradients: the angle-weight table's do everywhere
+    w1, all_, ese = (
+        cells[k][0] for k in (("angle-weight", "w3 = 1 (paper)"), ("objectives", "all: cosine + ibn + angle"), ("ese", "AnglE (cosine + ibn + angle)"))
+    )
+    assert w1.train["angle_weight"] == 1.0 and "angle_weight" not in all_.train  # the preset's default, given or not
+    assert len({w1.key(), all_.key(), ese.key()}) == 3  # scored differently: three cells
+    assert training_identity(w1) == training_identity(all_) == training_identity(ese) is not None
+    w0, without = cells[("angle-weight", "w3 = 0 (without angle)")][0], cells[("objectives", "without angle")][0]
+    assert training_identity(w0) == training_identity(without) != training_identity(w1)
+    assert training_identity(cells[("angle-weight", "w3 = 5")][0]) not in (training_identity(w0), training_identity(w1))
+    assert training_identity(cells[("ese", "AnglE + ESE (k = 128, T = 1.0)")][0]) != training_identity(ese)
+    w1_of = lambda **kw: training_identity(_cells(kw.pop("model", "some/model"), DATA, **{"start": "smollm2", **kw})[("angle-weight", "w3 = 1 (paper)")][0])  # noqa: E731
+    assert w1_of() == training_identity(w1)
+    assert w1_of(seed=1) != training_identity(w1) and w1_of(model="other/model") != training_identity(w1)
+    assert w1_of(learning_rate=3e-5) != training_identity(w1)
+    minilm = _cells("some/model", DATA)  # probing every 10 steps is part of a training (the probes are computed on its batches)
+    assert training_identity(minilm[("angle-weight", "w3 = 1 (paper)")][0]) != training_identity(minilm[("objectives", "all: cosine + ibn + angle")][0])
+    assert training_identity(cells[("objectives", "zero-shot (no training)")][0]) is None
+    no_test = make_cell(all_.row, Task("STS-B", "STSB:train", None, "pairs"), 0, make_protocol("cpu", model="some/model"), "some/model")
+    assert training_identity(no_test) is None  # skipped for lacking test data: it trains nothing
+
+
+def _count_trainings(monkeypatch) -> list[str]:
+    calls: list[str] = []
+    real = training_run.train
+
+    def counting(config, *args, **kwargs):
+        calls.append(config.flat()["output_dir"])
+        return real(config, *args, **kwargs)
+
+    monkeypatch.setattr(training_run, "train", counting)
+    return calls
+
+
+def _shared_pair(tiny_bert_dir, data_root, monkeypatch):
+    monkeypatch.setattr(tables_module, "NESTED_DIMS", (16, 8))  # the tiny BERT has 32 dimensions
+    cells = _cells(str(tiny_bert_dir), {**DATA, "stsb": str(data_root / "stsb")})
+    return cells[("objectives", "all: cosine + ibn + angle")], cells[("ese", "AnglE (cosine + ibn + angle)")]
+
+
+def test_a_shared_training_scores_each_member_like_its_own_training(tmp_path, tiny_bert_dir, data_root, monkeypatch):
+    (lead, lead_metric), (other, other_metric) = _shared_pair(tiny_bert_dir, data_root, monkeypatch)
+    alone = run_cell(other, tmp_path / "alone", metric=other_metric, data_root=str(data_root))
+    calls = _count_trainings(monkeypatch)
+    record = run_cell(lead, tmp_path / "shared", metric=lead_metric, data_root=str(data_root), sharing=[(other, other_metric)])
+    assert len(calls) == 1 and calls[0].endswith(f"{lead.key()}.run")
+    shared = json.loads((tmp_path / "shared" / f"{other.key()}.json").read_text())
+    assert shared["status"] == "done" and shared["spec"] == other.spec() and shared["cell"] == other.key()
+    assert shared["metrics"].keys() == alone["metrics"].keys()
+    assert shared["metrics"] == pytest.approx(alone["metrics"], abs=1e-6)  # the same seed trains the same model
+    assert shared["training"]["shared_with"] == lead.key() and "shared_with" not in record["training"]
+    assert shared["training"]["steps"] == record["training"]["steps"] == 2
+    assert shared["dynamics"] == record["dynamics"] == f"{lead.key()}.dynamics"
+    assert not list((tmp_path / "shared").glob("*.run"))  # the one model is deleted once both are scored
+
+
+def test_a_run_cut_short_while_scoring_a_member_scores_them_all_without_training(tmp_path, tiny_bert_dir, data_root, monkeypatch):
+    (lead, lead_metric), (other, other_metric) = _shared_pair(tiny_bert_dir, data_root, monkeypatch)
+    real = cells_module._score_nested
+
+    def dying(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cells_module, "_score_nested", dying)
+    with pytest.raises(KeyboardInterrupt):
+        run_cell(lead, tmp_path, metric=lead_metric, data_root=str(data_root), sharing=[(other, other_metric)])
+    assert not list(tmp_path.glob("*.json"))  # the lead was scored, but nothing is written before every member is
+    assert (tmp_path / f"{lead.key()}.run" / "model").is_dir()
+    monkeypatch.setattr(cells_module, "_score_nested", real)
+    calls = _count_trainings(monkeypatch)
+    first = run_cell(lead, tmp_path, metric=lead_metric, data_root=str(data_root), sharing=[(other, other_metric)])
+    assert first["training"]["resumed_from_step"] == 2  # the finished training, scored again
+    assert json.loads((tmp_path / f"{other.key()}.json").read_text())["status"] == "done"
+    assert not list(tmp_path.glob("*.run")) and len(calls) == 1  # train() only reloads the finished run
+
+
+def test_sharing_refuses_a_cell_of_another_training_or_a_cell_that_trains_nothing(tmp_path, tiny_bert_dir, data_root, monkeypatch):
+    cells = _cells(str(tiny_bert_dir), {**DATA, "stsb": str(data_root / "stsb")})
+    lead, metric = cells[("objectives", "all: cosine + ibn + angle")]
+    calls = _count_trainings(monkeypatch)
+    for other in (cells[("objectives", "without angle")][0], lead):
+        with pytest.raises(ConfigError, match="does not train what"):
+            run_cell(lead, tmp_path, metric=metric, data_root=str(data_root), sharing=[(other, metric)])
+    zero, zero_metric = cells[("objectives", "zero-shot (no training)")]
+    with pytest.raises(ConfigError, match="trains nothing"):
+        run_cell(zero, tmp_path, metric=zero_metric, data_root=str(data_root), sharing=[(lead, metric)])
+    assert calls == [] and not list(tmp_path.iterdir())
+
+
+def test_reproduce_trains_each_identity_once_across_tables(tmp_path, tiny_bert_dir, data_root, monkeypatch, capsys):
+    monkeypatch.setattr(tables_module, "NESTED_DIMS", (16, 8))
+    calls = _count_trainings(monkeypatch)
+    config = ReproduceConfig(seeds=(0,), output_dir=str(tmp_path / "r"), model=str(tiny_bert_dir), data_root=str(data_root), max_steps=2, batch_size=8,
+                             device="cpu", quiet=True)  # fmt: skip
+    result = reproduce(["objectives", "ese"], config)
+    cells = [json.loads(p.read_text()) for p in (tmp_path / "r" / "cells").glob("*.json")]
+    trained = [c for c in cells if c["cell"].startswith("train-")]
+    # objectives: 9 training rows; ese: AnglE shares "all"'s training, ESE trains; two zero-shot cells
+    assert len(trained) == 11 and len(cells) == 13 and len(calls) == 10
+    assert (result.ran, result.reused) == (13, 0)
+    shared = [c for c in trained if "shared_with" in c["training"]]
+    assert len(shared) == 1 and shared[0]["row"] == "AnglE (cosine + ibn + angle)"
+    assert next(c for c in trained if c["cell"] == shared[0]["training"]["shared_with"])["row"] == "all: cosine + ibn + angle"
+    err = capsys.readouterr().err
+    assert "its training also scores AnglE (cosine + ibn + angle) / STS-B" in err and "/13:" in err
+    again = reproduce(["objectives", "ese"], config)
+    assert (again.ran, again.reused) == (0, 13) and len(calls) == 10
+
+
+def test_the_member_furthest_on_leads(tmp_path, monkeypatch):
+    cells = _cells("some/model", DATA)
+    members = [
+        cells[("angle-weight", "w3 = 1 (paper)")][0],
+        cells[("objectives", "all: cosine + ibn + angle")][0],
+        cells[("ese", "AnglE (cosine + ibn + angle)")][0],
+    ]
+    steps = {members[0].key(): None, members[1].key(): 50, members[2].key(): 25}
+    monkeypatch.setattr(runner_module, "resume_step", lambda run_dir: steps[run_dir.name.removesuffix(".run")])
+    assert runner_module._lead(members, tmp_path) is members[1]
+    steps.update({k: None for k in steps})
+    assert runner_module._lead(members, tmp_path) is members[0]  # none started: plan order
