@@ -136,3 +136,15 @@ def test_ese_table_scores_cut_and_middle_layer_vectors_like_an_independent_spear
     assert sorted(c["spec"]["train"].get("ese", False) for c in cells) == [False, True]
     assert all(c["spec"]["evaluation"]["nested"] == [16, 8] for c in cells)
     assert "Δ STS-B test, middle layer" in (tmp_path / "r" / "ese.md").read_text()
+
+
+def test_gradient_summary_counts_a_step_logged_twice_once_as_last_logged(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    rows = [
+        {"step": 10, "probe_grad_cosine": 2.0, "probe_grad_angle": 0.1},
+        {"step": 20, "probe_grad_cosine": 100.0, "probe_grad_angle": 100.0},  # the interrupted run's
+        {"event": "train_begin", "step": 15},
+        {"step": 20, "probe_grad_cosine": 4.0, "probe_grad_angle": 0.3},
+    ]
+    log.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert gradient_summary(log) == {"grad_cosine": 3.0, "grad_angle": pytest.approx(0.2)}

@@ -147,16 +147,25 @@ def _score_nested(model: str, cell: Cell, data_root: str | None) -> dict[str, fl
 
 def gradient_summary(log: Path) -> dict[str, float]:
     """Mean of each ``probe_grad_<term>`` over a run's probe records (the terms' gradient norms with
-    respect to the pooled embeddings), as ``grad_<term>``; empty when the run logged none."""
-    sums: dict[str, list[float]] = {}
+    respect to the pooled embeddings), as ``grad_<term>``; empty when the run logged none. A step
+    logged twice (a resumed run redoing steps an interrupted one had logged) counts once, as last logged."""
+    by_step: dict[Any, dict[str, float]] = {}
     for line in log.read_text(encoding="utf-8").splitlines():
         try:
             entry = json.loads(line)
         except json.JSONDecodeError:
             continue
-        for key, value in entry.items() if isinstance(entry, dict) else ():
-            if key.startswith("probe_grad_") and isinstance(value, (int, float)) and value == value:
-                sums.setdefault(key[len("probe_") :], []).append(float(value))
+        probes = {
+            key[len("probe_") :]: float(value)
+            for key, value in (entry.items() if isinstance(entry, dict) else ())
+            if key.startswith("probe_grad_") and isinstance(value, (int, float)) and value == value
+        }
+        if probes:
+            by_step.setdefault(entry.get("step"), {}).update(probes)
+    sums: dict[str, list[float]] = {}
+    for probes in by_step.values():
+        for key, value in probes.items():
+            sums.setdefault(key, []).append(value)
     return {key: sum(values) / len(values) for key, values in sums.items()}
 
 

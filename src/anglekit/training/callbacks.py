@@ -9,13 +9,14 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from anglekit.io.atomic import settle_modes
+from anglekit.io.atomic import atomic_write_text, settle_modes
 
 
 class JsonlMetricsCallback(TrainerCallback):
     """Append every log record (step, loss, components, eval metrics) to ``metrics.jsonl``.
 
-    The file is opened in append mode so a resumed run continues it; each line is flushed at once.
+    The file is opened in append mode so a resumed run continues it (dropping what an interrupted run
+    logged past the checkpoint it resumes from); each line is flushed at once.
     ``run_facts`` (e.g. the precision ``auto`` chose) are written as one record at the start of
     training, with ``"event": "train_begin"``.
     """
@@ -25,8 +26,22 @@ class JsonlMetricsCallback(TrainerCallback):
         self.run_facts = dict(run_facts or {})
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
-        if state.is_world_process_zero and self.run_facts:
+        if not state.is_world_process_zero:
+            return
+        if state.global_step > 0:
+            self._drop_after(state.global_step)
+        if self.run_facts:
             self._write({"event": "train_begin", "step": state.global_step, **self.run_facts})
+
+    def _drop_after(self, step: int) -> None:
+        """A run resumed from its checkpoint at ``step`` trains the steps after it again: the records an
+        interrupted run logged past the checkpoint are dropped, so no step is in the file twice."""
+        if not self.path.is_file():
+            return
+        lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [line for line in lines if not _logged_after(line, step)]
+        if len(kept) < len(lines):
+            atomic_write_text(self.path, "".join(kept))
 
     def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or not logs:
@@ -37,6 +52,16 @@ class JsonlMetricsCallback(TrainerCallback):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, default=float) + "\n")
+
+
+def _logged_after(line: str, step: int) -> bool:
+    """Whether a metrics.jsonl line is a record of a step after ``step`` (lines that are not records stay)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    at = record.get("step") if isinstance(record, dict) else None
+    return isinstance(at, int) and not isinstance(at, bool) and at > step
 
 
 class ComponentProgressCallback(TrainerCallback):
