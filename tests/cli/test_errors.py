@@ -215,6 +215,23 @@ def test_resume_of_a_finished_run_changes_nothing(tiny_bert_dir: Path, pair_file
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()} == before
 
 
+def test_a_finished_run_moved_elsewhere_names_its_new_folder(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from anglekit.training.config import TrainConfig
+    from anglekit.training.run import train
+
+    old = tmp_path / "old"
+    assert _run(_train(tiny_bert_dir, pair_file, old), capsys)[0] == 0
+    new = tmp_path / "moved"
+    old.rename(new)
+    code, stdout, err = _run(_train(tiny_bert_dir, pair_file, new, "--resume"), capsys)
+    assert code == 0, err
+    assert f"the run in {new} is already complete" in stdout and str(old) not in stdout
+    argv = {"model": str(tiny_bert_dir), "train_data": str(pair_file), "output_dir": str(new), "max_steps": 2, "batch_size": 4, "positive_threshold": 4.0,
+            "device": "cpu", "precision": "fp32", "quiet": True, "resume": True}  # fmt: skip
+    result = train(TrainConfig.from_dict(argv))
+    assert result.already_complete and result.model_dir == new / "model" and result.output_dir == new and (new / "model").is_dir()
+
+
 def test_resume_and_overwrite_together_are_refused(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(_train(tiny_bert_dir, pair_file, tmp_path / "run", "--resume", "--overwrite-output-dir"), capsys)
     _clean_error(code, err, "contradict")

@@ -182,7 +182,8 @@ def _prepare_output_dir(config: TrainerSection) -> str | None:
 
 def _finished_result(out: Path) -> TrainResult | None:
     """The result of the run in ``out`` when it finished: results.json and the model are there and
-    no checkpoint is missing after them (a run cut back to an earlier checkpoint is not finished)."""
+    no checkpoint is missing after them (a run cut back to an earlier checkpoint is not finished).
+    Its folders are ``out`` and ``out/model`` whatever results.json says (the run may have moved)."""
     results = out / "results.json"
     if not (results.is_file() and (out / "model").is_dir()):
         return None
@@ -193,7 +194,8 @@ def _finished_result(out: Path) -> TrainResult | None:
     last = last_complete_checkpoint(out)
     if last is not None and int(last.name.removeprefix("checkpoint-")) < result.steps:
         return None
-    return replace(result, already_complete=True)
+    # Where the run is now: a finished run moved or copied elsewhere names its new folder.
+    return replace(result, already_complete=True, output_dir=out, model_dir=out / "model")
 
 
 def _schedule(config: TrainerSection, evaluating: bool) -> dict[str, Any]:
