@@ -175,3 +175,33 @@ def test_the_member_furthest_on_leads(tmp_path, monkeypatch):
     assert runner_module._lead(members, tmp_path) is members[1]
     steps.update({k: None for k in steps})
     assert runner_module._lead(members, tmp_path) is members[0]  # none started: plan order
+
+
+def test_text_memo_encodes_each_text_once_and_cuts_like_the_embedder(tiny_bert_dir):
+    import numpy as np
+
+    from anglekit.model.embedder import Embedder
+    from anglekit.reproduce.cells import TextMemo
+
+    embedder = Embedder.from_pretrained(tiny_bert_dir, device="cpu", pooling="last_avg", max_length=32)
+    asked: list[list[str]] = []
+    real = embedder.encode
+
+    def counting(texts, *args, **kwargs):
+        asked.append(list(texts))
+        return real(texts, *args, **kwargs)
+
+    embedder.encode = counting
+    memo = TextMemo(embedder, 4)
+    texts = ["a red fox", "the dog runs", "a red fox", "green hills far away"]
+    first = memo(texts)
+    assert asked == [["a red fox", "the dog runs", "green hills far away"]]
+    np.testing.assert_allclose(first, real(texts, 4), atol=1e-6)
+    cut = memo(["green hills far away", "the dog runs", "a new one"], truncate_dim=8)
+    assert asked[1:] == [["a new one"]]
+    np.testing.assert_allclose(cut, real(["green hills far away", "the dog runs", "a new one"], 4, truncate_dim=8), atol=1e-6)
+    assert memo([]).shape == (0, embedder.output_dim) and len(asked) == 2
+    unit = Embedder.from_pretrained(tiny_bert_dir, device="cpu", pooling="last_avg", max_length=32, normalize=True)
+    cut = TextMemo(unit, 4)(texts, truncate_dim=8)
+    np.testing.assert_allclose(cut, unit.encode(texts, 4, truncate_dim=8), atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(cut, axis=1), 1.0, atol=1e-6)  # normalised after the cut

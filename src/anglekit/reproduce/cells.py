@@ -46,9 +46,64 @@ class Cell:
 
     def key(self) -> str:
         """``<kind>-s<seed>-<hash>``: the same for every row (of any table) that runs the same spec."""
-        digest = hashlib.sha256(json.dumps(self.spec(), sort_keys=True, default=str).encode()).hexdigest()[:16]
-        seed = "" if self.seed is None else f"-s{self.seed}"
-        return f"{self.row.kind}{seed}-{digest}"
+        return spec_key(self.spec())
+
+
+EXECUTION_SETTINGS = frozenset({"gradient_checkpointing", "checkpoint_every"})
+"""Training settings that change a run's speed and memory but not its model (activation checkpointing
+recomputes the same operations with the same random state: a test pins the trained weights bitwise),
+so they are left out of a cell's key; the record's spec still says how the cell ran."""
+
+
+def spec_key(spec: dict[str, Any]) -> str:
+    """The key of a cell with ``spec`` (:meth:`Cell.spec`): its kind, seed and a hash of the spec
+    without the :data:`EXECUTION_SETTINGS`."""
+    train = spec.get("train")
+    decisive = {**spec, "train": {k: v for k, v in train.items() if k not in EXECUTION_SETTINGS}} if isinstance(train, dict) else spec
+    digest = hashlib.sha256(json.dumps(decisive, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    seed = "" if spec.get("seed") is None else f"-s{spec['seed']}"
+    return f"{spec['kind']}{seed}-{digest}"
+
+
+def rename_to_current_keys(folder: Path) -> list[tuple[str, str]]:
+    """Finished cells in ``folder`` whose file name is not their spec's key under the current rule (a
+    key once hashed an execution setting) get that name, with their dynamics; returns (old, new) pairs.
+    A cell whose current name is already taken, or whose record does not parse, is left alone."""
+    renamed = []
+    for path in sorted(folder.glob("*.json")):
+        record = read_cell(path)
+        spec = record.get("spec") if record else None
+        if not isinstance(spec, dict) or "kind" not in spec:
+            continue
+        old, new = path.stem, spec_key(spec)
+        if new == old or (folder / f"{new}.json").exists():
+            continue
+        assert record is not None
+        updated = {**record, "cell": new}
+        dynamics = folder / f"{old}.dynamics"
+        if record.get("dynamics") == dynamics.name and dynamics.is_dir() and not (folder / f"{new}.dynamics").exists():
+            dynamics.rename(folder / f"{new}.dynamics")
+            updated["dynamics"] = f"{new}.dynamics"
+        atomic_write_json(folder / f"{new}.json", updated)
+        path.unlink()
+        renamed.append((old, new))
+        logger.info("cell %s is now %s (its key no longer hashes execution settings)", old, new)
+    if renamed:  # records that name a renamed cell (shared trainings, dynamics) follow it
+        names = dict(renamed)
+        for path in sorted(folder.glob("*.json")):
+            record = read_cell(path)
+            if not record:
+                continue
+            changed = dict(record)
+            training = record.get("training")
+            if isinstance(training, dict) and training.get("shared_with") in names:
+                changed["training"] = {**training, "shared_with": names[training["shared_with"]]}
+            dynamics = record.get("dynamics")
+            if isinstance(dynamics, str) and dynamics.removesuffix(".dynamics") in names:
+                changed["dynamics"] = f"{names[dynamics.removesuffix('.dynamics')]}.dynamics"
+            if changed != record:
+                atomic_write_json(path, changed)
+    return renamed
 
 
 def training_identity(cell: Cell) -> str | None:
@@ -126,23 +181,47 @@ def _score_pairs(encode: Any, test: str, data_root: str | None) -> float:
     return float(evaluate_pairs(encode, data.text1, data.text2, data.labels, source=test).spearman)
 
 
-def _score_nested(model: str, cell: Cell, data_root: str | None) -> dict[str, float]:
+def _score_nested(model: str, cell: Cell, data_root: str | None, encode: TextMemo | None = None) -> dict[str, float]:
     """STS-B-style pairs scored with the full vector, its leading ``cell.task.nested`` dimensions, and the
-    middle transformer layer's vector (ESE's two axes)."""
+    middle transformer layer's vector (ESE's two axes). The cuts are taken from the full vectors (as
+    ``encode(truncate_dim=k)`` takes them), so each text is encoded once at full size."""
     from anglekit.reproduce.tables import MIDDLE_LAYER, nested_metrics
 
     test, batch = str(cell.task.test), cell.evaluation["batch_size"]
-    embedder = _embedder(model, cell)
+    full_vectors = encode or TextMemo(_embedder(model, cell), batch)
     full, *cuts = nested_metrics(cell.task.nested)[:-1]
-    out = {full: _score_pairs(lambda t: embedder.encode(t, batch), test, data_root)}
+    out = {full: _score_pairs(full_vectors, test, data_root)}
     for name, dim in zip(cuts, cell.task.nested, strict=True):
-        out[name] = _score_pairs(lambda t, d=dim: embedder.encode(t, batch, truncate_dim=d), test, data_root)
-    layers = embedder.num_layers
+        out[name] = _score_pairs(lambda t, d=dim: full_vectors(t, truncate_dim=d), test, data_root)
+    layers = full_vectors.embedder.num_layers
     if layers is None:
         raise ConfigError(f"{model}: the backbone's config has no num_hidden_layers, so it has no middle layer to score")
     middle = _embedder(model, cell, layer=max(1, layers // 2))
     out[MIDDLE_LAYER] = _score_pairs(lambda t: middle.encode(t, batch), test, data_root)
     return out
+
+
+class TextMemo:
+    """``texts -> vectors`` of one embedder, each distinct text encoded once: the cells scored on one
+    trained model (the STS suite, STS-B, its cuts) share the texts they have in common."""
+
+    def __init__(self, embedder: Any, batch_size: int) -> None:
+        self.embedder, self.batch_size = embedder, batch_size
+        self.vectors: dict[str, Any] = {}
+
+    def __call__(self, texts: Sequence[str], truncate_dim: int | None = None) -> Any:
+        import numpy as np
+
+        from anglekit.model.encoding import truncate_rows
+
+        texts = list(texts)
+        missing = list(dict.fromkeys(t for t in texts if t not in self.vectors))
+        if missing:
+            self.vectors.update(zip(missing, self.embedder.encode(missing, self.batch_size), strict=True))
+        if not texts:
+            return np.zeros((0, self.embedder.output_dim), dtype=np.float32)
+        vectors = np.stack([self.vectors[t] for t in texts])
+        return vectors if truncate_dim is None else truncate_rows(vectors, truncate_dim, normalize=bool(self.embedder.config.normalize))
 
 
 def gradient_summary(log: Path) -> dict[str, float]:
@@ -212,11 +291,15 @@ def _check_metrics(cell: Cell, metrics: dict[str, Any]) -> None:
             raise DataError(f"cell {cell.key()}: metric {name} is not a number ({value!r})")
 
 
-def _score_trained(model_dir: str, cell: Cell, data_root: str | None, metric: str) -> dict[str, float]:
+def _score_trained(model_dir: str, cell: Cell, data_root: str | None, metric: str, memos: dict[tuple[Any, ...], TextMemo]) -> dict[str, float]:
+    """``cell``'s scores of the model in ``model_dir``; ``memos`` (by the embedder's settings) keeps the
+    vectors the cells scored on this model have encoded."""
+    settings = tuple(cell.evaluation.get(k) for k in ("pooling", "max_length", "device", "prompt"))
+    if settings not in memos:
+        memos[settings] = TextMemo(_embedder(model_dir, cell), cell.evaluation["batch_size"])
     if cell.task.evaluation == "nested":
-        return _score_nested(model_dir, cell, data_root)
-    embedder = _embedder(model_dir, cell)
-    return _score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell, data_root, metric)
+        return _score_nested(model_dir, cell, data_root, memos[settings])
+    return _score(memos[settings], cell, data_root, metric)
 
 
 def _header(cell: Cell) -> dict[str, Any]:
@@ -320,10 +403,10 @@ def _run_training(
         shared["dynamics"] = f"{cell.key()}.dynamics"
     if keep_model:
         shared["model_dir"] = str(result.model_dir)
-    records = []
+    records, memos = [], {}
     for member, member_metric in [(cell, metric), *sharing]:
         scoring = time.perf_counter()
-        metrics = _score_trained(str(result.model_dir), member, data_root, member_metric)
+        metrics = _score_trained(str(result.model_dir), member, data_root, member_metric, memos)
         _check_metrics(member, metrics)
         own = member.key() == cell.key()
         seconds = time.perf_counter() - (started if own else scoring)

@@ -17,7 +17,7 @@ from typing import Any
 
 from anglekit.errors import ConfigError
 from anglekit.io.atomic import atomic_write_json, atomic_write_text
-from anglekit.reproduce.cells import Cell, make_cell, read_cell, resume_step, run_cell, training_identity
+from anglekit.reproduce.cells import Cell, make_cell, read_cell, rename_to_current_keys, resume_step, run_cell, training_identity
 from anglekit.reproduce.config import ReproduceConfig, expand_tables
 from anglekit.reproduce.protocol import Protocol, make_protocol, prepare_start
 from anglekit.reproduce.report import render_report, render_table, table_summary
@@ -218,6 +218,8 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
     out = Path(config.output_dir)
     cells_dir = out / "cells"
     cells_dir.mkdir(parents=True, exist_ok=True)
+    for old, new in rename_to_current_keys(cells_dir):
+        print(f"[reproduce] cell {old} is now {new} (its key no longer hashes execution settings such as gradient checkpointing)", file=sys.stderr)
     data, options = prepare_data(names, config, protocol, root, out / "data")
     specs = build_tables(data, options)
     ran = reused = missing = 0
