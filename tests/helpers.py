@@ -384,6 +384,21 @@ def random_sentence(rng: random.Random, low: int = 2, high: int = 14) -> str:
     return " ".join(words) + rng.choice([".", "!", "?", ""])
 
 
+def write_stsb_root(root: Path, *, seed: int, train: int = 48) -> Path:
+    """An STS-B-format data root (``root/stsb/sts-{train,dev,test}.csv``, ``train``/8/24 random pairs
+    with scores in [0, 5]); returns ``root``."""
+    rng = random.Random(seed)
+    folder = root / "stsb"
+    folder.mkdir(parents=True)
+    for split, n in (("train", train), ("dev", 8), ("test", 24)):
+        lines = []
+        for i in range(n):
+            a, b = random_sentence(rng, 3, 8), random_sentence(rng, 3, 8)
+            lines.append(f"main-captions\tMSRvid\t2012{split}\t{i:04d}\t{rng.uniform(0, 5):.3f}\t{a}\t{b}")
+        (folder / f"sts-{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
 def make_pairs(n: int = 64, *, seed: int = 0) -> list[dict[str, object]]:
     """``n`` distinct-ish sentence pairs with scores in [0, 5] (two decimals)."""
     rng = random.Random(seed)

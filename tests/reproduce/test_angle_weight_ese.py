@@ -4,7 +4,6 @@ Spearman, the gradient probes a cell keeps, and the paired comparisons on extra 
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import numpy as np
@@ -24,17 +23,7 @@ DATA = {"stsb": "STSB", "mrpc": "MRPC", "nli-pairs": None, "nli": None, "qnli-tr
 
 @pytest.fixture(scope="module")
 def data_root(tmp_path_factory) -> Path:
-    rng = random.Random(1)
-    root = tmp_path_factory.mktemp("data")
-    folder = root / "stsb"
-    folder.mkdir()
-    for split, n in (("train", 48), ("dev", 8), ("test", 24)):
-        lines = []
-        for i in range(n):
-            a, b = helpers.random_sentence(rng, 3, 8), helpers.random_sentence(rng, 3, 8)
-            lines.append(f"main-captions\tMSRvid\t2012{split}\t{i:04d}\t{rng.uniform(0, 5):.3f}\t{a}\t{b}")
-        (folder / f"sts-{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return root
+    return helpers.write_stsb_root(tmp_path_factory.mktemp("data"), seed=1)
 
 
 def test_angle_weight_rows_differ_only_in_the_weight_and_probe_gradients():
