@@ -263,20 +263,20 @@ def test_a_cell_cut_short_in_training_continues_from_its_checkpoint(tmp_path, ti
 
 
 def test_a_cell_cut_short_in_scoring_is_scored_without_training_again(tmp_path, tiny_bert_dir, data_root, monkeypatch):
-    import anglekit.reproduce.cells as cells
+    import anglekit.reproduce.scoring as scoring
     from anglekit.training.trainer import AnglETrainer
 
     cell, metric = _objectives_cell(tiny_bert_dir, data_root, 2)
-    real_score = cells._score
+    real_score = scoring.score
 
     def dying_score(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cells, "_score", dying_score)
+    monkeypatch.setattr(scoring, "score", dying_score)
     with pytest.raises(KeyboardInterrupt):
         run_cell(cell, tmp_path, metric=metric, data_root=str(data_root), checkpoint_steps=2)
     assert not (tmp_path / f"{cell.key()}.json").exists() and (tmp_path / f"{cell.key()}.run" / "model").is_dir()
-    monkeypatch.setattr(cells, "_score", real_score)
+    monkeypatch.setattr(scoring, "score", real_score)
 
     def no_training(self, *args, **kwargs):
         raise AssertionError("the finished training ran again")

@@ -12,8 +12,7 @@ import pytest
 
 import anglekit.training.run as training_run
 from anglekit.errors import ConfigError
-from anglekit.reproduce import ReproduceConfig, make_protocol, reproduce
-from anglekit.reproduce import cells as cells_module
+from anglekit.reproduce import ReproduceConfig, make_protocol, reproduce, scoring
 from anglekit.reproduce import runner as runner_module
 from anglekit.reproduce import tables as tables_module
 from anglekit.reproduce.cells import make_cell, run_cell, training_identity
@@ -101,17 +100,17 @@ def test_a_shared_training_scores_each_member_like_its_own_training(tmp_path, ti
 
 def test_a_run_cut_short_while_scoring_a_member_scores_them_all_without_training(tmp_path, tiny_bert_dir, data_root, monkeypatch):
     (lead, lead_metric), (other, other_metric) = _shared_pair(tiny_bert_dir, data_root, monkeypatch)
-    real = cells_module._score_nested
+    real = scoring.score_nested
 
     def dying(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cells_module, "_score_nested", dying)
+    monkeypatch.setattr(scoring, "score_nested", dying)
     with pytest.raises(KeyboardInterrupt):
         run_cell(lead, tmp_path, metric=lead_metric, data_root=str(data_root), sharing=[(other, other_metric)])
     assert not list(tmp_path.glob("*.json"))  # the lead was scored, but nothing is written before every member is
     assert (tmp_path / f"{lead.key()}.run" / "model").is_dir()
-    monkeypatch.setattr(cells_module, "_score_nested", real)
+    monkeypatch.setattr(scoring, "score_nested", real)
     calls = _count_trainings(monkeypatch)
     first = run_cell(lead, tmp_path, metric=lead_metric, data_root=str(data_root), sharing=[(other, other_metric)])
     assert first["training"]["resumed_from_step"] == 2  # the finished training, scored again
@@ -170,7 +169,7 @@ def test_text_memo_encodes_each_text_once_and_cuts_like_the_embedder(tiny_bert_d
     import numpy as np
 
     from anglekit.model.embedder import Embedder
-    from anglekit.reproduce.cells import TextMemo
+    from anglekit.reproduce.scoring import TextMemo
 
     embedder = Embedder.from_pretrained(tiny_bert_dir, device="cpu", pooling="last_avg", max_length=32)
     asked: list[list[str]] = []

@@ -23,6 +23,7 @@ from typing import Any
 
 from anglekit.errors import ConfigError, DataError
 from anglekit.io.atomic import atomic_write_json
+from anglekit.reproduce import scoring
 from anglekit.reproduce.protocol import Protocol
 from anglekit.reproduce.tables import Row, Task
 
@@ -173,57 +174,6 @@ def read_cell(path: Path) -> dict[str, Any] | None:
     return record
 
 
-def _score_pairs(encode: Any, test: str, data_root: str | None) -> float:
-    from anglekit.data.catalog import resolve_dataset
-    from anglekit.metrics.similarity import evaluate_pairs
-
-    data = resolve_dataset(test, data_root=data_root)
-    return float(evaluate_pairs(encode, data.text1, data.text2, data.labels, source=test).spearman)
-
-
-def _score_nested(model: str, cell: Cell, data_root: str | None, encode: TextMemo | None = None) -> dict[str, float]:
-    """STS-B-style pairs scored with the full vector, its leading ``cell.task.nested`` dimensions, and the
-    middle transformer layer's vector (ESE's two axes). The cuts are taken from the full vectors (as
-    ``encode(truncate_dim=k)`` takes them), so each text is encoded once at full size."""
-    from anglekit.reproduce.tables import MIDDLE_LAYER, nested_metrics
-
-    test, batch = str(cell.task.test), cell.evaluation["batch_size"]
-    full_vectors = encode or TextMemo(_embedder(model, cell), batch)
-    full, *cuts = nested_metrics(cell.task.nested)[:-1]
-    out = {full: _score_pairs(full_vectors, test, data_root)}
-    for name, dim in zip(cuts, cell.task.nested, strict=True):
-        out[name] = _score_pairs(lambda t, d=dim: full_vectors(t, truncate_dim=d), test, data_root)
-    layers = full_vectors.embedder.num_layers
-    if layers is None:
-        raise ConfigError(f"{model}: the backbone's config has no num_hidden_layers, so it has no middle layer to score")
-    middle = _embedder(model, cell, layer=max(1, layers // 2))
-    out[MIDDLE_LAYER] = _score_pairs(lambda t: middle.encode(t, batch), test, data_root)
-    return out
-
-
-class TextMemo:
-    """``texts -> vectors`` of one embedder, each distinct text encoded once: the cells scored on one
-    trained model (the STS suite, STS-B, its cuts) share the texts they have in common."""
-
-    def __init__(self, embedder: Any, batch_size: int) -> None:
-        self.embedder, self.batch_size = embedder, batch_size
-        self.vectors: dict[str, Any] = {}
-
-    def __call__(self, texts: Sequence[str], truncate_dim: int | None = None) -> Any:
-        import numpy as np
-
-        from anglekit.model.encoding import truncate_rows
-
-        texts = list(texts)
-        missing = list(dict.fromkeys(t for t in texts if t not in self.vectors))
-        if missing:
-            self.vectors.update(zip(missing, self.embedder.encode(missing, self.batch_size), strict=True))
-        if not texts:
-            return np.zeros((0, self.embedder.output_dim), dtype=np.float32)
-        vectors = np.stack([self.vectors[t] for t in texts])
-        return vectors if truncate_dim is None else truncate_rows(vectors, truncate_dim, normalize=bool(self.embedder.config.normalize))
-
-
 def gradient_summary(log: Path) -> dict[str, float]:
     """Mean of each ``probe_grad_<term>`` over a run's probe records (the terms' gradient norms with
     respect to the pooled embeddings), as ``grad_<term>``; empty when the run logged none. A step
@@ -248,27 +198,6 @@ def gradient_summary(log: Path) -> dict[str, float]:
     return {key: sum(values) / len(values) for key, values in sums.items()}
 
 
-def _score(encode: Any, cell: Cell, data_root: str | None, metric: str) -> dict[str, float]:
-    if cell.task.evaluation == "pairs":
-        return {metric: _score_pairs(encode, str(cell.task.test), data_root)}
-    if cell.task.evaluation == "sts-suite":
-        from anglekit.evaluation.suites import run_suite
-
-        # The embedder is loaded at the cell's max length already (GloVe has none).
-        result = run_suite("sts", encode, data_root=data_root, progress=False, batch_size=cell.evaluation["batch_size"])
-        return {k: float(v) for k, v in result["scores"].items()}
-    raise ConfigError(f"unknown evaluation {cell.task.evaluation!r}")
-
-
-def _embedder(model: str, cell: Cell, layer: int | None = None) -> Any:
-    from anglekit.model.embedder import Embedder
-
-    return Embedder.from_pretrained(
-        model, pooling=cell.evaluation["pooling"], max_length=cell.evaluation["max_length"], device=cell.evaluation["device"],
-        prompt=cell.evaluation.get("prompt"), layer=layer,
-    )  # fmt: skip
-
-
 def resume_step(run_dir: Path) -> int | None:
     """The step an interrupted cell's training continues from: its last complete checkpoint's (its last
     step when training finished and only the scoring was cut short); None when it starts afresh."""
@@ -289,17 +218,6 @@ def _check_metrics(cell: Cell, metrics: dict[str, Any]) -> None:
     for name, value in metrics.items():
         if not isinstance(value, float) or value != value:
             raise DataError(f"cell {cell.key()}: metric {name} is not a number ({value!r})")
-
-
-def _score_trained(model_dir: str, cell: Cell, data_root: str | None, metric: str, memos: dict[tuple[Any, ...], TextMemo]) -> dict[str, float]:
-    """``cell``'s scores of the model in ``model_dir``; ``memos`` (by the embedder's settings) keeps the
-    vectors the cells scored on this model have encoded."""
-    settings = tuple(cell.evaluation.get(k) for k in ("pooling", "max_length", "device", "prompt"))
-    if settings not in memos:
-        memos[settings] = TextMemo(_embedder(model_dir, cell), cell.evaluation["batch_size"])
-    if cell.task.evaluation == "nested":
-        return _score_nested(model_dir, cell, data_root, memos[settings])
-    return _score(memos[settings], cell, data_root, metric)
 
 
 def _header(cell: Cell) -> dict[str, Any]:
@@ -337,13 +255,13 @@ def run_cell(
     if cell.row.kind == "glove":
         from anglekit.evaluation.baselines import GloveEncoder
 
-        metrics = _score(GloveEncoder(), cell, data_root, metric)
+        metrics = scoring.score(GloveEncoder(), cell.task, cell.evaluation, data_root, metric)
     elif cell.row.kind == "zero-shot":
         if cell.task.evaluation == "nested":
-            metrics = _score_nested(cell.evaluation["model"], cell, data_root)
+            metrics = scoring.score_nested(cell.evaluation["model"], cell.task, cell.evaluation, data_root)
         else:
-            embedder = _embedder(cell.evaluation["model"], cell)
-            metrics = _score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell, data_root, metric)
+            embedder = scoring.load_embedder(cell.evaluation["model"], cell.evaluation)
+            metrics = scoring.score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell.task, cell.evaluation, data_root, metric)
     else:
         return _run_training(cell, folder, metric=metric, data_root=data_root, keep_model=keep_model, quiet=quiet,
                              checkpoint_steps=checkpoint_steps, sharing=sharing, started=started)  # fmt: skip
@@ -403,13 +321,13 @@ def _run_training(
         shared["dynamics"] = f"{cell.key()}.dynamics"
     if keep_model:
         shared["model_dir"] = str(result.model_dir)
-    records, memos = [], {}
+    records, scorer = [], scoring.ModelScorer(str(result.model_dir))
     for member, member_metric in [(cell, metric), *sharing]:
-        scoring = time.perf_counter()
-        metrics = _score_trained(str(result.model_dir), member, data_root, member_metric, memos)
+        scored_from = time.perf_counter()
+        metrics = scorer(member.task, member.evaluation, data_root, member_metric)
         _check_metrics(member, metrics)
         own = member.key() == cell.key()
-        seconds = time.perf_counter() - (started if own else scoring)
+        seconds = time.perf_counter() - (started if own else scored_from)
         records.append({**_header(member), "training": training if own else {**training, "shared_with": cell.key()}, **shared,
                         "status": "done", "metrics": metrics, "seconds": round(seconds, 1)})  # fmt: skip
     for member_record in records:  # written once every member is scored
