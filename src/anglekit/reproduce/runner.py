@@ -190,6 +190,47 @@ def _lead(members: Sequence[Cell], cells_dir: Path) -> Cell:
     return members[best]
 
 
+class _Work:
+    """The missing cells of one call: each runs with the others of its training (trained once), with
+    progress on stderr; ``ran`` holds the keys run so far."""
+
+    def __init__(self, planned: Sequence[tuple[str, list[tuple[Cell, str]]]], todo: dict[str, Cell], cells_dir: Path, config: ReproduceConfig,
+                 root: str, *, groups: bool) -> None:  # fmt: skip
+        self.metrics: dict[str, str] = {}
+        for _, cells in planned:  # a cell planned by two tables is scored under the first one's metric name
+            for cell, metric in cells:
+                self.metrics.setdefault(cell.key(), metric)
+        self.groups = _training_groups(todo.values()) if groups else {}
+        self.cells_dir, self.config, self.root = cells_dir, config, root
+        self.total, self.started = len(todo), time.perf_counter()
+        self.ran: set[str] = set()
+
+    def run(self, cell: Cell, table: str) -> dict[str, Any]:
+        """Run ``cell`` (with the unfinished cells of its training) and return its record."""
+        members = [c for c in self.groups.get(cell.key(), [cell]) if c.key() not in self.ran]
+        lead = _lead(members, self.cells_dir)
+        sharing = [(c, self.metrics[c.key()]) for c in members if c.key() != lead.key()]
+        self._announce(table, lead, sharing, len(members))
+        config = self.config
+        run_cell(lead, self.cells_dir, metric=self.metrics[lead.key()], data_root=self.root, keep_model=config.keep_models, quiet=config.quiet,
+                 checkpoint_steps=config.checkpoint_steps, sharing=sharing)  # fmt: skip
+        self.ran.update(c.key() for c in members)
+        record = read_cell(self.cells_dir / f"{cell.key()}.json")
+        if record is None:
+            raise ConfigError(f"cell {cell.key()} was run but its record cannot be read back from {self.cells_dir}")
+        return record
+
+    def _announce(self, table: str, lead: Cell, sharing: Sequence[tuple[Cell, str]], count: int) -> None:
+        done = len(self.ran)
+        eta = ""
+        if done:
+            eta = f", about {(time.perf_counter() - self.started) / done * (self.total - done) / 60:.0f} min left"
+        also = f"; its training also scores {', '.join(f'{c.row.name} / {c.task.name}' for c, _ in sharing)}" if sharing else ""
+        span = f"{done + 1}" if count == 1 else f"{done + 1}-{done + count}"
+        seed = f" / seed {lead.seed}" if lead.seed is not None else ""
+        print(f"[reproduce {table}] cell {span}/{self.total}: {lead.row.name} / {lead.task.name}{seed}{also}{eta}", file=sys.stderr, flush=True)
+
+
 def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, command: str | None = None) -> ReproduceResult:
     """Run (or resume) the cells of ``tables`` and write ``<output_dir>/report.md``, one markdown and one
     JSON summary per table, and one JSON per cell under ``cells/``."""
@@ -222,52 +263,22 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
         print(f"[reproduce] cell {old} is now {new} (its key no longer hashes execution settings such as gradient checkpointing)", file=sys.stderr)
     data, options = prepare_data(names, config, protocol, root, out / "data")
     specs = build_tables(data, options)
-    ran = reused = missing = 0
+    reused = missing = 0
     summaries = []
     with _data_env(root):
         model = protocol.model_name() if config.report_only else prepare_start(protocol, out)
         planned = [(name, plan_cells(specs[name], config.seeds, protocol, model)) for name in names]
-        metrics_of: dict[str, str] = {}
-        for _, cells in planned:  # a cell planned by two tables is scored under the first one's metric name
-            for c, metric in cells:
-                metrics_of.setdefault(c.key(), metric)
         todo = {c.key(): c for _, cells in planned for c, _ in cells if read_cell(cells_dir / f"{c.key()}.json") is None}
-        groups = _training_groups(todo.values()) if not config.report_only else {}
-        total, done_now, started = len(todo), 0, time.perf_counter()
         if config.report_only:
-            missing = total
-        ran_here: set[str] = set()
+            missing = len(todo)
+        work = _Work(planned, todo, cells_dir, config, str(root), groups=not config.report_only)
         for name, cells in planned:
             records = []
             for cell, _metric in cells:
                 record = read_cell(cells_dir / f"{cell.key()}.json")
                 if record is None and not config.report_only:
-                    members = [c for c in groups.get(cell.key(), [cell]) if c.key() not in ran_here]
-                    lead = _lead(members, cells_dir)
-                    sharing = [(c, metrics_of[c.key()]) for c in members if c.key() != lead.key()]
-                    eta = ""
-                    if done_now:
-                        per = (time.perf_counter() - started) / done_now
-                        eta = f", about {per * (total - done_now) / 60:.0f} min left"
-                    also = f"; its training also scores {', '.join(f'{c.row.name} / {c.task.name}' for c, _ in sharing)}" if sharing else ""
-                    first, last = done_now + 1, done_now + len(members)
-                    print(
-                        f"[reproduce {name}] cell {first if first == last else f'{first}-{last}'}/{total}: {lead.row.name} / {lead.task.name}"
-                        + (f" / seed {lead.seed}" if lead.seed is not None else "")
-                        + also
-                        + eta,
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    run_cell(lead, cells_dir, metric=metrics_of[lead.key()], data_root=str(root), keep_model=config.keep_models, quiet=config.quiet,
-                             checkpoint_steps=config.checkpoint_steps, sharing=sharing)  # fmt: skip
-                    done_now += len(members)
-                    ran += len(members)
-                    ran_here.update(c.key() for c in members)
-                    record = read_cell(cells_dir / f"{cell.key()}.json")
-                    if record is None:
-                        raise ConfigError(f"cell {cell.key()} was run but its record cannot be read back from {cells_dir}")
-                elif record is not None and cell.key() not in ran_here:
+                    record = work.run(cell, name)
+                elif record is not None and cell.key() not in work.ran:
                     reused += 1
                 if record is not None:  # a cell shared with another row (or table) is named by this row here
                     records.append({**record, "row": cell.row.name, "task": cell.task.name})
@@ -280,4 +291,4 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
     command = command or f"anglekit reproduce {' '.join(names)} --seeds {' '.join(map(str, config.seeds))} --output-dir {out}"
     report = out / "report.md"
     atomic_write_text(report, render_report(summaries, protocol, config.seeds, command))
-    return ReproduceResult(out, report, summaries, ran, reused, missing)
+    return ReproduceResult(out, report, summaries, len(work.ran), reused, missing)
