@@ -193,3 +193,38 @@ def test_text_memo_encodes_each_text_once_and_cuts_like_the_embedder(tiny_bert_d
     cut = TextMemo(unit, 4)(texts, truncate_dim=8)
     np.testing.assert_allclose(cut, unit.encode(texts, 4, truncate_dim=8), atol=1e-6)
     np.testing.assert_allclose(np.linalg.norm(cut, axis=1), 1.0, atol=1e-6)  # normalised after the cut
+
+
+def test_a_stored_memo_saves_each_chunk_and_a_new_one_continues_from_them(tmp_path, tiny_bert_dir):
+    import numpy as np
+
+    from anglekit.model.embedder import Embedder
+    from anglekit.reproduce.scoring import TextMemo
+
+    embedder = Embedder.from_pretrained(tiny_bert_dir, device="cpu", pooling="last_avg", max_length=32)
+    real = embedder.encode
+    texts = [f"sentence number {i} about {w}" for i, w in enumerate(["cats", "dogs", "hills", "rivers", "trains", "boats", "fog"])]
+    asked: list[list[str]] = []
+
+    def dies_on_the_third_chunk(part, *args, **kwargs):
+        asked.append(list(part))
+        if len(asked) == 3:
+            raise KeyboardInterrupt  # cut short while scoring
+        return real(part, *args, **kwargs)
+
+    embedder.encode = dies_on_the_third_chunk
+    with pytest.raises(KeyboardInterrupt):
+        TextMemo(embedder, 4, store=tmp_path / "memo", chunk=3)(texts)
+    assert sorted(p.name for p in (tmp_path / "memo").iterdir()) == ["part-00000.npz", "part-00001.npz"]  # two chunks kept, no partial file
+
+    (tmp_path / "memo" / "part-00009.npz").write_bytes(b"cut short")  # an unreadable chunk: its texts are encoded again
+    asked.clear()
+    embedder.encode = lambda part, *a, **k: asked.append(list(part)) or real(part, *a, **k)
+    again = TextMemo(embedder, 4, store=tmp_path / "memo", chunk=3)
+    vectors = again(texts)
+    assert asked == [texts[6:]]  # only the chunk that was cut short
+    np.testing.assert_allclose(vectors, real(texts, 4), atol=1e-6)
+    third = TextMemo(embedder, 4, store=tmp_path / "memo", chunk=3)
+    asked.clear()
+    np.testing.assert_allclose(third(list(reversed(texts))), real(list(reversed(texts)), 4), atol=1e-6)
+    assert asked == []

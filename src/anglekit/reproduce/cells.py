@@ -321,7 +321,7 @@ def _run_training(
         shared["dynamics"] = f"{cell.key()}.dynamics"
     if keep_model:
         shared["model_dir"] = str(result.model_dir)
-    records, scorer = [], scoring.ModelScorer(str(result.model_dir))
+    records, scorer = [], scoring.ModelScorer(str(result.model_dir), store=run_dir / "scoring")  # a cut-short scoring resumes
     for member, member_metric in [(cell, metric), *sharing]:
         scored_from = time.perf_counter()
         metrics = scorer(member.task, member.evaluation, data_root, member_metric)
