@@ -215,16 +215,22 @@ def test_a_stored_memo_saves_each_chunk_and_a_new_one_continues_from_them(tmp_pa
     embedder.encode = dies_on_the_third_chunk
     with pytest.raises(KeyboardInterrupt):
         TextMemo(embedder, 4, store=tmp_path / "memo", chunk=3)(texts)
-    assert sorted(p.name for p in (tmp_path / "memo").iterdir()) == ["part-00000.npz", "part-00001.npz"]  # two chunks kept, no partial file
+    (folder,) = (tmp_path / "memo").iterdir()  # one cache for this model and max length
+    shards = sorted(p.name for p in folder.iterdir() if p.name != "meta.json")
+    assert len(shards) == 2 and all(name.startswith("shard-") and name.endswith(".npz") for name in shards)  # two chunks kept, no partial file
+    saved = {t for chunk in asked[:2] for t in chunk}
+    assert len(saved) == 6 and asked[2] == [t for t in texts if t not in saved]
 
-    (tmp_path / "memo" / "part-00009.npz").write_bytes(b"cut short")  # an unreadable chunk: its texts are encoded again
+    (folder / "shard-9-cut-short.npz").write_bytes(b"cut short")  # an unreadable shard: its texts are encoded again
     asked.clear()
     embedder.encode = lambda part, *a, **k: asked.append(list(part)) or real(part, *a, **k)
     again = TextMemo(embedder, 4, store=tmp_path / "memo", chunk=3)
-    vectors = again(texts)
-    assert asked == [texts[6:]]  # only the chunk that was cut short
+    with pytest.warns(UserWarning, match="unreadable shard"):
+        vectors = again(texts)
+    assert asked == [[t for t in texts if t not in saved]]  # only the chunk that was cut short
     np.testing.assert_allclose(vectors, real(texts, 4), atol=1e-6)
     third = TextMemo(embedder, 4, store=tmp_path / "memo", chunk=3)
     asked.clear()
-    np.testing.assert_allclose(third(list(reversed(texts))), real(list(reversed(texts)), 4), atol=1e-6)
+    with pytest.warns(UserWarning, match="unreadable shard"):
+        np.testing.assert_allclose(third(list(reversed(texts))), real(list(reversed(texts)), 4), atol=1e-6)
     assert asked == []

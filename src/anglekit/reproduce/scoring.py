@@ -4,18 +4,12 @@ their leading coordinates, the middle layer's vector). A trained model's scoring
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from anglekit.errors import ConfigError
 from anglekit.reproduce.tables import Task
-
-logger = logging.getLogger(__name__)
 
 
 def score_pairs(encode: Any, test: str, data_root: str | None) -> float:
@@ -51,29 +45,20 @@ class TextMemo:
     """``texts -> vectors`` of one embedder, each distinct text encoded once: the cells scored on one
     trained model (the STS suite, STS-B, its cuts) share the texts they have in common.
 
-    With ``store`` (a folder), texts are encoded ``chunk`` at a time and each chunk's vectors are saved
-    there, so a scoring cut short (the STS suite takes half an hour on a CPU for a small LLM) continues
-    from the chunks already saved; only use it for one model and one set of embedding settings."""
+    With ``store`` (a folder), the vectors go to an :class:`~anglekit.evaluation.cache.EmbeddingCache`
+    there (keyed by the model's fingerprint and max length), one shard every ``chunk`` new texts, so a
+    scoring cut short (the STS suite takes half an hour on a CPU for a small LLM) continues from what
+    it had encoded."""
 
     def __init__(self, embedder: Any, batch_size: int, store: Path | None = None, chunk: int = 2048) -> None:
-        self.embedder, self.batch_size, self.store, self.chunk = embedder, batch_size, store, chunk
+        self.embedder, self.batch_size = embedder, batch_size
         self.vectors: dict[str, Any] = {}
-        if store is not None and store.is_dir():
-            self._load(store)
+        self.cached: Any = None
+        if store is not None:
+            from anglekit.evaluation.cache import CachedEncoder, EmbeddingCache
 
-    def _load(self, store: Path) -> None:
-        import numpy as np
-
-        for part in sorted(store.glob("part-*.npz")):
-            try:
-                with np.load(part, allow_pickle=False) as data:
-                    texts, vectors = data["texts"], data["vectors"]
-                if len(texts) != len(vectors):
-                    raise ValueError(f"{len(texts)} texts and {len(vectors)} vectors")
-            except (OSError, ValueError, KeyError) as exc:
-                logger.warning("scoring cache %s cannot be read (%s); its texts are encoded again", part, exc)
-                continue
-            self.vectors.update(zip((str(t) for t in texts), vectors, strict=True))
+            cache = EmbeddingCache(store, fingerprint=embedder.fingerprint(), max_length=embedder.config.max_length)
+            self.cached = CachedEncoder(lambda texts: embedder.encode(list(texts), batch_size), cache, flush_every=chunk)
 
     def __call__(self, texts: Sequence[str], truncate_dim: int | None = None) -> Any:
         import numpy as np
@@ -81,29 +66,16 @@ class TextMemo:
         from anglekit.model.encoding import truncate_rows
 
         texts = list(texts)
-        missing = list(dict.fromkeys(t for t in texts if t not in self.vectors))
-        step = self.chunk if self.store is not None else max(1, len(missing))
-        for start in range(0, len(missing), step):
-            part = missing[start : start + step]
-            vectors = self.embedder.encode(part, self.batch_size)
-            if self.store is not None:
-                self._save(part, vectors)
-            self.vectors.update(zip(part, vectors, strict=True))
         if not texts:
             return np.zeros((0, self.embedder.output_dim), dtype=np.float32)
-        vectors = np.stack([self.vectors[t] for t in texts])
+        if self.cached is not None:
+            vectors = self.cached(texts)
+        else:
+            missing = list(dict.fromkeys(t for t in texts if t not in self.vectors))
+            if missing:
+                self.vectors.update(zip(missing, self.embedder.encode(missing, self.batch_size), strict=True))
+            vectors = np.stack([self.vectors[t] for t in texts])
         return vectors if truncate_dim is None else truncate_rows(vectors, truncate_dim, normalize=bool(self.embedder.config.normalize))
-
-    def _save(self, texts: list[str], vectors: Any) -> None:
-        import numpy as np
-
-        assert self.store is not None
-        self.store.mkdir(parents=True, exist_ok=True)
-        number = len(list(self.store.glob("part-*.npz")))
-        target = self.store / f"part-{number:05d}.npz"
-        partial = self.store / f".part-{number:05d}.tmp.npz"
-        np.savez(partial, texts=np.array(texts, dtype=str), vectors=np.asarray(vectors, dtype=np.float32))
-        os.replace(partial, target)
 
 
 def score(encode: Any, task: Task, evaluation: dict[str, Any], data_root: str | None, metric: str) -> dict[str, float]:
@@ -131,7 +103,7 @@ def load_embedder(model: str, evaluation: dict[str, Any], layer: int | None = No
 
 class ModelScorer:
     """Scores cells on the model in ``model_dir``, one :class:`TextMemo` per set of embedding settings
-    (saved under ``store``/<hash of the settings> when ``store`` is given)."""
+    (each an embedding cache of its own under ``store`` when it is given: the fingerprint covers them)."""
 
     def __init__(self, model_dir: str, store: Path | None = None) -> None:
         self.model_dir, self.store = model_dir, store
@@ -140,10 +112,7 @@ class ModelScorer:
     def __call__(self, task: Task, evaluation: dict[str, Any], data_root: str | None, metric: str) -> dict[str, float]:
         settings = tuple(evaluation.get(k) for k in ("pooling", "max_length", "device", "prompt"))
         if settings not in self.memos:
-            folder = None
-            if self.store is not None:
-                folder = self.store / hashlib.sha256(json.dumps(settings, default=str).encode()).hexdigest()[:12]
-            self.memos[settings] = TextMemo(load_embedder(self.model_dir, evaluation), evaluation["batch_size"], store=folder)
+            self.memos[settings] = TextMemo(load_embedder(self.model_dir, evaluation), evaluation["batch_size"], store=self.store)
         if task.evaluation == "nested":
             return score_nested(self.model_dir, task, evaluation, data_root, self.memos[settings])
         return score(self.memos[settings], task, evaluation, data_root, metric)
