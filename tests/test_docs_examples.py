@@ -367,6 +367,13 @@ def test_history_hook_rewrites_links() -> None:
     assert (
         hooks.site_links("[a](../benchmarks/README.md) [b](../benchmarks/README.md#training) [c](x.md)") == "[a](history.md) [b](history.md#training) [c](x.md)"
     )
+    assert hooks.site_links("![w](../benchmarks/results/issue42/minilm/angle-weight.png) [j](../benchmarks/results/x.json)") == (
+        "![w](results-files/issue42/minilm/angle-weight.png) [j](../benchmarks/results/x.json)"
+    )
+    # Every chart a docs page shows is a file under benchmarks/results/, which the hook publishes.
+    shown = {m for page in (ROOT / "docs").glob("*.md") for m in re.findall(r"\]\(\.\./benchmarks/results/([^)\s]+\.png)\)", page.read_text(encoding="utf-8"))}
+    assert {"issue42/minilm/angle-weight.png", "issue42/minilm/ese.png"} <= shown
+    assert all((ROOT / "benchmarks" / "results" / name).is_file() for name in shown)
 
 
 # Running the newcomer's pages ---------------------------------------------------------------------

@@ -21,7 +21,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help="reproduce the papers' tables (ablations, transfer, non-transfer, ...) with seeds and a report",
         description="Train and score every cell (row x task x seed) of the named tables, resumably (finished "
         "cells are reused), and write <output-dir>/report.md: mean ± std per row, a paired comparison with the "
-        "reference row, and the paper's figure beside each row. Tables: " + ", ".join(TABLE_NAMES) + ", all.",
+        "reference row, and the paper's figure beside each row; per table, <table>.json, <table>.md and a chart, "
+        "<table>.png (with matplotlib, the eval extra). Tables: " + ", ".join(TABLE_NAMES) + ", all.",
         argument_default=argparse.SUPPRESS,
         allow_abbrev=False,
     )

@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import shutil
 import sys
 import time
@@ -174,10 +175,11 @@ def read_cell(path: Path) -> dict[str, Any] | None:
     return record
 
 
-def gradient_summary(log: Path) -> dict[str, float]:
-    """Mean of each ``probe_grad_<term>`` over a run's probe records (the terms' gradient norms with
-    respect to the pooled embeddings), as ``grad_<term>``; empty when the run logged none. A step
-    logged twice (a resumed run redoing steps an interrupted one had logged) counts once, as last logged."""
+def gradient_steps(log: Path) -> dict[Any, dict[str, float]]:
+    """Each logged step's ``probe_grad_<term>`` values (the terms' gradient norms with respect to the
+    pooled embeddings) as ``{step: {"grad_<term>": norm}}``, in the log's order. A step logged twice (a
+    resumed run redoing steps an interrupted one had logged) counts once, as last logged; lines that
+    are not JSON and values that are not finite numbers are skipped."""
     by_step: dict[Any, dict[str, float]] = {}
     for line in log.read_text(encoding="utf-8").splitlines():
         try:
@@ -187,12 +189,18 @@ def gradient_summary(log: Path) -> dict[str, float]:
         probes = {
             key[len("probe_") :]: float(value)
             for key, value in (entry.items() if isinstance(entry, dict) else ())
-            if key.startswith("probe_grad_") and isinstance(value, (int, float)) and value == value
+            if key.startswith("probe_grad_") and isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         }
         if probes:
             by_step.setdefault(entry.get("step"), {}).update(probes)
+    return by_step
+
+
+def gradient_summary(log: Path) -> dict[str, float]:
+    """Mean of each ``probe_grad_<term>`` over a run's probe records (:func:`gradient_steps`), as
+    ``grad_<term>``; empty when the run logged none."""
     sums: dict[str, list[float]] = {}
-    for probes in by_step.values():
+    for probes in gradient_steps(log).values():
         for key, value in probes.items():
             sums.setdefault(key, []).append(value)
     return {key: sum(values) / len(values) for key, values in sums.items()}

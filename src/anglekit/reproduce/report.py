@@ -51,19 +51,34 @@ def _paired_dict(comparison: Paired) -> dict[str, Any]:
 
 def gradient_share(records: Sequence[dict[str, Any]], row: Row) -> dict[str, Any] | None:
     """The angle term's weighted gradient over the cosine term's, ``w3 ||dL_angle|| / (w1 ||dL_cos||)``,
-    per seed and its mean, from the cells' ``gradients`` (None when no cell of the row logged both)."""
+    per seed and its mean, from the cells' ``gradients`` (None when no cell of the row logged both);
+    ``steps`` holds the same ratio at each probed step, ``{seed: [[step, ratio], ...]}``, for the
+    records that carry their probes per step (``gradient_steps``, from their dynamics log)."""
     settings = row.settings
     w_angle, w_cos = float(settings.get("angle_weight", 1.0)), float(settings.get("cosine_weight", 1.0))
+
+    def ratio(grads: dict[str, Any]) -> float | None:
+        cosine = grads.get("grad_cosine")
+        return None if not cosine or w_cos == 0 else w_angle * float(grads.get("grad_angle", 0.0)) / (w_cos * float(cosine))
+
     values: dict[int, float] = {}
+    steps: dict[int, list[list[Any]]] = {}
     for r in records:
-        grads = r.get("gradients") or {}
-        if r["row"] != row.name or r.get("status") != "done" or not grads.get("grad_cosine") or w_cos == 0:
+        if r["row"] != row.name or r.get("status") != "done":
             continue
-        values[r["seed"] if r["seed"] is not None else 0] = w_angle * float(grads.get("grad_angle", 0.0)) / (w_cos * float(grads["grad_cosine"]))
+        seed = r["seed"] if r["seed"] is not None else 0
+        share = ratio(r.get("gradients") or {})
+        if share is None:
+            continue
+        values[seed] = share
+        per_step = [[step, ratio(grads)] for step, grads in (r.get("gradient_steps") or {}).items()]
+        series = sorted([step, value] for step, value in per_step if isinstance(step, int) and not isinstance(step, bool) and value is not None)
+        if series:
+            steps[seed] = series
     if not values:
         return None
     m, sd = mean_std(list(values.values()))
-    return {"values": values, "mean": m, "std": sd}
+    return {"values": values, "mean": m, "std": sd, "steps": steps}
 
 
 def table_summary(table: TableSpec, records: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import logging
 import math
@@ -16,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from anglekit.errors import ConfigError
-from anglekit.io.atomic import atomic_write_json, atomic_write_text
-from anglekit.reproduce.cells import Cell, make_cell, read_cell, rename_to_current_keys, resume_step, run_cell, training_identity
+from anglekit.io.atomic import atomic_path, atomic_write_json, atomic_write_text
+from anglekit.reproduce.cells import Cell, gradient_steps, make_cell, read_cell, rename_to_current_keys, resume_step, run_cell, training_identity
+from anglekit.reproduce.charts import render_chart
 from anglekit.reproduce.config import ReproduceConfig, expand_tables
 from anglekit.reproduce.protocol import Protocol, make_protocol, prepare_start
 from anglekit.reproduce.report import render_report, render_table, table_summary
@@ -231,6 +233,33 @@ class _Work:
         print(f"[reproduce {table}] cell {span}/{self.total}: {lead.row.name} / {lead.task.name}{seed}{also}{eta}", file=sys.stderr, flush=True)
 
 
+def write_table(out: Path, table: TableSpec, records: Sequence[dict[str, Any]], protocol: Protocol, seeds: Sequence[int], cells_dir: Path) -> dict[str, Any]:
+    """Summarise one table's finished cells and write ``<table>.json``, ``<table>.md`` and its chart
+    ``<table>.png`` (left out, with a note, without matplotlib); returns the summary. A table that
+    reports gradient shares reads each cell's probes per step from its dynamics log."""
+    if table.gradient_share:
+        records = [{**r, "gradient_steps": _gradient_steps(cells_dir, r)} for r in records]
+    summary = table_summary(table, records)
+    document = {**summary, "protocol": protocol.describe(), "seeds": list(seeds), "cells": [r["cell"] for r in records]}
+    atomic_write_json(out / f"{table.name}.json", document)
+    atomic_write_text(out / f"{table.name}.md", render_table(summary))
+    if importlib.util.find_spec("matplotlib") is None:
+        print(f"[reproduce {table.name}] no chart: matplotlib is missing (pip install 'anglekit[eval]')", file=sys.stderr)
+        return summary
+    chart = render_chart(summary)
+    if chart is not None:
+        with atomic_path(out / f"{table.name}.png") as tmp:
+            tmp.write_bytes(chart)
+    return summary
+
+
+def _gradient_steps(cells_dir: Path, record: dict[str, Any]) -> dict[Any, dict[str, float]]:
+    """A cell's gradient probes per step, from ``<cells>/<its dynamics>/metrics.jsonl`` ({} without one)."""
+    dynamics = record.get("dynamics")
+    log = cells_dir / dynamics / "metrics.jsonl" if isinstance(dynamics, str) and dynamics else None
+    return gradient_steps(log) if log is not None and log.is_file() else {}
+
+
 def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, command: str | None = None) -> ReproduceResult:
     """Run (or resume) the cells of ``tables`` and write ``<output_dir>/report.md``, one markdown and one
     JSON summary per table, and one JSON per cell under ``cells/``."""
@@ -282,12 +311,7 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
                     reused += 1
                 if record is not None:  # a cell shared with another row (or table) is named by this row here
                     records.append({**record, "row": cell.row.name, "task": cell.task.name})
-            summary = table_summary(specs[name], records)
-            summaries.append(summary)
-            atomic_write_json(
-                out / f"{name}.json", {**summary, "protocol": protocol.describe(), "seeds": list(config.seeds), "cells": [r["cell"] for r in records]}
-            )
-            atomic_write_text(out / f"{name}.md", render_table(summary))
+            summaries.append(write_table(out, specs[name], records, protocol, config.seeds, cells_dir))
     command = command or f"anglekit reproduce {' '.join(names)} --seeds {' '.join(map(str, config.seeds))} --output-dir {out}"
     report = out / "report.md"
     atomic_write_text(report, render_report(summaries, protocol, config.seeds, command))
