@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from anglekit.reproduce import make_protocol
-from anglekit.reproduce.cells import gradient_steps
+from anglekit.reproduce.cells import gradient_steps, probe_steps
 from anglekit.reproduce.charts import chart_figure, chart_panels, render_chart
 from anglekit.reproduce.report import table_summary
 from anglekit.reproduce.runner import write_table
@@ -25,6 +25,13 @@ DATA = {"stsb": "STSB", "mrpc": "MRPC", "nli-pairs": None, "nli": None, "qnli-tr
 # Per seed: the cosine and angle terms' gradient norms at steps 10 and 20 (seeds differ, so the
 # chart's mean over seeds is not any one seed's value).
 GRADS = {seed: {10: {"grad_cosine": 2.0 + seed, "grad_angle": 0.5}, 20: {"grad_cosine": 4.0, "grad_angle": 0.2 * (seed + 1)}} for seed in range(3)}
+# ... and the share of saturated pairs, which falls over training (seed 2 never logged it).
+SATURATED = {0: {10: 0.3, 20: 0.1}, 1: {10: 0.5, 20: 0.0}}
+
+
+def _probes(seed: int) -> dict[int, dict[str, float]]:
+    extra = lambda step: {"saturated": SATURATED[seed][step], "anisotropy": 0.9 - step / 100} if seed in SATURATED else {}  # noqa: E731
+    return {step: {**grads, **extra(step)} for step, grads in GRADS[seed].items()}
 
 
 def _angle_weight_records(with_steps: bool = True) -> tuple[object, list[dict]]:
@@ -37,7 +44,7 @@ def _angle_weight_records(with_steps: bool = True) -> tuple[object, list[dict]]:
             metrics = {m: 80.0 + i + rng.normal(0, 0.01) if m == "SICK-R" else 70.0 + rng.normal() for m in table.metrics}
             record = {"row": row.name, "seed": seed, "status": "done", "metrics": metrics, "gradients": {"grad_cosine": 3.0, "grad_angle": 0.4}}
             if with_steps:
-                record["gradient_steps"] = GRADS[seed]
+                record["probe_steps"] = _probes(seed)
             records.append(record)
     return table, records
 
@@ -61,7 +68,7 @@ def test_the_delta_panel_draws_each_paired_difference_filled_only_where_signific
     table, records = _angle_weight_records()
     summary = table_summary(table, records)
     fig = chart_figure(summary)
-    assert chart_panels(summary) == ["scores", "delta", "share", "share_steps"] and len(fig.axes) == 4
+    assert chart_panels(summary) == ["scores", "delta", "share", "share_steps", "saturation"] and len(fig.axes) == 5
     drawn = sorted((y, filled) for _, y, filled in _points(_axis(fig, "Δ vs")))
     expected = []
     for row in summary["rows"]:
@@ -87,7 +94,11 @@ def test_the_share_panels_draw_w3_times_the_angle_gradient_over_the_cosine_gradi
         assert list(line.get_ydata()) == pytest.approx(expected)
     bars = _axis(fig, "the angle term's share of the update").patches
     assert sorted(bar.get_width() for bar in bars) == pytest.approx(sorted(r.settings["angle_weight"] * 0.4 / 3.0 for r in table.rows))
-    # Without per-step probes (cells from before they were kept) the over-training panel is left out.
+    saturation = {line.get_label(): line for line in _axis(fig, "saturation").get_lines()}
+    assert list(saturation[f"{table.rows[3].name} (2 seeds)"].get_ydata()) == pytest.approx([0.4, 0.05])  # the seeds that logged it
+    dashed = [line for line in _axis(fig, "saturation").get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == len(table.rows) and all(list(line.get_ydata()) == pytest.approx([0.8, 0.7]) for line in dashed)
+    # Without per-step probes (cells from before they were kept) the over-training panels are left out.
     assert chart_panels(table_summary(table, _angle_weight_records(with_steps=False)[1])) == ["scores", "delta", "share"]
 
 
@@ -125,9 +136,11 @@ def _cells_with_dynamics(tmp_path: Path) -> tuple[object, list[dict], Path]:
         r["dynamics"] = f"{r['cell']}.dynamics"
         log = cells_dir / r["dynamics"] / "metrics.jsonl"
         log.parent.mkdir(parents=True, exist_ok=True)
-        lines = [{"step": step, **{f"probe_{k}": v for k, v in grads.items()}} for step, grads in GRADS[r["seed"]].items()]
-        lines.insert(1, {"step": 10, "probe_grad_cosine": 99.0, "probe_grad_angle": 99.0})  # step 10 logged again before a resume...
-        lines.insert(2, {"step": 10, **{f"probe_{k}": v for k, v in GRADS[r["seed"]][10].items()}})  # ...and logged last like this
+        probes = _probes(r["seed"])
+        lines = [{"step": step, "loss": 1.0, **{f"probe_{k}": v for k, v in values.items()}} for step, values in probes.items()]
+        stale = {"probe_grad_cosine": 99.0, **({"probe_saturated": 0.9} if r["seed"] in SATURATED else {})}
+        lines.insert(1, {"step": 10, **stale})  # step 10 logged before an interruption (each probe counts as last logged)...
+        lines.insert(2, {"step": 10, **{f"probe_{k}": v for k, v in probes[10].items()}})  # ...and logged last like this
         log.write_text("\n".join(map(json.dumps, lines)) + "\nnot json\n" + json.dumps({"step": 30, "probe_grad_cosine": True}) + "\n")
     records[0]["dynamics"] = "gone.dynamics"  # a cell whose log is missing has no steps, and is still summarised
     return table, records, cells_dir
@@ -135,13 +148,15 @@ def _cells_with_dynamics(tmp_path: Path) -> tuple[object, list[dict], Path]:
 
 def test_write_table_writes_the_chart_and_the_steps_from_each_cells_dynamics(tmp_path):
     table, records, cells_dir = _cells_with_dynamics(tmp_path)
-    assert gradient_steps(cells_dir / records[1]["dynamics"] / "metrics.jsonl") == GRADS[1]
+    log = cells_dir / records[1]["dynamics"] / "metrics.jsonl"
+    assert gradient_steps(log) == GRADS[1] and probe_steps(log) == _probes(1)
     protocol = make_protocol("cpu")
     summary = write_table(tmp_path, table, records, protocol, (0, 1, 2), cells_dir)
     document = json.loads((tmp_path / "angle-weight.json").read_text())
     w3_1 = next(r for r in document["rows"] if r["row"] == table.rows[1].name)["gradient_share"]["steps"]
     assert w3_1 == {str(s): [[10, pytest.approx(0.5 / (2.0 + s))], [20, pytest.approx(0.2 * (s + 1) / 4.0)]] for s in range(3)}
     assert "0" not in document["rows"][0]["gradient_share"]["steps"] and summary["rows"][0]["metrics"]
+    assert document["rows"][1]["saturation"] == {"0": [[10, 0.3], [20, 0.1]], "1": [[10, 0.5], [20, 0.0]]}
     with Image.open(tmp_path / "angle-weight.png") as image:
         assert image.format == "PNG" and image.size[0] > 600
     assert (tmp_path / "angle-weight.md").read_text().startswith("## The angle term's weight")

@@ -175,11 +175,11 @@ def read_cell(path: Path) -> dict[str, Any] | None:
     return record
 
 
-def gradient_steps(log: Path) -> dict[Any, dict[str, float]]:
-    """Each logged step's ``probe_grad_<term>`` values (the terms' gradient norms with respect to the
-    pooled embeddings) as ``{step: {"grad_<term>": norm}}``, in the log's order. A step logged twice (a
-    resumed run redoing steps an interrupted one had logged) counts once, as last logged; lines that
-    are not JSON and values that are not finite numbers are skipped."""
+def probe_steps(log: Path) -> dict[Any, dict[str, float]]:
+    """Each logged step's probes (``probe_<name>``: the gradient norms per term, saturation,
+    anisotropy, angles, ...) as ``{step: {"<name>": value}}``, in the log's order. A step logged twice
+    (a resumed run redoing steps an interrupted one had logged) counts once, as last logged; lines
+    that are not JSON and values that are not finite numbers are skipped."""
     by_step: dict[Any, dict[str, float]] = {}
     for line in log.read_text(encoding="utf-8").splitlines():
         try:
@@ -189,11 +189,22 @@ def gradient_steps(log: Path) -> dict[Any, dict[str, float]]:
         probes = {
             key[len("probe_") :]: float(value)
             for key, value in (entry.items() if isinstance(entry, dict) else ())
-            if key.startswith("probe_grad_") and isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            if key.startswith("probe_") and isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         }
         if probes:
             by_step.setdefault(entry.get("step"), {}).update(probes)
     return by_step
+
+
+def gradient_steps(log: Path) -> dict[Any, dict[str, float]]:
+    """The gradient probes of :func:`probe_steps` (``{step: {"grad_<term>": norm}}``): each objective
+    term's gradient norm with respect to the pooled embeddings."""
+    out = {}
+    for step, probes in probe_steps(log).items():
+        grads = {key: value for key, value in probes.items() if key.startswith("grad_")}
+        if grads:
+            out[step] = grads
+    return out
 
 
 def gradient_summary(log: Path) -> dict[str, float]:

@@ -9,7 +9,10 @@ Panels, each where the summary has its data:
   hollow where it is within noise;
 - **angle/cosine gradient**: ``w3 ||dL_angle/dE|| / (w1 ||dL_cos/dE||)`` per row (the share of the
   update the angle term drives), and the same ratio over the training steps (mean over seeds, the
-  band spanning the seeds).
+  band spanning the seeds);
+- **saturation**: the share of the batch's pairs whose |cos| exceeds 0.99 (where the paper says
+  the cosine's gradient vanishes) and the anisotropy (the mean cosine between the batch's texts)
+  over the training steps, for cells that probed them.
 
 matplotlib comes with the ``eval`` extra; it is imported only when a chart is drawn.
 """
@@ -33,6 +36,8 @@ def chart_panels(summary: dict[str, Any]) -> list[str]:
         panels.append("share")
         if any((r.get("gradient_share") or {}).get("steps") for r in rows):
             panels.append("share_steps")
+    if any(r.get("saturation") or r.get("anisotropy") for r in rows):
+        panels.append("saturation")
     return panels
 
 
@@ -53,7 +58,13 @@ def chart_figure(summary: dict[str, Any]) -> Any:
     height = max(3.6, 0.32 * len(summary["rows"]) + 1.6)
     fig, grid = plt.subplots(nrows, ncols, figsize=(7.0 * ncols, height * nrows), squeeze=False)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    draw = {"scores": _scores_many if many else _scores_one, "delta": _delta_many if many else _delta_one, "share": _share, "share_steps": _share_steps}
+    draw = {
+        "scores": _scores_many if many else _scores_one,
+        "delta": _delta_many if many else _delta_one,
+        "share": _share,
+        "share_steps": _share_steps,
+        "saturation": _saturation,
+    }
     for ax, panel in zip(grid.flat, panels, strict=False):
         draw[panel](ax, summary, colours)
         ax.grid(alpha=0.3)
@@ -182,9 +193,10 @@ def _share(ax: Any, summary: dict[str, Any], colours: Sequence[str]) -> None:
     ax.set_title("the angle term's share of the update", fontsize=9)
 
 
-def _share_steps(ax: Any, summary: dict[str, Any], colours: Sequence[str]) -> None:
+def _over_steps(ax: Any, summary: dict[str, Any], colours: Sequence[str], series_of: Any, linestyle: str = "-", label: bool = True) -> None:
+    """One line per row, the mean over its seeds at each step, the band spanning the seeds."""
     for i, row in enumerate(summary["rows"]):
-        by_seed = (row.get("gradient_share") or {}).get("steps") or {}
+        by_seed = series_of(row) or {}
         at_step: dict[float, list[float]] = {}
         for series in by_seed.values():
             for step, value in series:
@@ -193,12 +205,24 @@ def _share_steps(ax: Any, summary: dict[str, Any], colours: Sequence[str]) -> No
             continue
         steps = sorted(at_step)
         colour = colours[i % len(colours)]
-        ax.plot(steps, [sum(at_step[s]) / len(at_step[s]) for s in steps], color=colour, label=f"{row['row']} ({len(by_seed)} seeds)")
+        name = f"{row['row']} ({len(by_seed)} seeds)" if label else None
+        ax.plot(steps, [sum(at_step[s]) / len(at_step[s]) for s in steps], color=colour, linestyle=linestyle, label=name)
         ax.fill_between(steps, [min(at_step[s]) for s in steps], [max(at_step[s]) for s in steps], color=colour, alpha=0.2)
     ax.set_xlabel("step")
+    ax.legend(fontsize=7)
+
+
+def _share_steps(ax: Any, summary: dict[str, Any], colours: Sequence[str]) -> None:
+    _over_steps(ax, summary, colours, lambda row: (row.get("gradient_share") or {}).get("steps"))
     ax.set_ylabel("angle/cosine gradient (mean; band: seeds)")
     ax.set_title("the angle term's share over training", fontsize=9)
-    ax.legend(fontsize=7)
+
+
+def _saturation(ax: Any, summary: dict[str, Any], colours: Sequence[str]) -> None:
+    _over_steps(ax, summary, colours, lambda row: row.get("saturation"))
+    _over_steps(ax, summary, colours, lambda row: row.get("anisotropy"), linestyle="--", label=False)
+    ax.set_ylabel("mean over seeds (band: seeds)")
+    ax.set_title("saturation (solid: share of pairs with |cos| > 0.99) and anisotropy (dashed: mean cosine)", fontsize=9)
 
 
 def _short(metric: str) -> str:

@@ -53,7 +53,7 @@ def gradient_share(records: Sequence[dict[str, Any]], row: Row) -> dict[str, Any
     """The angle term's weighted gradient over the cosine term's, ``w3 ||dL_angle|| / (w1 ||dL_cos||)``,
     per seed and its mean, from the cells' ``gradients`` (None when no cell of the row logged both);
     ``steps`` holds the same ratio at each probed step, ``{seed: [[step, ratio], ...]}``, for the
-    records that carry their probes per step (``gradient_steps``, from their dynamics log)."""
+    records that carry their probes per step (``probe_steps``, from their dynamics log)."""
     settings = row.settings
     w_angle, w_cos = float(settings.get("angle_weight", 1.0)), float(settings.get("cosine_weight", 1.0))
 
@@ -71,14 +71,31 @@ def gradient_share(records: Sequence[dict[str, Any]], row: Row) -> dict[str, Any
         if share is None:
             continue
         values[seed] = share
-        per_step = [[step, ratio(grads)] for step, grads in (r.get("gradient_steps") or {}).items()]
-        series = sorted([step, value] for step, value in per_step if isinstance(step, int) and not isinstance(step, bool) and value is not None)
+        series = [[step, value] for step, value in _per_step(r, ratio) if value is not None]
         if series:
             steps[seed] = series
     if not values:
         return None
     m, sd = mean_std(list(values.values()))
     return {"values": values, "mean": m, "std": sd, "steps": steps}
+
+
+def _per_step(record: dict[str, Any], value: Any) -> list[tuple[int, Any]]:
+    """``(step, value(probes))`` over a record's integer steps of ``probe_steps``, in step order."""
+    by_step = record.get("probe_steps") or {}
+    return sorted((step, value(probes)) for step, probes in by_step.items() if isinstance(step, int) and not isinstance(step, bool))
+
+
+def probe_series(records: Sequence[dict[str, Any]], row: Row, probe: str) -> dict[int, list[list[Any]]]:
+    """One probe over the training steps of a row's finished cells, ``{seed: [[step, value], ...]}``
+    (only the seeds whose cells logged it), from their ``probe_steps``."""
+    out: dict[int, list[list[Any]]] = {}
+    for r in records:
+        if r["row"] == row.name and r.get("status") == "done":
+            series = [[step, value] for step, value in _per_step(r, lambda probes: probes.get(probe)) if value is not None]
+            if series:
+                out[r["seed"] if r["seed"] is not None else 0] = series
+    return out
 
 
 def table_summary(table: TableSpec, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -120,6 +137,8 @@ def table_summary(table: TableSpec, records: Sequence[dict[str, Any]]) -> dict[s
                 "paired": None if comparison is None else _paired_dict(comparison),
                 "paired_other": others,
                 "gradient_share": gradient_share(records, row) if table.gradient_share else None,
+                "saturation": probe_series(records, row, "saturated"),
+                "anisotropy": probe_series(records, row, "anisotropy"),
                 "published": pub,
                 "published_source": None if row.published is None else f"Table {row.published.table}: {row.published.row}",
                 "published_note": None if row.published is None else row.published.note or None,

@@ -18,7 +18,7 @@ from typing import Any
 
 from anglekit.errors import ConfigError
 from anglekit.io.atomic import atomic_path, atomic_write_json, atomic_write_text
-from anglekit.reproduce.cells import Cell, gradient_steps, make_cell, read_cell, rename_to_current_keys, resume_step, run_cell, training_identity
+from anglekit.reproduce.cells import Cell, make_cell, probe_steps, read_cell, rename_to_current_keys, resume_step, run_cell, training_identity
 from anglekit.reproduce.charts import render_chart
 from anglekit.reproduce.config import ReproduceConfig, expand_tables
 from anglekit.reproduce.protocol import Protocol, make_protocol, prepare_start
@@ -235,10 +235,9 @@ class _Work:
 
 def write_table(out: Path, table: TableSpec, records: Sequence[dict[str, Any]], protocol: Protocol, seeds: Sequence[int], cells_dir: Path) -> dict[str, Any]:
     """Summarise one table's finished cells and write ``<table>.json``, ``<table>.md`` and its chart
-    ``<table>.png`` (left out, with a note, without matplotlib); returns the summary. A table that
-    reports gradient shares reads each cell's probes per step from its dynamics log."""
-    if table.gradient_share:
-        records = [{**r, "gradient_steps": _gradient_steps(cells_dir, r)} for r in records]
+    ``<table>.png`` (left out, with a note, without matplotlib); returns the summary. Each cell's
+    probes per step (gradient shares, saturation) are read from its kept dynamics log."""
+    records = [{**r, "probe_steps": _probe_steps(cells_dir, r)} for r in records]
     summary = table_summary(table, records)
     document = {**summary, "protocol": protocol.describe(), "seeds": list(seeds), "cells": [r["cell"] for r in records]}
     atomic_write_json(out / f"{table.name}.json", document)
@@ -253,11 +252,11 @@ def write_table(out: Path, table: TableSpec, records: Sequence[dict[str, Any]], 
     return summary
 
 
-def _gradient_steps(cells_dir: Path, record: dict[str, Any]) -> dict[Any, dict[str, float]]:
-    """A cell's gradient probes per step, from ``<cells>/<its dynamics>/metrics.jsonl`` ({} without one)."""
+def _probe_steps(cells_dir: Path, record: dict[str, Any]) -> dict[Any, dict[str, float]]:
+    """A cell's probes per step, from ``<cells>/<its dynamics>/metrics.jsonl`` ({} without one)."""
     dynamics = record.get("dynamics")
     log = cells_dir / dynamics / "metrics.jsonl" if isinstance(dynamics, str) and dynamics else None
-    return gradient_steps(log) if log is not None and log.is_file() else {}
+    return probe_steps(log) if log is not None and log.is_file() else {}
 
 
 def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, command: str | None = None) -> ReproduceResult:
