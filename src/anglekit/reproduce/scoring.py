@@ -46,9 +46,9 @@ class TextMemo:
     trained model (the STS suite, STS-B, its cuts) share the texts they have in common.
 
     With ``store`` (a folder), the vectors go to an :class:`~anglekit.evaluation.cache.EmbeddingCache`
-    there (keyed by the model's fingerprint and max length), one shard every ``chunk`` new texts, so a
-    scoring cut short (the STS suite takes half an hour on a CPU for a small LLM) continues from what
-    it had encoded."""
+    there (keyed by the model's fingerprint and max length), one shard per call of at most ``chunk``
+    new texts (the STS suite calls with a batch of texts at a time), so a scoring cut short (the STS
+    suite takes 30-45 minutes on 2 CPU cores for a small LLM) continues from what it had encoded."""
 
     def __init__(self, embedder: Any, batch_size: int, store: Path | None = None, chunk: int = 2048) -> None:
         self.embedder, self.batch_size = embedder, batch_size
