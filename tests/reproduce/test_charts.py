@@ -122,6 +122,20 @@ def test_a_one_column_table_draws_rows_against_their_scores():
     assert deltas == {round(float(i - reference), 6) for i in range(3) if i != reference}
 
 
+def test_a_row_keeps_its_colour_in_every_panel_when_an_earlier_row_has_no_data():
+    table = build_tables(DATA, {})["ese"]  # zero-shot first: left without a cell here
+    trained = [r for r in table.rows if r.kind == "train"]
+    records = [{"row": row.name, "seed": seed, "status": "done", "metrics": {m: 80.0 + i + 0.1 * seed + 0.01 * j for j, m in enumerate(table.metrics)}}
+               for i, row in enumerate(trained) for seed in range(3)]  # fmt: skip
+    summary = table_summary(table, records)
+    fig = chart_figure(summary)
+    scores = {c.get_label(): c.lines[0].get_color() for c in _axis(fig, "scores").containers}
+    deltas = {c.get_label(): c.lines[0].get_color() for c in _axis(fig, "Δ vs").containers if not c.get_label().startswith("_")}
+    compared = next(r.name for r in trained if r.name != table.reference)
+    assert set(scores) == {r.name for r in trained} and list(deltas) == [compared]
+    assert deltas[compared] == scores[compared]
+
+
 def test_no_finished_cell_draws_nothing():
     table = build_tables(DATA, {})["ese"]
     summary = table_summary(table, [{"row": table.rows[1].name, "seed": 0, "status": "skipped", "reason": "no data", "metrics": {}}])

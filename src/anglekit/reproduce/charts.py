@@ -88,6 +88,11 @@ def render_chart(summary: dict[str, Any]) -> bytes | None:
     return buffer.getvalue()
 
 
+def _colour(summary: dict[str, Any], row: dict[str, Any], colours: Sequence[str]) -> str:
+    """A row's colour, by its place in the table: the same in every panel, whichever rows have data."""
+    return colours[summary["rows"].index(row) % len(colours)]
+
+
 def _seed_values(metric: dict[str, Any]) -> list[float]:
     return [float(v) for _, v in sorted(metric["values"].items(), key=lambda kv: int(kv[0]))]
 
@@ -97,7 +102,7 @@ def _scores_many(ax: Any, summary: dict[str, Any], colours: Sequence[str]) -> No
     metrics, rows = summary["metrics"], [r for r in summary["rows"] if r["metrics"]]
     width = 0.7 / max(1, len(rows))
     for i, row in enumerate(rows):
-        colour, offset = colours[i % len(colours)], (i - (len(rows) - 1) / 2) * width
+        colour, offset = _colour(summary, row, colours), (i - (len(rows) - 1) / 2) * width
         xs, means, errs = [], [], []
         for j, metric in enumerate(metrics):
             value = row["metrics"].get(metric)
@@ -153,7 +158,7 @@ def _delta_many(ax: Any, summary: dict[str, Any], colours: Sequence[str]) -> Non
     rows = [r for r in summary["rows"] if _pairs(r, primary)]
     width = 0.7 / max(1, len(rows))
     for i, row in enumerate(rows):
-        colour, offset, label = colours[(summary["rows"].index(row)) % len(colours)], (i - (len(rows) - 1) / 2) * width, row["row"]
+        colour, offset, label = _colour(summary, row, colours), (i - (len(rows) - 1) / 2) * width, row["row"]
         for j, metric in enumerate(compared):
             pair = _pairs(row, primary).get(metric)
             if pair:
@@ -184,7 +189,7 @@ def _share(ax: Any, summary: dict[str, Any], colours: Sequence[str]) -> None:
         share = row.get("gradient_share")
         if not share:
             continue
-        y, colour = len(rows) - 1 - i, colours[i % len(colours)]
+        y, colour = len(rows) - 1 - i, _colour(summary, row, colours)
         ax.barh([y], [share["mean"]], xerr=[share["std"] or 0.0], color=colour, alpha=0.7, capsize=2)
         seeds = _seed_values(share)
         ax.plot(seeds, [y] * len(seeds), "k.", markersize=4)
@@ -195,7 +200,7 @@ def _share(ax: Any, summary: dict[str, Any], colours: Sequence[str]) -> None:
 
 def _over_steps(ax: Any, summary: dict[str, Any], colours: Sequence[str], series_of: Any, linestyle: str = "-", label: bool = True) -> None:
     """One line per row, the mean over its seeds at each step, the band spanning the seeds."""
-    for i, row in enumerate(summary["rows"]):
+    for row in summary["rows"]:
         by_seed = series_of(row) or {}
         at_step: dict[float, list[float]] = {}
         for series in by_seed.values():
@@ -204,7 +209,7 @@ def _over_steps(ax: Any, summary: dict[str, Any], colours: Sequence[str], series
         if not at_step:
             continue
         steps = sorted(at_step)
-        colour = colours[i % len(colours)]
+        colour = _colour(summary, row, colours)
         name = f"{row['row']} ({len(by_seed)} seeds)" if label else None
         ax.plot(steps, [sum(at_step[s]) / len(at_step[s]) for s in steps], color=colour, linestyle=linestyle, label=name)
         ax.fill_between(steps, [min(at_step[s]) for s in steps], [max(at_step[s]) for s in steps], color=colour, alpha=0.2)
