@@ -340,6 +340,8 @@ def _run_training(
         shared["dynamics"] = f"{cell.key()}.dynamics"
     if keep_model:
         shared["model_dir"] = str(result.model_dir)
+    if cell.train.get("lora"):  # cells scored before this field was written ran their adapters unmerged
+        shared["scoring"] = {"lora": "merged"}
     records, scorer = [], scoring.ModelScorer(str(result.model_dir), store=run_dir / "scoring")  # a cut-short scoring resumes
     for member, member_metric in [(cell, metric), *sharing]:
         scored_from = time.perf_counter()
