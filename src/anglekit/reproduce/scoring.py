@@ -96,7 +96,8 @@ def load_embedder(model: str, evaluation: dict[str, Any], layer: int | None = No
 
     A model with LoRA adapters is scored with them merged into its weights: scoring only reads the
     model, the merged weights embed the same to float rounding (a test pins it), and the adapters'
-    extra matrix products, small and many, made SmolLM2's STS suite 1.7x slower on 2 CPU cores."""
+    extra matrix products, small and many, made SmolLM2 encode 1.6x slower on 2 CPU cores
+    (``benchmarks/bench_lora_merge.py``)."""
     from anglekit.model.embedder import Embedder
 
     embedder = Embedder.from_pretrained(
