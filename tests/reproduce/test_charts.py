@@ -155,7 +155,14 @@ def _cells_with_dynamics(tmp_path: Path) -> tuple[object, list[dict], Path]:
         stale = {"probe_grad_cosine": 99.0, **({"probe_saturated": 0.9} if r["seed"] in SATURATED else {})}
         lines.insert(1, {"step": 10, **stale})  # step 10 logged before an interruption (each probe counts as last logged)...
         lines.insert(2, {"step": 10, **{f"probe_{k}": v for k, v in probes[10].items()}})  # ...and logged last like this
-        log.write_text("\n".join(map(json.dumps, lines)) + "\nnot json\n" + json.dumps({"step": 30, "probe_grad_cosine": True}) + "\n")
+        log.write_text(
+            "\n".join(map(json.dumps, lines))
+            + "\nnot json\n"
+            + json.dumps({"step": 30, "probe_grad_cosine": True})
+            + "\n"
+            + json.dumps({"step": 40, "probe_saturated": 1.5, "probe_anisotropy": -1.2, "probe_grad_angle": -0.1})
+            + "\n"
+        )  # out of range: skipped
     records[0]["dynamics"] = "gone.dynamics"  # a cell whose log is missing has no steps, and is still summarised
     return table, records, cells_dir
 

@@ -179,18 +179,24 @@ def probe_steps(log: Path) -> dict[Any, dict[str, float]]:
     """Each logged step's probes (``probe_<name>``: the gradient norms per term, saturation,
     anisotropy, angles, ...) as ``{step: {"<name>": value}}``, in the log's order. A step logged twice
     (a resumed run redoing steps an interrupted one had logged) counts once, as last logged; lines
-    that are not JSON and values that are not finite numbers are skipped."""
+    that are not JSON, and values that are not finite numbers or lie outside what the probe can take
+    (:func:`anglekit.training.dynamics.valid_range`, as ``plot-dynamics`` draws them), are skipped."""
+    from anglekit.training.dynamics import valid_range
+
+    def valid(key: str, value: Any) -> bool:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return False
+        bounds = valid_range(key)
+        return bounds is None or bounds[0] - 1e-6 <= value <= bounds[1] + 1e-6
+
     by_step: dict[Any, dict[str, float]] = {}
     for line in log.read_text(encoding="utf-8").splitlines():
         try:
             entry = json.loads(line)
         except json.JSONDecodeError:
             continue
-        probes = {
-            key[len("probe_") :]: float(value)
-            for key, value in (entry.items() if isinstance(entry, dict) else ())
-            if key.startswith("probe_") and isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        }
+        items = entry.items() if isinstance(entry, dict) else ()
+        probes = {key[len("probe_") :]: float(value) for key, value in items if key.startswith("probe_") and valid(key, value)}
         if probes:
             by_step.setdefault(entry.get("step"), {}).update(probes)
     return by_step
