@@ -5,13 +5,16 @@ pooling, max length 96, fp32, LoRA rank 32 / alpha 32 on every linear layer), th
 matrices drawn at random (std ``--b-std``) so that they change the vectors as trained ones do.
 
 Texts: the first ``--texts`` unique sentences of the STS suite's files (STS-B test first, then
-STS12-16 and SICK-R test, each pair's two sentences in turn), encoded the way ``anglekit reproduce`` scores them (longest
-first, batches of ``--batch-size``). The two models are timed in turn ``--repeats`` times each
-(interleaved, so a busy machine slows both alike); reported: texts/s of each pass, the median and
-spread, the merged/unmerged ratio per pair of passes, the largest absolute difference of their
-vectors, and STS-B test Spearman x 100 of each on the pairs whose two sentences are among the texts.
+STS12-16 and SICK-R test, each pair's two sentences in turn), encoded the way ``anglekit
+reproduce`` scores them (longest first, batches of ``--batch-size``). The two models are timed in
+turn, ``--repeats`` times each. Reported: texts/s of each pass, the median and spread, the
+merged/unmerged ratio per pair of passes, the largest absolute difference of their vectors, and
+STS-B test Spearman x 100 of each on the pairs whose two sentences are among the texts.
 
-    .venv/bin/python benchmarks/bench_lora_merge.py [--texts 512] [--repeats 3] [--threads 2]
+Run it on an idle machine: beside another busy process the unmerged adapters' many small products
+lose more to the shared cores (1.59x there against 1.17x idle, 2026-11-29).
+
+    .venv/bin/python benchmarks/bench_lora_merge.py [--texts 512] [--repeats 6] [--threads 2] [--note TEXT]
 
 Writes ``benchmarks/results/bench_lora_merge.json`` and prints a table.
 """
@@ -55,11 +58,12 @@ def _suite_texts(data_root: Path, limit: int) -> tuple[list[str], list[tuple[str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--texts", type=int, default=512)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=6)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--b-std", type=float, default=0.02)
     parser.add_argument("--data-root", default=str(ROOT.parent / "shared" / "data"))
+    parser.add_argument("--note", default="", help="what else the machine ran (recorded in the JSON)")
     parser.add_argument("--out", default=str(RESULTS / "bench_lora_merge.json"))
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -72,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     texts, stsb = _suite_texts(Path(args.data_root), args.texts)
     unmerged = Embedder.from_pretrained(MODEL, pooling="last_token", max_length=96, prompt="paper", device="cpu")
+    torch.manual_seed(0)  # the adapters' A matrices
     unmerged.add_lora(rank=32, alpha=32.0, dropout=0.1)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
@@ -110,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             "b_std": args.b_std,
         },
         "cpu": platform.processor() or platform.machine(),
+        "note": args.note,
         "rows": {
             name: {"texts_per_second": rates[name], "median": statistics.median(rates[name]), "stsb_pairs": len(stsb), "stsb_spearman": spearman(vectors[name])}
             for name in models

@@ -96,8 +96,8 @@ def load_embedder(model: str, evaluation: dict[str, Any], layer: int | None = No
 
     A model with LoRA adapters is scored with them merged into its weights: scoring only reads the
     model, the merged weights embed the same to float rounding (a test pins it), and the adapters'
-    extra matrix products, small and many, made SmolLM2 encode 1.6x slower on 2 CPU cores
-    (``benchmarks/bench_lora_merge.py``)."""
+    extra matrix products, small and many, cost SmolLM2 1.16x on 2 idle CPU cores and 1.6x on
+    cores shared with another process (``benchmarks/bench_lora_merge.py``)."""
     from anglekit.model.embedder import Embedder
 
     embedder = Embedder.from_pretrained(
