@@ -12,7 +12,7 @@ merged/unmerged ratio per pair of passes, the largest absolute difference of the
 STS-B test Spearman x 100 of each on the pairs whose two sentences are among the texts.
 
 Run it on an idle machine: beside another busy process the unmerged adapters' many small products
-lose more to the shared cores (1.59x there against 1.17x idle, 2026-11-29).
+lose more to the shared cores (1.59x there against 1.16x idle, 2026-11-29; results/bench_lora_merge*.json).
 
     .venv/bin/python benchmarks/bench_lora_merge.py [--texts 512] [--repeats 6] [--threads 2] [--note TEXT]
 
@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import numpy as np
     import torch
-    from scipy.stats import spearmanr
 
+    from anglekit.metrics.similarity import evaluate_pairs
     from anglekit.model.embedder import Embedder
 
     torch.set_num_threads(args.threads)
@@ -97,11 +97,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"pass {repeat + 1}/{args.repeats} {name}: {rates[name][-1]:.2f} texts/s", file=sys.stderr)
     index = {text: i for i, text in enumerate(texts)}
 
-    def spearman(v: Any) -> float:
-        a = v[[index[p[0]] for p in stsb]]
-        b = v[[index[p[1]] for p in stsb]]
-        cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
-        return float(spearmanr(cos, [p[2] for p in stsb]).correlation * 100)
+    def spearman(v: Any) -> float:  # the pairs' scores from the vectors already encoded
+        text1, text2, gold = zip(*stsb, strict=True)
+        return evaluate_pairs(lambda batch: v[[index[t] for t in batch]], text1, text2, np.asarray(gold)).spearman
 
     ratios = [m / u for m, u in zip(rates["merged"], rates["unmerged"], strict=True)]
     result = {

@@ -13,7 +13,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import math
 import shutil
 import sys
 import time
@@ -181,13 +180,7 @@ def probe_steps(log: Path) -> dict[Any, dict[str, float]]:
     (a resumed run redoing steps an interrupted one had logged) counts once, as last logged; lines
     that are not JSON, and values that are not finite numbers or lie outside what the probe can take
     (:func:`anglekit.training.dynamics.valid_range`, as ``plot-dynamics`` draws them), are skipped."""
-    from anglekit.training.dynamics import valid_range
-
-    def valid(key: str, value: Any) -> bool:
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-            return False
-        bounds = valid_range(key)
-        return bounds is None or bounds[0] - 1e-6 <= value <= bounds[1] + 1e-6
+    from anglekit.training.dynamics import finite_number, within_range
 
     by_step: dict[Any, dict[str, float]] = {}
     for line in log.read_text(encoding="utf-8").splitlines():
@@ -196,7 +189,7 @@ def probe_steps(log: Path) -> dict[Any, dict[str, float]]:
         except json.JSONDecodeError:
             continue
         items = entry.items() if isinstance(entry, dict) else ()
-        probes = {key[len("probe_") :]: float(value) for key, value in items if key.startswith("probe_") and valid(key, value)}
+        probes = {key[len("probe_") :]: float(value) for key, value in items if key.startswith("probe_") and finite_number(value) and within_range(key, value)}
         if probes:
             by_step.setdefault(entry.get("step"), {}).update(probes)
     return by_step

@@ -35,7 +35,7 @@ from anglekit.errors import ConfigError, DataError
 from anglekit.io.atomic import atomic_path
 from anglekit.io.read import describe, read_json, read_jsonl, require_object
 
-__all__ = ["drawable_series", "load_metrics", "panels_for", "plot_dynamics", "series", "valid_range"]
+__all__ = ["drawable_series", "finite_number", "load_metrics", "panels_for", "plot_dynamics", "series", "valid_range", "within_range"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,12 +78,17 @@ def _check_record(record: Any, source: str, row: int) -> dict[str, Any]:
     return record
 
 
+def finite_number(value: Any) -> bool:
+    """Whether a logged ``value`` is a finite number (not a boolean, null, NaN or infinity)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def series(records: Sequence[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
     """``(steps, values)`` of every record holding a finite number under ``key``."""
     steps, values = [], []
     for record in records:
         value = record.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        if finite_number(value):
             steps.append(float(record["step"]))
             values.append(float(value))
     return steps, values
@@ -110,6 +115,15 @@ def valid_range(key: str) -> tuple[float, float, str] | None:
 
 _TOLERANCE = 1e-6
 """Rounding a probe may show beyond its range (e.g. a uniformity of 1e-16) and still be drawn."""
+
+
+def within_range(key: str, value: float) -> bool:
+    """Whether ``value`` lies in ``key``'s :func:`valid_range`, give or take rounding (any value of a
+    key without a range)."""
+    bounds = valid_range(key)
+    return bounds is None or bounds[0] - _TOLERANCE <= value <= bounds[1] + _TOLERANCE
+
+
 _LOG_AXIS = ("probe_grad_",)
 """Keys drawn on a log axis (the gradients panel), where values <= 0 have no place."""
 
@@ -131,13 +145,13 @@ def drawable_series(records: Sequence[dict[str, Any]], run: str = "run", *, warn
         bounds = valid_range(key)
         if bounds is not None:
             low, high, what = bounds
-            outside = [(s, v) for s, v in zip(steps, values, strict=False) if not low - _TOLERANCE <= v <= high + _TOLERANCE]
+            outside = [(s, v) for s, v in zip(steps, values, strict=False) if not within_range(key, v)]
             if outside:
                 span = f"[{low:g}, {high:g}]" if math.isfinite(high) else f">= {low:g}"
                 say("%s: %d of %d values of '%s' are outside its range %s (%s), e.g. %g at step %g; not drawn%s",
                     run, len(outside), len(values), key, span, what, outside[0][1], outside[0][0],
                     " (none is left: the series is left out)" if len(outside) == len(values) else "")  # fmt: skip
-                kept = [(s, v) for s, v in zip(steps, values, strict=False) if low - _TOLERANCE <= v <= high + _TOLERANCE]
+                kept = [(s, v) for s, v in zip(steps, values, strict=False) if within_range(key, v)]
                 steps, values = [s for s, _ in kept], [v for _, v in kept]
         if steps and key.startswith(_LOG_AXIS):
             positive = [(s, v) for s, v in zip(steps, values, strict=False) if v > 0]
