@@ -346,6 +346,25 @@ def tiny_lora_llama(dtype: Any, target_modules: list[str], **lora: Any) -> Any:
     return get_peft_model(LlamaForCausalLM(config).to(dtype), LoraConfig(**settings)).train()
 
 
+def save_random_adapters(base: Path, directory: Path, *, seed: int = 0, scale: float = 0.5) -> Path:
+    """LoRA adapters (rank 4, alpha 8) on every linear layer of the model at ``base`` (last-token
+    pooling) with random, non-zero B matrices (``seed``, times ``scale``; the A matrices from
+    ``seed`` too), saved by anglekit to ``directory``: merging them changes the weights, so a vector
+    made without them differs."""
+    import torch
+
+    from anglekit.model.embedder import Embedder
+
+    torch.manual_seed(seed)
+    embedder = Embedder.from_pretrained(str(base), pooling="last_token", device="cpu").add_lora(rank=4, alpha=8.0)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in embedder.backbone.named_parameters():
+            if "lora_B" in name:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * scale)
+    return embedder.save_pretrained(directory)
+
+
 def build_tiny_gpt2(directory: Path, *, seed: int = 0) -> Path:
     """A random 2-layer GPT-2 (architecture ``GPT2LMHeadModel``: absolute position embeddings) with
     the tiny Llama's tokenizer (no pad token, left padding)."""

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from anglekit.model.embedder import Embedder
 from anglekit.reproduce import make_protocol, scoring
@@ -24,13 +23,7 @@ TEXTS = ["a man is playing a guitar", "a woman slices an onion", "the cat sleeps
 def adapter_dir(tmp_path_factory, tiny_llama_dir) -> Path:
     """Adapters with random (non-zero) B matrices on every linear layer of the tiny Llama: merging
     them changes the weights, so a scoring that left them out would embed differently."""
-    embedder = Embedder.from_pretrained(str(tiny_llama_dir), pooling="last_token", device="cpu").add_lora(rank=4, alpha=8.0)
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, parameter in embedder.backbone.named_parameters():
-            if "lora_B" in name:
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
-    return embedder.save_pretrained(tmp_path_factory.mktemp("adapters") / "model")
+    return helpers.save_random_adapters(tiny_llama_dir, tmp_path_factory.mktemp("adapters") / "model")
 
 
 def test_a_lora_model_is_scored_merged_with_the_unmerged_vectors(adapter_dir: Path) -> None:
