@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +69,28 @@ def test_dimension_mismatch_is_refused(tmp_path: Path) -> None:
     cache.add(["a"], np.ones((1, 2)))
     with pytest.raises(Exception, match="dim 3 cannot join a cache of dim 2"):
         cache.add(["b"], np.ones((1, 3)))
+
+
+@pytest.mark.parametrize(
+    ("keys", "vectors", "expected"),
+    [
+        (np.zeros((3, 16), np.uint8), np.ones((2, 2), np.float32), "of (3, 16) keys and (2, 2) vectors"),
+        (np.zeros((2, 8), np.uint8), np.ones((2, 2), np.float32), "of (2, 8) keys"),
+        (np.zeros((2, 16), np.uint8), np.ones(2, np.float32), "of (2, 16) keys and (2,) vectors"),
+        (np.zeros((2, 16), np.uint8), np.ones((2, 5), np.float32), "of dim 5 (cache dim 2)"),
+    ],
+)
+def test_a_malformed_shard_is_skipped_with_a_warning_and_its_texts_encoded_again(tmp_path: Path, keys: np.ndarray, vectors: np.ndarray, expected: str) -> None:
+    inner = HashingEncoder(2)
+    cache = EmbeddingCache(tmp_path, fingerprint="fp", max_length=8)
+    cache.add(["a"], inner(["a"]))
+    bad = cache.directory / "shard-0-bad.npz"
+    np.savez(bad, keys=keys, vectors=vectors)
+    fresh = EmbeddingCache(tmp_path, fingerprint="fp", max_length=8)
+    with pytest.warns(UserWarning, match=re.escape(f"skipping shard {bad} {expected}")):
+        found, missing = fresh.lookup(["a", "b"])
+    assert missing == [1] and fresh.skipped_shards == [str(bad)]
+    np.testing.assert_array_equal(found[0], inner(["a"])[0])
 
 
 def test_cache_needs_a_fingerprint(tmp_path: Path) -> None:

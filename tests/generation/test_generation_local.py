@@ -34,6 +34,16 @@ def test_batched_requests_are_answered_each_with_usage(tiny_llama_dir: Path) -> 
     assert single.complete(prompts[0], GREEDY).usage["prompt_tokens"] == answers[0].usage["prompt_tokens"]
 
 
+def test_a_batch_answered_short_fails_every_caller_instead_of_leaving_one_waiting(tiny_llama_dir: Path) -> None:
+    backend = LocalHFBackend(str(tiny_llama_dir), device="cpu", batch_size=3)
+    original = backend.generate
+    backend.generate = lambda batch, params: original(batch, params)[:-1]  # type: ignore[method-assign]
+    with ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(backend.complete, p, GREEDY) for p in ("a man plays a guitar", "the cat", "rain")]
+        errors = [f.exception(timeout=120) for f in futures]
+    assert all(isinstance(e, RuntimeError) and "answers for" in str(e) for e in errors), errors
+
+
 def test_hf_spec_runs_in_the_pipeline(tiny_llama_dir: Path, tmp_path: Path) -> None:
     config = GenerationConfig(
         llms=[f"hf:{tiny_llama_dir}"],

@@ -160,6 +160,39 @@ def test_a_failing_batch_fails_its_requests_only(tiny_backend: Callable[..., Any
     assert batcher.queued == 0
 
 
+class _Miscounting(Gate):
+    """A backend that drops the last row, or the last coordinate, of a batch holding ``marker``."""
+
+    def __init__(self, inner: Any, marker: int, cut: str) -> None:
+        super().__init__(inner)
+        self.marker, self.cut = marker, cut
+
+    def embed(self, token_ids: Sequence[Sequence[int]], layer: int | None = None) -> np.ndarray:
+        vectors = super().embed(token_ids)
+        if any(self.marker in seq for seq in token_ids):
+            return vectors[:-1] if self.cut == "row" else vectors[:, :-1]
+        return vectors
+
+
+@pytest.mark.parametrize("cut", ["row", "coordinate"])
+def test_a_backend_answering_another_shape_fails_its_batch_at_once(tiny_backend: Callable[..., Any], reference: Any, cut: str) -> None:
+    inner = tiny_backend()
+    marker = inner.tokenize(["piano"], None, truncate=True)[0][1]
+    batcher = started(_Miscounting(inner, marker, cut))
+
+    async def main() -> Any:
+        with pytest.raises(InternalError, match=r"the model returned vectors of shape"):
+            await asyncio.wait_for(batcher.embed(["the piano plays", "a dog runs", "two cats sit"]), 60)
+        return await batcher.embed(["a dog runs", "two cats sit"])
+
+    try:
+        after = asyncio.run(main())
+    finally:
+        batcher.close()
+    np.testing.assert_allclose(after.vectors, reference.encode(["a dog runs", "two cats sit"], normalize=False), rtol=1e-5, atol=1e-5)
+    assert batcher.queued == 0
+
+
 class _BrittleTokenizer(Gate):
     def tokenize(self, texts: Sequence[str], role: Any, *, truncate: bool) -> list[list[int]]:
         if any("boom" in t for t in texts):

@@ -152,3 +152,14 @@ def test_a_run_with_nothing_drawable_beside_a_good_one(tmp_path: Path, caplog: p
     assert figure.read_bytes()[:8] == PNG
     assert f"empty: nothing in {empty / 'metrics.jsonl'} can be drawn; the run is left out of the figure" in caplog.text
     assert drawn["loss and components"]["good loss"] == [(1.0, 0.5), (2.0, 0.25)] and "empty loss" not in drawn["loss and components"]
+
+
+def test_every_loss_component_and_gradient_is_drawn_however_many(tmp_path: Path, drawn: dict[str, Any]) -> None:
+    """Matryoshka logs each term per dimension: more series than line styles, every one drawn."""
+    terms = [f"{term}@{dim}" for dim in (64, 32, 16) for term in ("cosine", "ibn", "angle")]
+    records = [{"step": s, "loss": 3.0 / s, **{f"loss_{t}": 1.0 / s for t in terms}, **{f"probe_grad_{t}": 0.1 * s for t in terms}} for s in (1, 2)]
+    plot_dynamics([_run(tmp_path / "r", records)], tmp_path / "fig.png", labels=["x"])
+    losses = {label for label in drawn["loss and components"] if label != "yscale"}
+    assert losses == {"x loss", *(f"x loss_{t}" for t in terms)}
+    grads = {label for label in drawn["gradient norm per term (w.r.t. the embeddings)"] if label != "yscale"}
+    assert grads == {f"x {t}" for t in terms}

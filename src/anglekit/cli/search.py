@@ -42,10 +42,10 @@ def run(args: argparse.Namespace) -> int:
     results = index.search(list(args.queries), k=args.k, rescore_multiplier=args.rescore_multiplier, expansion_search=args.expansion_search)
     if args.json:
         payload = [{"query": q, "results": [{"rank": r + 1, "id": h.id, "score": h.score, "text": h.text} for r, h in enumerate(hits)]}
-                   for q, hits in zip(args.queries, results, strict=False)]  # fmt: skip
+                   for q, hits in zip(args.queries, results, strict=True)]  # fmt: skip
         print(json.dumps(payload, ensure_ascii=False, indent=2))
         return 0
-    for q, hits in zip(args.queries, results, strict=False):
+    for q, hits in zip(args.queries, results, strict=True):
         if len(args.queries) > 1 or not args.quiet:
             print(f"query: {q}")
         for rank, hit in enumerate(hits, start=1):

@@ -223,7 +223,7 @@ def _parquet(path: Path, source: str, text_column: str | None, id_column: str | 
         for batch in batches:
             texts = batch.column(text_name).to_pylist()
             ids = batch.column(id_name).to_pylist() if id_name is not None else [None] * len(texts)
-            for ident, text in zip(ids, texts, strict=False):
+            for ident, text in zip(ids, texts, strict=True):
                 row += 1
                 checked_id = _check_id(ident, source, row, id_name) if id_name is not None else None
                 yield row, checked_id, _check_text(text, source, row, text_name)

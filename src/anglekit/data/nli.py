@@ -111,7 +111,7 @@ def nli_to_triplets(
             counts[reason] = counts.get(reason, 0) + n
 
     groups: dict[str, tuple[list[str], list[str]]] = {}
-    for index, (premise, hypothesis, raw_label) in enumerate(zip(premises, hypotheses, labels, strict=False)):
+    for index, (premise, hypothesis, raw_label) in enumerate(zip(premises, hypotheses, labels, strict=True)):
         row = row_numbers[index]
         try:
             label = parse_nli_label(raw_label)
@@ -160,7 +160,7 @@ def _pair_hypotheses(groups: dict[str, tuple[list[str], list[str]]], pairing: st
             continue
         if pairing == "zip":
             n = min(len(entail), len(contra))
-            chosen = list(zip(entail[:n], contra[:n], strict=False))
+            chosen = list(zip(entail[:n], contra[:n], strict=True))
             count("unused: entailment without a contradiction", len(entail) - n)
             count("unused: contradiction without an entailment", len(contra) - n)
         elif pairing == "cycle":

@@ -168,7 +168,7 @@ class PairDataset:
         return PairRecord(self.text1[i], self.text2[i], float(self.labels[i]))
 
     def __iter__(self) -> Iterator[PairRecord]:
-        for t1, t2, label in zip(self.text1, self.text2, self.labels.tolist(), strict=False):
+        for t1, t2, label in zip(self.text1, self.text2, self.labels.tolist(), strict=True):
             yield PairRecord(t1, t2, label)
 
     def __eq__(self, other: object) -> bool:

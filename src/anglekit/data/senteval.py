@@ -172,7 +172,7 @@ def load_sts_subset(input_path: PathLike, gold_path: PathLike, *, year: str = ""
     text2: list[str] = []
     gold: list[float] = []
     skipped = 0
-    for row, (line, score) in enumerate(zip(inp.lines, gs.lines, strict=False), start=1):
+    for row, (line, score) in enumerate(zip(inp.lines, gs.lines, strict=True), start=1):
         parts = line.split("\t")
         if len(parts) not in (2, 4):  # checked on every line, scored or not
             raise DataError(

@@ -627,10 +627,10 @@ def scan_columns(available: Sequence[str], get_column: Callable[[str], Sequence[
     """Feed a column-oriented table (Parquet, datasets.Dataset, dict of lists, DataFrame)."""
     chosen = sink.resolve(list(available))
     data = [list(get_column(name)) for name in chosen]
-    lengths = {name: len(col) for name, col in zip(chosen, data, strict=False)}
+    lengths = {name: len(col) for name, col in zip(chosen, data, strict=True)}
     if len(set(lengths.values())) > 1:
         raise DataError(f"columns differ in length: {lengths}", source=sink.source)
-    for i, values in enumerate(zip(*data, strict=False)):
+    for i, values in enumerate(zip(*data, strict=True)):
         sink.add(i + 1, values, chosen)
 
 
@@ -676,10 +676,10 @@ def scan_batches(available: Sequence[str], batches: Iterator[Mapping[str, Sequen
     row = 0
     for batch in batches:
         columns = [batch[name] for name in chosen]
-        lengths = {name: len(col) for name, col in zip(chosen, columns, strict=False)}
+        lengths = {name: len(col) for name, col in zip(chosen, columns, strict=True)}
         if len(set(lengths.values())) > 1:
             raise DataError(f"columns differ in length: {lengths}", source=sink.source)
-        for values in zip(*columns, strict=False):
+        for values in zip(*columns, strict=True):
             row += 1
             sink.add(row, values, chosen)
 

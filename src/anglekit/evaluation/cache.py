@@ -91,11 +91,16 @@ class EmbeddingCache:
                 warnings.warn(f"embedding cache: skipping unreadable shard {shard}: {exc}", stacklevel=2)
                 self.skipped_shards.append(str(shard))
                 continue
-            if self.dim is not None and vectors.shape[1] != self.dim:
-                warnings.warn(f"embedding cache: skipping shard {shard} of dim {vectors.shape[1]} (cache dim {self.dim})", stacklevel=2)
+            problem = None
+            if keys.ndim != 2 or keys.shape[1] != KEY_BYTES or vectors.ndim != 2 or len(keys) != len(vectors):
+                problem = f"of {keys.shape} keys and {vectors.shape} vectors (one {KEY_BYTES}-byte key per vector expected)"
+            elif self.dim is not None and vectors.shape[1] != self.dim:
+                problem = f"of dim {vectors.shape[1]} (cache dim {self.dim})"
+            if problem is not None:  # its texts are encoded again
+                warnings.warn(f"embedding cache: skipping shard {shard} {problem}", stacklevel=2)
                 self.skipped_shards.append(str(shard))
                 continue
-            for k, v in zip(keys, vectors, strict=False):
+            for k, v in zip(keys, vectors, strict=True):
                 index[bytes(k)] = v
         self._index = index
         return index
@@ -134,7 +139,7 @@ class EmbeddingCache:
             atomic_write_json(self.directory / "meta.json", {**self.meta, "dim": self.dim})
         keys = np.frombuffer(b"".join(text_key(t) for t in texts), dtype=np.uint8).reshape(len(texts), KEY_BYTES)
         self._write_shard(keys, vectors)
-        for k, v in zip(keys, vectors, strict=False):
+        for k, v in zip(keys, vectors, strict=True):
             index[bytes(k)] = v
 
     def _write_shard(self, keys: np.ndarray, vectors: np.ndarray) -> Path:
@@ -218,7 +223,7 @@ class CachedEncoder:
                 if fresh.ndim != 2 or fresh.shape[0] != len(chunk):
                     raise ValueError(f"encoder returned shape {fresh.shape} for {len(chunk)} texts")
                 self.cache.add(chunk, fresh)  # written now: an interrupted run keeps what it encoded
-                new.update(zip(chunk, fresh, strict=False))
+                new.update(zip(chunk, fresh, strict=True))
         self.hits += len(found)
         self.misses += len(todo)
         if self._parent is not None:

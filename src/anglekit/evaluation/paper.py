@@ -63,7 +63,7 @@ def parse_tables(text: str) -> dict[str, list[dict[str, Any]]]:
         else:
             if len(cells) != len(header):
                 raise DataError(f"a row of {section} has {len(cells)} cells, its header {len(header)}", source=PAPER_FILE)
-            tables[section].append({h: _cell(c) for h, c in zip(header, cells, strict=False)})
+            tables[section].append({h: _cell(c) for h, c in zip(header, cells, strict=True)})
     return tables
 
 

@@ -107,7 +107,7 @@ def _suite_rows(suite: str, names: Sequence[str], runs: Sequence[tuple[Path, dic
             if c not in columns:
                 columns.append(c)
     rows = []
-    for name, (_, results) in zip(names, runs, strict=False):
+    for name, (_, results) in zip(names, runs, strict=True):
         if suite in results:
             scores = results[suite]["scores"]
             variant = results[suite].get("variant")
@@ -143,7 +143,7 @@ def report(run_dirs: Sequence[str | os.PathLike[str]], *, suites: Sequence[str] 
         sections += [f"- {n}" for n in dict.fromkeys(notes)]
         sections.append("")
     sections += ["Runs:", ""]
-    for name, (directory, results) in zip(names, runs, strict=False):
+    for name, (directory, results) in zip(names, runs, strict=True):
         model = next(iter(results.values())).get("model") or {}
         sections.append(f"- {name}: `{directory}` (fingerprint {model.get('fingerprint')}, max_length {model.get('max_length')}; suites {', '.join(results)})")
     return "\n".join(sections) + "\n"

@@ -83,7 +83,7 @@ def _all_texts(data: dict[str, Any]) -> list[str]:
 def year_scores(year: se.StsYear, cosines: Sequence[np.ndarray]) -> dict[str, Any]:
     """SentEval's per-year numbers from each subset's cosines: per subset, all, mean, wmean."""
     subsets: dict[str, Any] = {}
-    for sub, cos in zip(year.subsets, cosines, strict=False):
+    for sub, cos in zip(year.subsets, cosines, strict=True):
         scores = correlation_scores(cos, sub.gold, source=sub.gold_path)
         subsets[sub.name] = {
             **scores.as_dict(),

@@ -98,7 +98,7 @@ class _Fitter:
                 clf = self.fit(xtr, ytr, c, clf)
                 accs[s, g] = np.mean(clf.predict(xte) == yte)
         mean_acc = accs.mean(axis=0) * 100
-        scores = {repr(float(c)): float(a) for c, a in zip(grid, mean_acc, strict=False)}
+        scores = {repr(float(c)): float(a) for c, a in zip(grid, mean_acc, strict=True)}
         best = int(np.flatnonzero(mean_acc == mean_acc.max())[0])  # ties -> the smaller C
         return float(grid[best]), scores
 
@@ -275,7 +275,7 @@ def _run_task(
         x = rows(vectors, index, item.texts)
         det = kfold_accuracy(x, item.labels, fitter, n_folds=n_folds, inner_folds=inner_folds, grid=grid, seed=seed)
         det["n_empty_sentences"] = item.n_empty
-        det["class_counts"] = {item.classes[k]: int(v) for k, v in zip(*np.unique(item.labels, return_counts=True), strict=False)}
+        det["class_counts"] = {item.classes[k]: int(v) for k, v in zip(*np.unique(item.labels, return_counts=True), strict=True)}
     elif task in ("SST2", "TREC"):
         parts = {s: (rows(vectors, index, d.texts), d.labels) for s, d in item.items()}
         det = split_accuracy(*parts["train"], *parts["test"], fitter, grid=grid, inner_folds=inner_folds, dev=parts.get("dev"))

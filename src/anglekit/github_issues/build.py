@@ -190,7 +190,7 @@ def build_dataset(
     splits, metas = _write_splits(root, g.issues, sp.pos_by_split, neg_by_split, rng)
     count, how = token_counter(tokenizer)
     used_keys = sorted({k for split in SPLITS for m in metas[split] for k in (m["issue1"], m["issue2"])})
-    lengths = dict(zip(used_keys, count([g.issues[k].text for k in used_keys]), strict=False))
+    lengths = dict(zip(used_keys, count([g.issues[k].text for k in used_keys]), strict=True))
     options = {"seed": seed, "negative_ratio": negative_ratio, "split_shares": list(shares), "max_chars": max_chars,
                "collection": os.fspath(collection), "duplicate_authors": list(g.authors)}  # fmt: skip
     stats, leaked, text_leaked = _statistics(g, sp, splits, metas, neg_by_split, shortfall, lengths, used_keys, how, long_threshold, options)

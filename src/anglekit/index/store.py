@@ -327,8 +327,8 @@ class VectorIndex:
         self._labels = self._labels[keep]
         if self._codes is not None:
             self._codes = np.asarray(self._codes)[keep[: len(self._codes)]]
-        self.ids = [i for i, k in zip(self.ids, keep, strict=False) if k]
-        self.texts = [t for t, k in zip(self.texts, keep, strict=False) if k]
+        self.ids = [i for i, k in zip(self.ids, keep, strict=True) if k]
+        self.texts = [t for t, k in zip(self.texts, keep, strict=True) if k]
         self._row = {ident: row for row, ident in enumerate(self.ids)}
         return len(rows)
 
@@ -398,8 +398,8 @@ class VectorIndex:
         """:meth:`search_vectors` as :class:`Hit` lists (id, cosine, stored text), one per query vector."""
         ids, scores = self.search_vectors(queries, k, **options)
         return [
-            [Hit(i, float(s), self.texts[self._row[i]]) for i, s in zip(row_ids, row_scores, strict=False)]
-            for row_ids, row_scores in zip(ids, scores, strict=False)
+            [Hit(i, float(s), self.texts[self._row[i]]) for i, s in zip(row_ids, row_scores, strict=True)]
+            for row_ids, row_scores in zip(ids, scores, strict=True)
         ]
 
     def search_vectors(

@@ -111,7 +111,7 @@ class MatryoshkaObjective(nn.Module):
             raise ValueError(f"matryoshka_dims start at {self.config.dims[0]} but the embeddings have {min(widths)} dimensions")
         total: Tensor | None = None
         components: dict[str, Tensor] = {}
-        for d, weight in zip(self.config.dims, self.config.weights or (), strict=False):
+        for d, weight in zip(self.config.dims, self.config.weights or (), strict=True):
             if weight == 0:
                 continue
             cut, cut_kw = slice_embeddings(args, kwargs, d, rank=_RANKS)

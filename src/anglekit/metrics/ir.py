@@ -90,7 +90,7 @@ def score_vectors(data: RetrievalSet, corpus_vectors: np.ndarray, query_vectors:
     depth = 100 + (1 if data.ignore_identical_ids else 0)
     ranked = rank(np.asarray(query_vectors), np.asarray(corpus_vectors)[order], depth, search=search)
     is_relevant = np.zeros((len(data.queries), min(100, len(ids))), bool)
-    for q, (query_id, row) in enumerate(zip(data.query_ids, ranked, strict=False)):
+    for q, (query_id, row) in enumerate(zip(data.query_ids, ranked, strict=True)):
         found = [ids[r] for r in row if r >= 0 and not (data.ignore_identical_ids and ids[r] == query_id)][: is_relevant.shape[1]]
         relevant = data.qrels[query_id]
         is_relevant[q, : len(found)] = [doc in relevant for doc in found]

@@ -115,7 +115,7 @@ def _read_pairs(pairs: Any, columns: dict[str, str] | None) -> _Pairs:
     pair_anchor: list[int] = []
     pair_positive: list[str] = []
     rows: list[int] = []
-    for row, (anchor, positive) in enumerate(zip(data.anchor, data.positive, strict=False), start=1):
+    for row, (anchor, positive) in enumerate(zip(data.anchor, data.positive, strict=True), start=1):
         index = anchors.setdefault(anchor, len(anchors))
         if (index, positive) in seen:
             continue
@@ -359,8 +359,8 @@ def _write_output(path: Path, columns: dict[str, list[Any]]) -> None:
     names = list(columns)
 
     def write(handle: Any) -> None:
-        for values in zip(*columns.values(), strict=False):
-            handle.write(json.dumps(dict(zip(names, values, strict=False)), ensure_ascii=False) + "\n")
+        for values in zip(*columns.values(), strict=True):
+            handle.write(json.dumps(dict(zip(names, values, strict=True)), ensure_ascii=False) + "\n")
 
     atomic_write(path, write)
 

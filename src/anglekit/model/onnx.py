@@ -122,7 +122,7 @@ def _quiet() -> Iterator[None]:
             warnings.simplefilter("ignore")
             yield
     finally:
-        for logger, level in zip(loggers, levels, strict=False):
+        for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
 
 

@@ -87,7 +87,7 @@ def _qnli_halves(root: Path, folder: Path) -> tuple[str, str]:
         questions = sorted(set(data.text1))
         random.Random(0).shuffle(questions)
         first = set(questions[: len(questions) // 2])
-        rows = [{"text1": a, "text2": b, "label": float(y)} for a, b, y in zip(data.text1, data.text2, data.labels, strict=False)]
+        rows = [{"text1": a, "text2": b, "label": float(y)} for a, b, y in zip(data.text1, data.text2, data.labels, strict=True)]
         _write_jsonl(train, [r for r in rows if r["text1"] in first])
         _write_jsonl(test, [r for r in rows if r["text1"] not in first])
     return str(train), str(test)
@@ -104,7 +104,7 @@ def _nli_pairs(spec: str, root: Path, folder: Path) -> str:
         if triplets.negative is None:
             raise ConfigError(f"--nli-data {spec!r} has no hard negatives; the AnglE row needs contradictions")
         rows = []
-        for a, p, n in zip(triplets.anchor, triplets.positive, triplets.negative, strict=False):
+        for a, p, n in zip(triplets.anchor, triplets.positive, triplets.negative, strict=True):
             rows += [{"text1": a, "text2": p, "label": 1.0}, {"text1": a, "text2": n, "label": 0.0}]
         _write_jsonl(path, rows)
     return str(path)

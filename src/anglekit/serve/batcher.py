@@ -383,6 +383,17 @@ class Batcher:
             for job, _ in batch:
                 self._finish(job, error=error)
             return
+        shape = getattr(vectors, "shape", None)
+        if shape is None or tuple(shape) != (len(batch), self.backend.dim):
+            # a backend (a plugin's, say) that answers another shape: every request of the batch
+            # fails at once, instead of waiting forever for rows that never come
+            log.error("the backend returned %s vectors for a batch of %d texts of dim %d", shape, len(batch), self.backend.dim)
+            error = InternalError(
+                f"the model returned vectors of shape {shape} for a batch of {len(batch)} texts (expected ({len(batch)}, {self.backend.dim}))"
+            )
+            for job, _ in batch:
+                self._finish(job, error=error)
+            return
         lengths = [len(seq) for seq in ids]
         ended = time.perf_counter()
         self.metrics.batch_seconds.observe(ended - now)
@@ -390,7 +401,7 @@ class Batcher:
         self.metrics.batch_tokens.observe(len(batch) * max(lengths))
         self.metrics.texts.inc(len(batch))
         self.metrics.observe_tokens(sum(lengths), ended)
-        for row, (job, i) in zip(vectors, batch, strict=False):
+        for row, (job, i) in zip(vectors, batch, strict=True):
             job.vectors[i] = row  # type: ignore[index]
             job.remaining -= 1
             if job.remaining == 0:

@@ -229,7 +229,7 @@ def search_response(queries: list[str], results: list[list[Any]], *, index: str,
     data = [
         {"object": "search_result", "index": i, "query": q, "results": [{"rank": r + 1, "id": h.id, "score": h.score, "text": h.text}
                                                                         for r, h in enumerate(hits)]}
-        for i, (q, hits) in enumerate(zip(queries, results, strict=False))
+        for i, (q, hits) in enumerate(zip(queries, results, strict=True))
     ]  # fmt: skip
     body = {"object": "list", "index": index, "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
     return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)

@@ -145,16 +145,16 @@ def drawable_series(records: Sequence[dict[str, Any]], run: str = "run", *, warn
         bounds = valid_range(key)
         if bounds is not None:
             low, high, what = bounds
-            outside = [(s, v) for s, v in zip(steps, values, strict=False) if not within_range(key, v)]
+            outside = [(s, v) for s, v in zip(steps, values, strict=True) if not within_range(key, v)]
             if outside:
                 span = f"[{low:g}, {high:g}]" if math.isfinite(high) else f">= {low:g}"
                 say("%s: %d of %d values of '%s' are outside its range %s (%s), e.g. %g at step %g; not drawn%s",
                     run, len(outside), len(values), key, span, what, outside[0][1], outside[0][0],
                     " (none is left: the series is left out)" if len(outside) == len(values) else "")  # fmt: skip
-                kept = [(s, v) for s, v in zip(steps, values, strict=False) if within_range(key, v)]
+                kept = [(s, v) for s, v in zip(steps, values, strict=True) if within_range(key, v)]
                 steps, values = [s for s, _ in kept], [v for _, v in kept]
         if steps and key.startswith(_LOG_AXIS):
-            positive = [(s, v) for s, v in zip(steps, values, strict=False) if v > 0]
+            positive = [(s, v) for s, v in zip(steps, values, strict=True) if v > 0]
             if len(positive) < len(values):
                 say("%s: %d of %d values of '%s' are <= 0 and have no place on the log axis; not drawn%s",
                     run, len(values) - len(positive), len(values), key, " (none is left: the series is left out)" if not positive else "")  # fmt: skip
@@ -209,7 +209,7 @@ def plot_dynamics(
     if output.suffix.lower() != ".png":
         raise ConfigError(f"--output must end in .png, got {output}")
     runs = []
-    for name, d in zip(names, dirs, strict=False):
+    for name, d in zip(names, dirs, strict=True):
         records = load_metrics(d)
         _check_requested_probes(d, name, records)
         drawable = drawable_series(records, name)
@@ -283,9 +283,14 @@ def _panels(runs: Sequence[Series]) -> list[str]:
     return panels
 
 
+_LINE_STYLES: tuple[Any, ...] = ("-", "--", ":", "-.", (0, (1, 3)), (0, (5, 1)))
+"""The line styles of one run's series in a panel, reused in turn when it has more (Matryoshka's
+components per dimension): every series is drawn, each with its own label."""
+
+
 def _loss_panel(ax: Any, name: str, drawable: Series, colour: str) -> None:
     keys = ["loss"] + sorted(k for k in drawable if k.startswith("loss_"))
-    lines = [(k, style, f"{name} {k}") for k, style in zip(keys, ["-", "--", ":", "-.", (0, (1, 3)), (0, (5, 1))], strict=False)]
+    lines = [(k, _LINE_STYLES[i % len(_LINE_STYLES)], f"{name} {k}") for i, k in enumerate(keys)]
     _plot_series(ax, drawable, lines, colour, "loss and components")
 
 
@@ -315,8 +320,8 @@ def _align_uniform_panel(ax: Any, name: str, drawable: Series, colour: str) -> N
 def _plane_points(drawable: Series) -> tuple[str, list[tuple[float, float, float]]]:
     """``(prefix, [(uniformity, alignment, step)])`` of the steps with both, the dev probes preferred."""
     prefix = "probe_dev_" if "probe_dev_alignment" in drawable and "probe_dev_uniformity" in drawable else "probe_"
-    uniformity = dict(zip(*drawable.get(f"{prefix}uniformity", ([], [])), strict=False))
-    alignment = dict(zip(*drawable.get(f"{prefix}alignment", ([], [])), strict=False))
+    uniformity = dict(zip(*drawable.get(f"{prefix}uniformity", ([], [])), strict=True))
+    alignment = dict(zip(*drawable.get(f"{prefix}alignment", ([], [])), strict=True))
     return prefix, [(uniformity[step], alignment[step], step) for step in uniformity if step in alignment]
 
 
@@ -324,7 +329,7 @@ def _plane_panel(ax: Any, name: str, drawable: Series, colour: str) -> None:
     """Alignment vs uniformity, the dev probes preferred (as in the papers)."""
     prefix, points = _plane_points(drawable)
     if points:
-        xs, ys, steps = zip(*points, strict=False)
+        xs, ys, steps = zip(*points, strict=True)
         ax.plot(xs, ys, color=colour, linewidth=0.8, alpha=0.6)
         ax.scatter(xs, ys, c=steps, cmap="viridis", s=18, edgecolors=colour, label=f"{name} ({prefix.rstrip('_')})")
     ax.set_title("alignment vs uniformity (lower left is better)")
@@ -339,7 +344,7 @@ def _saturation_panel(ax: Any, name: str, drawable: Series, colour: str) -> None
 
 def _gradients_panel(ax: Any, name: str, drawable: Series, colour: str) -> None:
     keys = sorted(k for k in drawable if k.startswith("probe_grad_"))
-    lines = [(k, style, f"{name} {k.removeprefix('probe_grad_')}") for k, style in zip(keys, ["-", "--", ":", "-.", (0, (1, 3))], strict=False)]
+    lines = [(k, _LINE_STYLES[i % len(_LINE_STYLES)], f"{name} {k.removeprefix('probe_grad_')}") for i, k in enumerate(keys)]
     _plot_series(ax, drawable, lines, colour, "gradient norm per term (w.r.t. the embeddings)", marker="o", markersize=3)
     ax.set_yscale("log")  # every value drawn is > 0 (drawable_series)
 

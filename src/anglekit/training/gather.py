@@ -47,7 +47,7 @@ def _padded_gather(tensor: Tensor, sizes: list[int]) -> Tensor:
     padded[: tensor.shape[0]] = tensor
     parts = [torch.empty_like(padded) for _ in sizes]
     dist.all_gather(parts, padded.contiguous())
-    return torch.cat([part[:size] for part, size in zip(parts, sizes, strict=False)])
+    return torch.cat([part[:size] for part, size in zip(parts, sizes, strict=True)])
 
 
 class _GatherRows(torch.autograd.Function):

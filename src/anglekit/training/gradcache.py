@@ -115,7 +115,7 @@ def gradcache_step(
         return vectors.detach(), out, size
     grads = cached.grad
     start = 0
-    for index, (chunk, state) in enumerate(zip(chunks, states, strict=False)):  # pass 2: the same forward, now with grad
+    for index, (chunk, state) in enumerate(zip(chunks, states, strict=True)):  # pass 2: the same forward, now with grad
         rows = chunk["input_ids"].shape[0]
         last = index == len(chunks) - 1
         with state.restored(), nullcontext() if last else no_sync():

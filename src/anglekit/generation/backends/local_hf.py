@@ -164,11 +164,13 @@ class LocalHFBackend:
                     self._queue.remove(item)
             try:
                 answers = self.generate([p for p, _, _ in batch], params)
+                if len(answers) != len(batch):  # a caller left without an answer would wait forever
+                    raise RuntimeError(f"generate returned {len(answers)} answers for {len(batch)} prompts")
             except BaseException as exc:  # hand the error to every waiting caller
                 for _, _, future in batch:
                     future.set_exception(exc)
             else:
-                for (_, _, future), answer in zip(batch, answers, strict=False):
+                for (_, _, future), answer in zip(batch, answers, strict=True):
                     future.set_result(answer)
 
 

@@ -131,7 +131,7 @@ class TokenizedTriplets(Dataset):
         width = max((len(row) for row in negatives), default=0)
         distinct: dict[str, int] = {}
         ids = np.full((len(anchor), 2 + width), -1, dtype=np.int64)
-        for row, texts in enumerate(zip(anchor, positive, strict=False)):
+        for row, texts in enumerate(zip(anchor, positive, strict=True)):
             for col, text in enumerate([*texts, *negatives[row]]):
                 ids[row, col] = distinct.setdefault(text, len(distinct))
         return cls(tokenize(list(distinct)), ids, ntuple=True)

@@ -63,7 +63,7 @@ class TokenizedPairs(Dataset):
             raise ValueError(f"text1, text2 and labels differ in length: {len(text1)}, {len(text2)}, {len(labels)}")
         distinct: dict[str, int] = {}
         pair_ids = np.empty((len(text1), 2), dtype=np.int64)
-        for row, (a, b) in enumerate(zip(text1, text2, strict=False)):
+        for row, (a, b) in enumerate(zip(text1, text2, strict=True)):
             pair_ids[row, 0] = distinct.setdefault(a, len(distinct))
             pair_ids[row, 1] = distinct.setdefault(b, len(distinct))
         token_ids = tokenize(list(distinct))
