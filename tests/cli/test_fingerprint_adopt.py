@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from anglekit.cli.fingerprint import MIN_COSINE
@@ -155,4 +156,13 @@ def test_adopt_model_checks_its_arguments(texts: Any, cosine: Any, index_dir: Pa
     before = _files(index_dir)
     with pytest.raises(ConfigError):
         adopt_model(Embedder.from_pretrained(str(models["merged"]), device="cpu"), index_dir, texts=texts, min_cosine=cosine)
+    assert _files(index_dir) == before
+
+
+def test_a_model_that_embeds_nan_is_refused(index_dir: Path, models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    merged = Embedder.from_pretrained(str(models["merged"]), device="cpu", precision="fp32")
+    monkeypatch.setattr(merged, "encode", lambda texts, *args, **kwargs: np.full((len(texts), merged.dim), np.nan, np.float32))
+    before = _files(index_dir)
+    with pytest.raises(ModelMismatchError, match="6 of 6 stored texts re-embed below cosine"):
+        adopt_model(merged, index_dir, texts=10)
     assert _files(index_dir) == before

@@ -269,7 +269,7 @@ def adopt_model(
     cosines = np.einsum("ij,ij->i", np.asarray(vectors, dtype=np.float64), np.asarray(index.vectors[picked], dtype=np.float64))
     worst = int(np.argmin(cosines))
     check = VectorCheck(len(picked), float(cosines[worst]), index.ids[picked[worst]])
-    below = int((cosines < min_cosine).sum())
+    below = int((~(cosines >= min_cosine)).sum())  # a NaN vector is below too
     if below:
         raise ModelMismatchError(
             f"{first}: {below} of {check.texts} stored texts re-embed below cosine {min_cosine:g} against their stored vectors (lowest "
