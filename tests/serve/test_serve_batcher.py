@@ -146,17 +146,24 @@ def test_a_failing_batch_fails_its_requests_only(tiny_backend: Callable[..., Any
     batcher = started(gate)
     marker = gate.tokenize(["piano"], None, truncate=True)[0][1]
     gate.fail_when = lambda ids: any(marker in seq for seq in ids)
+    _fails_then_serves(batcher, reference, ["the piano breaks the model"], "broke on purpose")
+
+
+def _fails_then_serves(batcher: Batcher, reference: Any, failing: list[str], match: str) -> None:
+    """``failing`` fails with an InternalError matching ``match`` (within 60 s: never left waiting);
+    the batcher then embeds other texts as usual, and closes with nothing queued."""
+    others = ["a dog runs", "two cats sit"]
 
     async def main() -> Any:
-        with pytest.raises(InternalError, match="broke on purpose"):
-            await batcher.embed(["the piano breaks the model"])
-        return await batcher.embed(["a dog runs", "two cats sit"])
+        with pytest.raises(InternalError, match=match):
+            await asyncio.wait_for(batcher.embed(failing), 60)
+        return await batcher.embed(others)
 
     try:
         after = asyncio.run(main())
     finally:
         batcher.close()
-    np.testing.assert_allclose(after.vectors, reference.encode(["a dog runs", "two cats sit"], normalize=False), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(after.vectors, reference.encode(others, normalize=False), rtol=1e-5, atol=1e-5)
     assert batcher.queued == 0
 
 
@@ -179,18 +186,7 @@ def test_a_backend_answering_another_shape_fails_its_batch_at_once(tiny_backend:
     inner = tiny_backend()
     marker = inner.tokenize(["piano"], None, truncate=True)[0][1]
     batcher = started(_Miscounting(inner, marker, cut))
-
-    async def main() -> Any:
-        with pytest.raises(InternalError, match=r"the model returned vectors of shape"):
-            await asyncio.wait_for(batcher.embed(["the piano plays", "a dog runs", "two cats sit"]), 60)
-        return await batcher.embed(["a dog runs", "two cats sit"])
-
-    try:
-        after = asyncio.run(main())
-    finally:
-        batcher.close()
-    np.testing.assert_allclose(after.vectors, reference.encode(["a dog runs", "two cats sit"], normalize=False), rtol=1e-5, atol=1e-5)
-    assert batcher.queued == 0
+    _fails_then_serves(batcher, reference, ["the piano plays", "a dog runs", "two cats sit"], "the model returned vectors of shape")
 
 
 class _BrittleTokenizer(Gate):
