@@ -101,3 +101,26 @@ def test_a_temporary_spool_is_removed_with_its_rows(tmp_path: Path) -> None:
     del rows
     gc.collect()
     assert (kept / "rows.arrow").is_file()  # a folder the caller chose stays
+
+
+def test_a_temporary_spool_folder_is_removed_when_no_rows_come_out(tmp_path: Path) -> None:
+    """A failed read (a bad row half-way, an empty file) leaves no temporary folder behind; rows
+    that came out keep theirs until they are collected."""
+    bad = [dict(r) for r in PAIRS]
+    bad[16]["text2"] = "   "
+    for rows, expected in ((bad, "row 17"), ([], "empty")):
+        with pytest.raises(DataError, match=expected), spooling(batch_rows=4) as spool:
+            read_pairs(_jsonl(tmp_path / "pairs.jsonl", rows))
+        assert not spool.folder.exists()
+    with spooling() as spool:
+        pass
+    assert not spool.folder.exists()
+    with spooling(batch_rows=4) as spool:
+        good = read_pairs(_jsonl(tmp_path / "pairs.jsonl", PAIRS))
+    assert spool.folder.is_dir() and len(good) == 23
+    del good
+    gc.collect()
+    assert not spool.folder.exists()
+    with pytest.raises(DataError), spooling(tmp_path / "mine", batch_rows=4):  # the caller's folder is the caller's
+        read_pairs(_jsonl(tmp_path / "pairs.jsonl", bad))
+    assert (tmp_path / "mine").is_dir()

@@ -66,6 +66,8 @@ class Spool:
         self._writer: Any = None
         self._schema: Any = None
         self.remove_folder = False
+        self.finished = False
+        """Whether :meth:`finish` handed the file on (as :class:`ArrowRows`, which owns it then)."""
 
     def column(self, name: str, kind: str) -> SpoolColumn:
         """A new column (``kind``: ``text``, ``float``, or ``texts``: a list of texts a row, an
@@ -109,8 +111,10 @@ class Spool:
         self._writer.close()
         self._writer = None
         present = [n for n, c in self.columns.items() if c.filled]
-        return ArrowRows(kind, self.path, present, name=name, source=source, label_range=label_range, skipped=skipped or {},
+        rows = ArrowRows(kind, self.path, present, name=name, source=source, label_range=label_range, skipped=skipped or {},
                          remove_folder=self.remove_folder)  # fmt: skip
+        self.finished = True
+        return rows
 
 
 def current_spool() -> Spool | None:
@@ -121,7 +125,8 @@ def current_spool() -> Spool | None:
 @contextlib.contextmanager
 def spooling(folder: str | Path | None = None, *, batch_rows: int | None = None) -> Iterator[Spool]:
     """Make the readers called inside the block spool their rows (see the module doc) into
-    ``folder`` (default: a new temporary folder, removed when the returned rows are collected)."""
+    ``folder`` (default: a new temporary folder, removed when the returned rows are collected, or
+    on leaving the block when no rows came out of it: a read that failed, or none made)."""
     made = folder is None
     target = Path(tempfile.mkdtemp(prefix="anglekit-rows-")) if made else Path(folder)
     target.mkdir(parents=True, exist_ok=True)
@@ -135,6 +140,8 @@ def spooling(folder: str | Path | None = None, *, batch_rows: int | None = None)
         if spool._writer is not None:  # the read failed half-way
             spool._writer.close()
             spool._writer = None
+        if made and not spool.finished:  # nothing owns the temporary folder: gone with the block
+            shutil.rmtree(target, ignore_errors=True)
 
 
 class ArrowRows:
