@@ -161,6 +161,26 @@ def test_beir_sources(tmp_path: Path) -> None:
         read_beir("no-such-org/no-such-set")  # offline in tests
 
 
+def test_a_hub_set_reads_its_judgements_from_their_own_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """BEIR's hub sets keep their judgements in a second repository (``NAME-qrels``, the .tsv files
+    at its root): they are read from that snapshot where it lies, with no folder made to merge the
+    two; a set that holds its qrels/ reads them from there."""
+    import huggingface_hub
+
+    reference = read_beir(write_beir(tmp_path / "local"))
+    split = write_beir(tmp_path / "hub" / "set")
+    judgements = tmp_path / "hub" / "set-qrels"
+    (split / "qrels").rename(judgements)
+    whole = write_beir(tmp_path / "hub" / "whole")
+    snapshots = {"org/set": split, "org/set-qrels": judgements, "org/whole": whole}
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda name, **kwargs: str(snapshots[name]))
+    for name, qrels in (("org/set", judgements / "test.tsv"), ("org/whole", whole / "qrels" / "test.tsv")):
+        found = read_beir(name)
+        assert (found.query_ids, found.qrels, found.corpus) == (reference.query_ids, reference.qrels, reference.corpus)
+        assert found.sources[2] == str(qrels)
+    assert sorted(p.name for p in (tmp_path / "hub").iterdir()) == ["set", "set-qrels", "whole"]  # nothing made beside them
+
+
 def test_cli_eval_retrieval_on_a_beir_folder(tmp_path: Path, tiny_bert_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from anglekit.cli import main
 

@@ -104,8 +104,8 @@ def _read_records(path: Path, what: str) -> tuple[list[str], list[str]]:
     return ids, texts
 
 
-def _qrels_file(folder: Path, split: str | None, prefer: str = "test") -> Path:
-    qrels = folder / "qrels"
+def _qrels_file(qrels: Path, split: str | None, prefer: str = "test") -> Path:
+    """The judgements file of ``split`` in the folder ``qrels`` (a BEIR set's ``qrels/``)."""
     if not qrels.is_dir():
         raise DataError("missing qrels/ (a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv)", source=str(qrels))
     if split is not None:
@@ -151,8 +151,9 @@ def _read_qrels(path: Path, queries: set[str], corpus: set[str]) -> tuple[dict[s
     return qrels, zero
 
 
-def _from_hub(name: str) -> Path:
-    """A local snapshot of the hub dataset ``name`` (its BEIR files); judgements from ``NAME-qrels`` when it has none."""
+def _from_hub(name: str) -> tuple[Path, Path]:
+    """A local snapshot of the hub dataset ``name`` (its BEIR files) and the folder of its judgements:
+    its ``qrels/``, or the snapshot of ``NAME-qrels`` (BEIR's split of the judgements) when it has none."""
     try:
         from huggingface_hub import snapshot_download
     except ImportError as exc:  # pragma: no cover - a dependency of transformers
@@ -160,28 +161,14 @@ def _from_hub(name: str) -> Path:
     try:
         folder = Path(snapshot_download(name, repo_type="dataset", allow_patterns=["*.jsonl", "*.jsonl.gz", "qrels/*", "*.tsv"]))
         if not (folder / "qrels").is_dir():
-            qrels = Path(snapshot_download(f"{name}-qrels", repo_type="dataset", allow_patterns=["*.tsv"]))
-            return _merge_qrels(folder, qrels)
+            return folder, Path(snapshot_download(f"{name}-qrels", repo_type="dataset", allow_patterns=["*.tsv"]))
     except DataError:
         raise
     except Exception as exc:  # noqa: BLE001 - offline, unknown repository, ...: one line naming the dataset
         raise DataError(
             f"not a folder, and the hub dataset cannot be fetched ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})", source=name
         ) from None
-    return folder
-
-
-def _merge_qrels(folder: Path, qrels: Path) -> Path:
-    """A folder of links: the snapshot's files plus ``qrels/`` from the separate judgements repository."""
-    import tempfile
-
-    merged = Path(tempfile.mkdtemp(prefix="anglekit-beir-"))
-    for path in folder.iterdir():
-        (merged / path.name).symlink_to(path.resolve())
-    (merged / "qrels").mkdir()
-    for path in qrels.glob("*.tsv"):
-        (merged / "qrels" / path.name).symlink_to(path.resolve())
-    return merged
+    return folder, folder / "qrels"
 
 
 def read_beir(source: str | os.PathLike[str], *, split: str | None = None, prefer: str = "test") -> RetrievalSet:
@@ -191,13 +178,15 @@ def read_beir(source: str | os.PathLike[str], *, split: str | None = None, prefe
     if split is None and ":" in text and not Path(text).exists():
         text, split = text.rsplit(":", 1)
     folder = Path(text).expanduser()
+    judgements = folder / "qrels"
     if not folder.exists():
         if "/" not in text or text.startswith((".", "/", "~")):
             raise DataError("no such folder (a BEIR folder, a hub dataset name, or flickr30k)", source=text)
-        folder = _from_hub(text)
+        folder, judgements = _from_hub(text)
     elif not folder.is_dir():
         raise DataError("is a file; a BEIR set is a folder with corpus.jsonl, queries.jsonl and qrels/<split>.tsv", source=text)
-    corpus_path, queries_path, qrels_path = _find(folder, "corpus.jsonl"), _find(folder, "queries.jsonl"), _qrels_file(folder, split, prefer)
+    corpus_path, queries_path = _find(folder, "corpus.jsonl"), _find(folder, "queries.jsonl")
+    qrels_path = _qrels_file(judgements, split, prefer)
     corpus_ids, corpus = _read_records(corpus_path, "corpus")
     query_ids, queries = _read_records(queries_path, "query")
     qrels, zero = _read_qrels(qrels_path, set(query_ids), set(corpus_ids))
