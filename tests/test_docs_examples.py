@@ -208,6 +208,16 @@ def test_anglekit_commands_parse(capsys: pytest.CaptureFixture[str]) -> None:
     assert parsed >= 30, f"only {parsed} anglekit commands found in the pages"
 
 
+def test_the_command_table_lists_every_command() -> None:
+    """docs/cli.md's table of commands names each command ``anglekit --help`` lists, and no other."""
+    from anglekit.cli import COMMANDS
+
+    commands = {module.NAME for module in COMMANDS}
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `anglekit ([a-z-]+)`", text, re.M)) | set(re.findall(r"^\| `anglekit [a-z-]+` / `anglekit ([a-z-]+)`", text, re.M))
+    assert listed == set(commands)
+
+
 def test_no_run_markers_are_counted() -> None:
     """The reasons are reported (pytest -rA shows them); a runnable page without any block to run is an error."""
     for page in RUNNABLE:
