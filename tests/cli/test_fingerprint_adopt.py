@@ -38,10 +38,15 @@ def models(tmp_path_factory: pytest.TempPathFactory, tiny_llama_dir: Path) -> di
     return {"adapters": adapters, **merged}
 
 
+def _corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in DOCS.items()), encoding="utf-8")
+    return path
+
+
 @pytest.fixture
 def index_dir(tmp_path: Path, models: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> Path:
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in DOCS.items()), encoding="utf-8")
+    corpus = _corpus(tmp_path)
     folder = tmp_path / "ix"
     code, _, err = helpers.run_cli(["index", "build", str(models["adapters"]), "--input", str(corpus), "--output-dir", str(folder), *FP32, "--quiet"], capsys)
     assert code == 0, err
@@ -136,13 +141,12 @@ def test_verify_texts_needs_an_index_that_stores_texts(tmp_path: Path, models: d
     merged = str(models["merged"])
     code, out, err = helpers.run_cli(["fingerprint", merged, "--verify-texts", "3", *FP32], capsys)
     assert code == 2 and out == "" and "--verify-texts needs --update INDEX" in err, err
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in DOCS.items()), encoding="utf-8")
+    corpus = _corpus(tmp_path)
     shards, bare = tmp_path / "shards", tmp_path / "bare"
     assert helpers.run_cli(["encode", str(models["adapters"]), "--input", str(corpus), "--output-dir", str(shards), *FP32, "--quiet"], capsys)[0] == 0
     build = ["index", "build", str(models["adapters"]), "--input", str(corpus), "--output-dir", str(bare), "--no-texts", *FP32, "--quiet"]
     assert helpers.run_cli(build, capsys)[0] == 0
-    for folder, expected in ((shards, "--verify-texts needs an index; shards folders store no texts"), (bare, "the index stores no texts")):
+    for folder, expected in ((shards, "encode shards store no texts to re-embed"), (bare, "the index stores no texts")):
         before = _files(folder)
         code, out, err = helpers.run_cli(["fingerprint", merged, "--update", str(folder), "--verify-texts", "3", *FP32], capsys)
         assert code == 2 and out == "" and expected in err, err

@@ -61,7 +61,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from anglekit.index.fingerprints import adopt_model, read_target, update_fingerprint
+    from anglekit.index.fingerprints import adopt_model, read_target, require_index, update_fingerprint
     from anglekit.model.embedder import Embedder
 
     if args.verify_texts is not None and args.update is None:
@@ -69,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
     if args.min_cosine is not None and args.verify_texts is None:
         raise ConfigError("--min-cosine applies with --verify-texts")
     if args.update is not None:
-        target = read_target(args.update)  # a wrong path or malformed metadata is found before the model loads
-        if args.verify_texts is not None and target.kind != "index":
-            raise ConfigError(f"{args.update}: --verify-texts needs an index; {target.kind} folders store no texts to re-embed")
+        target = read_target(args.update)  # a wrong path, malformed metadata or (with --verify-texts) a folder
+        if args.verify_texts is not None:  # that is not an index is found before the model loads
+            require_index(target, args.update)
     settings = load_settings(args)
     model = Embedder.from_pretrained(args.model, settings=settings)
     if args.update is None:

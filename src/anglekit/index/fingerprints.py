@@ -34,7 +34,7 @@ from anglekit.model.identity import ModelIdentity, embedding_settings, is_curren
 from anglekit.model.onnx import ONNX_CONFIG
 from anglekit.model.openvino import OPENVINO_CONFIG
 
-__all__ = ["DEFAULT_MIN_COSINE", "FingerprintTarget", "FingerprintUpdate", "VectorCheck", "adopt_model", "read_target", "update_fingerprint"]
+__all__ = ["DEFAULT_MIN_COSINE", "FingerprintTarget", "FingerprintUpdate", "VectorCheck", "adopt_model", "read_target", "require_index", "update_fingerprint"]
 
 DEFAULT_MIN_COSINE = 0.9999
 """The cosine every re-embedded text must reach against its stored vector for :func:`adopt_model`.
@@ -224,6 +224,17 @@ def _check_shape(model: Any, target: FingerprintTarget, first: Path) -> None:
         raise ModelMismatchError(f"{first}: records dimension {target.dim}, the model's is {expected}: these vectors are another model's; not overwritten")
 
 
+def require_index(target: FingerprintTarget, folder: str | os.PathLike[str]) -> FingerprintTarget:
+    """``target`` when it is an index (the one kind whose stored texts :func:`adopt_model` can
+    re-embed); a ConfigError naming ``folder`` otherwise."""
+    if target.kind != "index":
+        raise ConfigError(
+            f"{folder}: {'encode shards' if target.kind == 'shards' else 'an export'} store no texts to re-embed; re-encode or "
+            "re-export with the model instead (only an index can take another model after a check)"
+        )
+    return target
+
+
 def adopt_model(
     model: Any,
     path: str | os.PathLike[str],
@@ -249,12 +260,7 @@ def adopt_model(
     if isinstance(min_cosine, bool) or not isinstance(min_cosine, (int, float)) or not 0 < min_cosine <= 1:
         raise ConfigError(f"min_cosine must be a number in (0, 1], got {min_cosine!r}")
     folder = Path(os.fspath(path)).expanduser()
-    target = read_target(folder)
-    if target.kind != "index":
-        raise ConfigError(
-            f"{folder}: {'encode shards' if target.kind == 'shards' else 'an export'} store no texts to re-embed; re-encode or "
-            "re-export with the model instead (only an index can take another model after a check)"
-        )
+    target = require_index(read_target(folder), folder)
     first, data, _ = target.records[0]
     old, new = _field(data, "model.fingerprint", str, first), model.fingerprint()
     if old == new:
