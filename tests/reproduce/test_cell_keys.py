@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from anglekit.reproduce.cells import EXECUTION_SETTINGS, read_cell, rename_to_current_keys, spec_key
+from anglekit.reproduce.cells import EXECUTION_SETTINGS, read_cell, rename_to_current_keys, root_relative, spec_key
 from anglekit.training.config import TrainConfig
 from anglekit.training.run import train
 
@@ -68,7 +68,8 @@ def test_every_committed_cell_is_named_by_its_key():
         record = json.loads(Path(path).read_text())
         if isinstance(record.get("spec"), dict):
             found += 1
-            assert spec_key(record["spec"]) == Path(path).stem == record["cell"], path
+            assert spec_key(record["spec"], record.get("data_root")) == Path(path).stem == record["cell"], path
+            assert isinstance(record.get("data_root"), str), f"{path}: no data_root (run 'anglekit reproduce' on it to rename it)"
     assert found >= 60
 
 
@@ -110,3 +111,32 @@ def test_a_cell_whose_new_name_is_taken_is_left_alone(tmp_path):
     taken.write_text(json.dumps({"cell": spec_key(spec), "spec": _spec(), "status": "done", "metrics": {"STS-B": 81.0}}))
     assert rename_to_current_keys(tmp_path) == []
     assert (tmp_path / f"{old}.json").exists() and json.loads(taken.read_text())["metrics"] == {"STS-B": 81.0}
+
+
+def _data_spec(root: str, test: str = "stsb:test") -> dict:
+    spec = _spec(train_data=f"{root}/stsb:train")
+    return {**spec, "evaluation": {"kind": "pairs", "test": f"{root}/{test}", "model": "/models/m"}}
+
+
+def test_the_key_names_data_by_its_place_under_the_data_root():
+    assert spec_key(_data_spec("/a/data"), "/a/data") == spec_key(_data_spec("/b/x/data"), "/b/x/data/")
+    assert spec_key(_data_spec("/a/data"), "/a/data") != spec_key(_data_spec("/a/data", "stsb:dev"), "/a/data")
+    assert spec_key(_data_spec("/a/data")) != spec_key(_data_spec("/b/data"))  # the old rule: absolute paths
+    assert spec_key(_data_spec("/a/data")) != spec_key(_data_spec("/a/data"), "/a/data")
+    portable = root_relative(_data_spec("/a/data"), "/a/data")
+    assert portable["train"]["train_data"] == "$DATA/stsb:train" and portable["evaluation"]["test"] == "$DATA/stsb:test"
+    assert portable["evaluation"]["model"] == "/models/m"  # outside the root: as it is
+    assert root_relative(["/a/data2/x", "/a/data", 3, None], "/a/data") == ["/a/data2/x", "$DATA", 3, None]
+
+
+def test_old_records_under_the_root_of_the_run_gain_it_and_others_stay(tmp_path):
+    here, there = _data_spec("/a/data"), _data_spec("/b/data", "stsb:dev")
+    old_here, old_there = _write(tmp_path, here), _write(tmp_path, there)
+    renamed = dict(rename_to_current_keys(tmp_path, "/a/data"))
+    new = spec_key(here, "/a/data")
+    assert renamed == {old_here: new}
+    record = read_cell(tmp_path / f"{new}.json")
+    assert record["data_root"] == "/a/data" and record["spec"] == here and record["metrics"] == {"STS-B": 80.0}
+    assert (tmp_path / f"{old_there}.json").exists()  # ran under another root: renamed when run from there
+    assert rename_to_current_keys(tmp_path, "/a/data") == []
+    assert dict(rename_to_current_keys(tmp_path, "/b/data")) == {old_there: spec_key(there, "/b/data")}

@@ -68,6 +68,39 @@ def test_cells_resume_and_rerun_a_broken_one(tmp_path, tiny_bert_dir, data_root)
     assert (only.ran, only.missing) == (0, 2)
 
 
+def test_cells_are_reused_from_a_data_root_elsewhere_and_old_names_follow(tmp_path, tiny_bert_dir, data_root):
+    import shutil
+
+    from anglekit.reproduce.cells import spec_key
+
+    config = _config(tmp_path / "repro", tiny_bert_dir, data_root)
+    first = reproduce(["ibn-duplicates"], config)
+    assert (first.ran, first.reused) == (4, 0)
+    cells = tmp_path / "repro" / "cells"
+    records = {p.stem: json.loads(p.read_text()) for p in cells.glob("*.json")}
+    assert all(r["data_root"] == str(data_root) and str(data_root) in json.dumps(r["spec"]) for r in records.values())
+    # the same data in another place (another checkout or machine): every cell is reused
+    moved = shutil.copytree(data_root, tmp_path / "elsewhere" / "data")
+    again = reproduce(["ibn-duplicates"], ReproduceConfig(**{**config.__dict__, "data_root": str(moved)}))
+    assert (again.ran, again.reused) == (0, 4)
+    assert {p.stem for p in cells.glob("*.json")} == set(records)
+    # records named by the old rule (absolute paths hashed), with an interrupted run, are renamed
+    for key, record in records.items():
+        legacy = spec_key(record["spec"])
+        (cells / f"{key}.json").rename(cells / f"{legacy}.json")
+        (cells / f"{legacy}.json").write_text(json.dumps({k: v for k, v in {**record, "cell": legacy}.items() if k != "data_root"}))
+    (cells / f"{legacy}.json").unlink()
+    (cells / f"{legacy}.run").mkdir()
+    (cells / f"{legacy}.run" / "metrics.jsonl").write_text("")
+    (cells / f"{key}.dynamics").rename(cells / f"{legacy}.dynamics")  # cut short while being scored
+    third = reproduce(["ibn-duplicates"], ReproduceConfig(**{**config.__dict__, "report_only": True}))
+    assert (third.reused, third.missing) == (3, 1)
+    assert {p.stem for p in cells.glob("*.json")} == set(records) - {key}
+    assert (cells / f"{key}.run" / "metrics.jsonl").is_file() and not (cells / f"{legacy}.run").exists()
+    assert (cells / f"{key}.dynamics" / "metrics.jsonl").is_file() and not (cells / f"{legacy}.dynamics").exists()
+    assert all(json.loads(p.read_text())["data_root"] == str(data_root) for p in cells.glob("*.json"))
+
+
 def test_zero_shot_cell_equals_an_independent_spearman(tmp_path, tiny_bert_dir):
     from anglekit.data.catalog import load_stsb
     from anglekit.model.embedder import Embedder

@@ -13,10 +13,9 @@
 # $OUT/cells.tgz with the logs and versions; here, add them with
 #   tar xzf cells.tgz -C /tmp/x && cp -rn /tmp/x/out/cells/. benchmarks/results/issue42/smollm2-cuda/cells/
 # then rewrite the report with 'anglekit reproduce objectives --start smollm2 --max-steps 200
-# --device cuda --output-dir benchmarks/results/issue42/smollm2-cuda --data-root /work/main/.gpu/b/data
+# --device cuda --output-dir benchmarks/results/issue42/smollm2-cuda --data-root ../shared/data
 # --report-only'. The cells work in /tmp/ak/out, seeded from the committed ones (so a rerun resumes
-# them): the device tool replaces the checkout's untracked files on every call. A cell's key hashes
-# the data folder's path, so the data stays at /work/main/.gpu/b/data (the checkout's path there).
+# them): the device tool replaces the checkout's untracked files on every call.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 stage=/tmp/ak
@@ -34,8 +33,8 @@ run)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/b/whl/*.whl || exit 5
     export PYTHONPATH="$PWD/src:/tmp/site" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
     export TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=4 ANGLEKIT_CACHE=/tmp/ak-cache
-    data=/work/main/.gpu/b/data out=/tmp/ak/out
-    [ -d "$data/stsb" ] || { echo "no $data/stsb: run from the checkout at /work/main with .gpu/b carried" >&2; exit 6; }
+    data="$PWD/.gpu/b/data" out=/tmp/ak/out
+    [ -d "$data/stsb" ] || { echo "no $data/stsb: carry .gpu/b" >&2; exit 6; }
     mkdir -p "$out/cells" && cp -rn benchmarks/results/issue42/smollm2-cuda/cells/. "$out/cells/"
     { nvidia-smi; python3 -c 'import sys, torch, transformers, peft, gguf; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda); print("transformers", transformers.__version__, "peft", peft.__version__)'; } > "$OUT/versions.txt" 2>&1
     for seed in 0 1 2; do

@@ -3,7 +3,9 @@
 A cell's file name carries a hash of everything that decides its result (the full training
 settings, the scoring, the seed), so a rerun reuses a finished cell, two tables sharing a cell
 (the objectives' "all" row and the pooling ablation's last_avg row) compute it once, and a change
-of protocol never reuses a stale cell.
+of protocol never reuses a stale cell. Datasets under the data root are hashed by their place in it
+(``$DATA/stsb:test``), not by where the root lies, so finished cells are reused from another checkout
+or machine; the record keeps the absolute paths that ran and the root (``data_root``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import shutil
 import sys
 import time
@@ -41,12 +44,19 @@ class Cell:
     seed: int | None
     train: dict[str, Any] | None
     evaluation: dict[str, Any]
+    data_root: str | None = None
+    """The data folder the spec's dataset paths lie under (left out of the key, see :func:`spec_key`)."""
 
     def spec(self) -> dict[str, Any]:
         return {"version": CELL_VERSION, "kind": self.row.kind, "train": self.train, "evaluation": self.evaluation, "seed": self.seed}
 
     def key(self) -> str:
-        """``<kind>-s<seed>-<hash>``: the same for every row (of any table) that runs the same spec."""
+        """``<kind>-s<seed>-<hash>``: the same for every row (of any table) that runs the same spec, and
+        wherever the data root lies."""
+        return spec_key(self.spec(), self.data_root)
+
+    def legacy_key(self) -> str:
+        """The key before the data root was left out (it hashed the absolute dataset paths)."""
         return spec_key(self.spec())
 
 
@@ -56,31 +66,58 @@ recomputes the same operations with the same random state: a test pins the train
 so they are left out of a cell's key; the record's spec still says how the cell ran."""
 
 
-def spec_key(spec: dict[str, Any]) -> str:
+DATA_ROOT_MARK = "$DATA"
+"""What stands for the data root in the hashed form of a spec (:func:`spec_key`)."""
+
+
+def root_relative(value: Any, data_root: str) -> Any:
+    """``value`` (a spec or any part of it) with every string path under ``data_root`` written from
+    :data:`DATA_ROOT_MARK` instead (``/data/stsb:test`` -> ``$DATA/stsb:test``); other values as they are."""
+    root = data_root.rstrip("/" + os.sep) or data_root
+    if isinstance(value, str):
+        if value == root or value.startswith((root + "/", root + os.sep)):
+            return DATA_ROOT_MARK + value[len(root) :]
+        return value
+    if isinstance(value, dict):
+        return {k: root_relative(v, data_root) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [root_relative(v, data_root) for v in value]
+    return value
+
+
+def spec_key(spec: dict[str, Any], data_root: str | None = None) -> str:
     """The key of a cell with ``spec`` (:meth:`Cell.spec`): its kind, seed and a hash of the spec
-    without the :data:`EXECUTION_SETTINGS`."""
+    without the :data:`EXECUTION_SETTINGS`, its paths under ``data_root`` hashed relative to it
+    (:func:`root_relative`; without ``data_root``, the absolute paths: the key before 2026-11-30)."""
     train = spec.get("train")
     decisive = {**spec, "train": {k: v for k, v in train.items() if k not in EXECUTION_SETTINGS}} if isinstance(train, dict) else spec
+    if data_root:
+        decisive = root_relative(decisive, data_root)
     digest = hashlib.sha256(json.dumps(decisive, sort_keys=True, default=str).encode()).hexdigest()[:16]
     seed = "" if spec.get("seed") is None else f"-s{spec['seed']}"
     return f"{spec['kind']}{seed}-{digest}"
 
 
-def rename_to_current_keys(folder: Path) -> list[tuple[str, str]]:
+def rename_to_current_keys(folder: Path, data_root: str | None = None) -> list[tuple[str, str]]:
     """Finished cells in ``folder`` whose file name is not their spec's key under the current rule (a
-    key once hashed an execution setting) get that name, with their dynamics; returns (old, new) pairs.
-    A cell whose current name is already taken, or whose record does not parse, is left alone."""
+    key once hashed an execution setting, and until 2026-11-30 the data root's absolute path) get that
+    name, with their dynamics; returns (old, new) pairs. A record without ``data_root`` whose spec
+    names paths under ``data_root`` (the root of the run now) is taken to have run there and gains
+    it. A cell whose current name is already taken, or whose record does not parse, is left alone."""
     renamed = []
     for path in sorted(folder.glob("*.json")):
         record = read_cell(path)
         spec = record.get("spec") if record else None
         if not isinstance(spec, dict) or "kind" not in spec:
             continue
-        old, new = path.stem, spec_key(spec)
+        assert record is not None
+        root = record.get("data_root")
+        if not isinstance(root, str):
+            root = data_root if data_root and root_relative(spec, data_root) != spec else None
+        old, new = path.stem, spec_key(spec, root)
         if new == old or (folder / f"{new}.json").exists():
             continue
-        assert record is not None
-        updated = {**record, "cell": new}
+        updated = {**record, "cell": new, **({"data_root": root} if root else {})}
         dynamics = folder / f"{old}.dynamics"
         if record.get("dynamics") == dynamics.name and dynamics.is_dir() and not (folder / f"{new}.dynamics").exists():
             dynamics.rename(folder / f"{new}.dynamics")
@@ -88,7 +125,7 @@ def rename_to_current_keys(folder: Path) -> list[tuple[str, str]]:
         atomic_write_json(folder / f"{new}.json", updated)
         path.unlink()
         renamed.append((old, new))
-        logger.info("cell %s is now %s (its key no longer hashes execution settings)", old, new)
+        logger.info("cell %s is now %s (its key follows the current rule)", old, new)
     if renamed:  # records that name a renamed cell (shared trainings, dynamics) follow it
         names = dict(renamed)
         for path in sorted(folder.glob("*.json")):
@@ -127,8 +164,9 @@ def training_identity(cell: Cell) -> str | None:
     return hashlib.sha256(json.dumps({"train": settings, "seed": cell.seed}, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def make_cell(row: Row, task: Task, seed: int | None, protocol: Protocol, model: str) -> Cell:
-    """The cell of ``row`` on ``task`` (``seed`` for a trained row), over the protocol's settings."""
+def make_cell(row: Row, task: Task, seed: int | None, protocol: Protocol, model: str, data_root: str | None = None) -> Cell:
+    """The cell of ``row`` on ``task`` (``seed`` for a trained row), over the protocol's settings;
+    ``data_root``: the folder its datasets are read from (hashed relative to it, :func:`spec_key`)."""
     settings = {k: v for k, v in row.settings.items() if not k.startswith("_") and v is not None}
     pooling = settings.pop("pooling", None) or protocol.start.pooling
     train: dict[str, Any] | None = None
@@ -156,7 +194,7 @@ def make_cell(row: Row, task: Task, seed: int | None, protocol: Protocol, model:
         **({"prompt": protocol.start.prompt} if protocol.start.prompt is not None else {}),
         **({"nested": list(task.nested)} if task.nested else {}),
     }
-    return Cell(row, task, seed if row.kind == "train" else None, train, evaluation)
+    return Cell(row, task, seed if row.kind == "train" else None, train, evaluation, data_root)
 
 
 def read_cell(path: Path) -> dict[str, Any] | None:
@@ -239,7 +277,24 @@ def _check_metrics(cell: Cell, metrics: dict[str, Any]) -> None:
 
 
 def _header(cell: Cell) -> dict[str, Any]:
-    return {"cell": cell.key(), "row": cell.row.name, "task": cell.task.name, "seed": cell.seed, "spec": cell.spec()}
+    root = {"data_root": cell.data_root} if cell.data_root else {}
+    return {"cell": cell.key(), "row": cell.row.name, "task": cell.task.name, "seed": cell.seed, "spec": cell.spec(), **root}
+
+
+def adopt_legacy_run(cell: Cell, folder: Path) -> bool:
+    """Give an interrupted run kept under ``cell``'s key before 2026-11-30 (:meth:`Cell.legacy_key`)
+    its current name, so that it continues, with the dynamics it copied out if it was cut short while
+    being scored; True when one was renamed."""
+    legacy, key = cell.legacy_key(), cell.key()
+    old, new = folder / f"{legacy}.run", folder / f"{key}.run"
+    if legacy == key or not old.is_dir() or new.exists():
+        return False
+    old.rename(new)
+    dynamics = folder / f"{legacy}.dynamics"
+    if dynamics.is_dir() and not (folder / f"{legacy}.json").exists() and not (folder / f"{key}.dynamics").exists():
+        dynamics.rename(folder / f"{key}.dynamics")
+    logger.info("the interrupted run of cell %s is now %s", old.name, new.name)
+    return True
 
 
 def run_cell(

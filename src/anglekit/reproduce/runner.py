@@ -18,7 +18,7 @@ from typing import Any
 
 from anglekit.errors import ConfigError
 from anglekit.io.atomic import atomic_path, atomic_write_json, atomic_write_text
-from anglekit.reproduce.cells import Cell, make_cell, probe_steps, read_cell, rename_to_current_keys, resume_step, run_cell, training_identity
+from anglekit.reproduce.cells import Cell, adopt_legacy_run, make_cell, probe_steps, read_cell, rename_to_current_keys, resume_step, run_cell, training_identity
 from anglekit.reproduce.charts import render_chart
 from anglekit.reproduce.config import ReproduceConfig, expand_tables
 from anglekit.reproduce.protocol import Protocol, make_protocol, prepare_start
@@ -156,8 +156,9 @@ def prepare_data(names: Sequence[str], config: ReproduceConfig, protocol: Protoc
     return data, options
 
 
-def plan_cells(table: TableSpec, seeds: Sequence[int], protocol: Protocol, model: str) -> list[tuple[Cell, str]]:
-    """Every (cell, metric name) of ``table``; untrained rows once per distinct test."""
+def plan_cells(table: TableSpec, seeds: Sequence[int], protocol: Protocol, model: str, data_root: str | None = None) -> list[tuple[Cell, str]]:
+    """Every (cell, metric name) of ``table``; untrained rows once per distinct test; ``data_root``:
+    the folder the table's data was taken from (:func:`~anglekit.reproduce.cells.make_cell`)."""
     out: list[tuple[Cell, str]] = []
     for row in table.rows:
         seen: set[tuple[str, str | None]] = set()
@@ -167,10 +168,10 @@ def plan_cells(table: TableSpec, seeds: Sequence[int], protocol: Protocol, model
                 if (task.evaluation, task.test) in seen:
                     continue
                 seen.add((task.evaluation, task.test))
-                out.append((make_cell(row, task, None, protocol, model), metric))
+                out.append((make_cell(row, task, None, protocol, model, data_root), metric))
                 continue
             for seed in seeds:
-                out.append((make_cell(row, task, seed, protocol, model), metric))
+                out.append((make_cell(row, task, seed, protocol, model, data_root), metric))
     return out
 
 
@@ -287,15 +288,18 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
     out = Path(config.output_dir)
     cells_dir = out / "cells"
     cells_dir.mkdir(parents=True, exist_ok=True)
-    for old, new in rename_to_current_keys(cells_dir):
-        print(f"[reproduce] cell {old} is now {new} (its key no longer hashes execution settings such as gradient checkpointing)", file=sys.stderr)
+    for old, new in rename_to_current_keys(cells_dir, str(root)):
+        print(f"[reproduce] cell {old} is now {new} (its key follows the current rule: no execution settings, data paths from the data root)", file=sys.stderr)
     data, options = prepare_data(names, config, protocol, root, out / "data")
     specs = build_tables(data, options)
     reused = missing = 0
     summaries = []
     with _data_env(root):
         model = protocol.model_name() if config.report_only else prepare_start(protocol, out)
-        planned = [(name, plan_cells(specs[name], config.seeds, protocol, model)) for name in names]
+        planned = [(name, plan_cells(specs[name], config.seeds, protocol, model, str(root))) for name in names]
+        for _, cells in planned:
+            for cell, _ in cells:
+                adopt_legacy_run(cell, cells_dir)
         todo = {c.key(): c for _, cells in planned for c, _ in cells if read_cell(cells_dir / f"{c.key()}.json") is None}
         if config.report_only:
             missing = len(todo)
