@@ -2,9 +2,9 @@
 # Issue 42, the angle term's worth: every table of docs/reproduce.md "The angle term's worth", from
 # MiniLM first (minutes a cell on 2 cores), then from SmolLM2 at 200 steps a cell (LoRA; about 15
 # minutes a cell on 2 AMX cores in bf16, about an hour on AVX2-only cores in fp32; tens of hours in
-# all on a CPU). Resumable: finished cells are reused, so run it again
-# after an interruption, on this machine or another (set DEVICE=cuda on a GPU). ONLY=minilm or
-# ONLY=smollm2 runs one start.
+# all on a CPU). From SmolLM2, ese runs before objectives, whose 24 trainings take longest.
+# Resumable: finished cells are reused, so run it again after an interruption, on this machine or
+# another (set DEVICE=cuda on a GPU). ONLY=minilm or ONLY=smollm2 runs one start.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -16,5 +16,5 @@ if [ "${ONLY:-minilm}" != smollm2 ]; then
     "${anglekit[@]}" reproduce angle-weight ese --start minilm --seeds 0 1 2 --output-dir "$out/minilm" --data-root "$data" --quiet "${device[@]}"
 fi
 if [ "${ONLY:-smollm2}" != minilm ]; then
-    "${anglekit[@]}" reproduce angle-weight objectives ese --start smollm2 --max-steps 200 --seeds 0 1 2 --output-dir "$out/smollm2" --data-root "$data" --quiet "${device[@]}"
+    "${anglekit[@]}" reproduce angle-weight ese objectives --start smollm2 --max-steps 200 --seeds 0 1 2 --output-dir "$out/smollm2" --data-root "$data" --quiet "${device[@]}"
 fi
