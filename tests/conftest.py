@@ -42,6 +42,9 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     # --precision auto trains in bf16 on CPUs with bf16 instructions: off here, so that no test's
     # outcome depends on the CPU; tests of that path simulate the CPU and ask for it.
     monkeypatch.setenv("ANGLEKIT_AUTO_BF16", "0")
+    # A GGUF file's conversion is kept under the user's cache: tests keep to the GGUF path (and write
+    # nothing there) unless they turn it on with a cache folder of their own (tests/llm/test_gguf_cache.py).
+    monkeypatch.setenv("ANGLEKIT_GGUF_CACHE", "0")
 
 
 @pytest.fixture(scope="session")

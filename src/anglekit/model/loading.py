@@ -23,6 +23,7 @@ from anglekit.errors import ConfigError
 from anglekit.llm.gguf import SUFFIX as GGUF_SUFFIX
 from anglekit.llm.gguf import GGUFSource, dequantize_config, drop_quantization_marker, locate_gguf, require_gguf
 from anglekit.llm.lora import ADAPTER_CONFIG
+from anglekit.model import gguf_cache
 from anglekit.model.checks import (
     ModelFacts,
     check_local_json,
@@ -91,9 +92,16 @@ def model_settings(name: str, gguf: GGUFSource | None, options: LoadOptions) -> 
     from transformers import AutoConfig
 
     if gguf is not None:
-        require_gguf()
+        converted = gguf_cache.ready(gguf) if options.load_in_kbit is None else None
+        if converted is None:
+            require_gguf()
         try:
-            model_config = AutoConfig.from_pretrained(gguf.location, revision=options.revision, trust_remote_code=options.trust_remote_code, **gguf.kwargs())
+            if converted is not None:
+                model_config = AutoConfig.from_pretrained(converted)
+            else:
+                model_config = AutoConfig.from_pretrained(
+                    gguf.location, revision=options.revision, trust_remote_code=options.trust_remote_code, **gguf.kwargs()
+                )
         except (OSError, ValueError) as exc:  # ValueError: an architecture transformers cannot read from GGUF
             raise ConfigError(f"{name}: cannot load GGUF model ({exc})") from exc
         # GGUF holds decoder LLMs (llama.cpp's format); their configs name no architecture.
@@ -134,7 +142,10 @@ def load_backbone(name: str, gguf: GGUFSource | None, model_config: Any, options
 
     kwargs: dict[str, Any] = {"revision": options.revision, "trust_remote_code": options.trust_remote_code}
     location = name
-    if gguf is not None:
+    converted = gguf_cache.ready(gguf) if gguf is not None and options.load_in_kbit is None else None
+    if converted is not None:  # the GGUF file's float32 conversion, saved by an earlier load
+        location, kwargs = str(converted), {}
+    elif gguf is not None:
         location = gguf.location
         kwargs.update(gguf.kwargs())
     model_kwargs = dict(kwargs)
@@ -151,7 +162,7 @@ def load_backbone(name: str, gguf: GGUFSource | None, model_config: Any, options
         if target.type != "cuda":
             raise ConfigError(f"k-bit loading places the model on a CUDA device, got device={device!r}")
         model_kwargs["device_map"] = {"": target.index if target.index is not None else torch.cuda.current_device()}
-    elif gguf is not None and dequantize_config() is not None:
+    elif gguf is not None and converted is None and dequantize_config() is not None:
         model_kwargs["quantization_config"] = dequantize_config()  # plain float weights, as documented
     if gguf is None and Path(name).is_dir():
         check_local_weights(Path(name))
@@ -161,8 +172,11 @@ def load_backbone(name: str, gguf: GGUFSource | None, model_config: Any, options
         tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
     except OSError as exc:
         raise ConfigError(f"{name}: cannot load model ({exc})") from exc
-    if gguf is not None and options.load_in_kbit is None:
+    if gguf is not None and options.load_in_kbit is None and converted is None:
         drop_quantization_marker(backbone)
+        gguf_cache.store(gguf, backbone, tokenizer)
+    elif converted is not None and gguf is not None:  # named as if read from the file (PEFT records it)
+        gguf_cache.name_as_source(backbone, tokenizer, gguf)
     return backbone, tokenizer
 
 

