@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from transformers import AutoModel, AutoTokenizer
 
 from anglekit.llm.gguf import GGUFSource
@@ -41,6 +42,9 @@ def test_the_folder_follows_the_file_and_the_switch(tmp_path, cache, monkeypatch
     file.write_bytes(b"GGUF" + bytes(61))  # another file in the same place: another folder
     assert gguf_cache.cache_folder(source) != folder
     assert gguf_cache.cache_folder(GGUFSource("org/repo", "model.gguf")) is None  # a hub GGUF
+    current = gguf_cache.cache_folder(source)
+    monkeypatch.setattr(transformers, "__version__", "0.0.0")  # another release converts anew
+    assert gguf_cache.cache_folder(source) not in (None, current)
     for off in ("0", "false", "off"):
         monkeypatch.setenv(gguf_cache.ENV, off)
         assert gguf_cache.cache_folder(source) is None

@@ -4,7 +4,8 @@ transformers reads a GGUF file's metadata and vocabulary through the ``gguf`` pa
 load (config, weights, tokenizer) and maps every tensor name anew: about 30 s for SmolLM2-135M on two
 cores, against about 1 s for the same model from safetensors. The first float load of a local GGUF
 file therefore saves what it produced (config, float32 safetensors, tokenizer) under
-``<cache>/gguf/<file stem>-<hash of the file's path, size and modification time>/`` and later loads
+``<cache>/gguf/<file stem>-<hash of the file's path, size, modification time and the transformers
+release>/`` and later loads
 read that folder: the same weights bit for bit, the same tokenizer and config (tests compare the
 fingerprints), so nothing a model computes changes. What a model records as its origin (the base of
 its adapters) stays the GGUF file. A hub GGUF and k-bit loads are not cached. ``ANGLEKIT_GGUF_CACHE=0``
@@ -41,8 +42,10 @@ def cache_folder(gguf: GGUFSource) -> Path | None:
     file = Path(gguf.location) / gguf.filename
     if not file.is_file():
         return None
+    import transformers  # its GGUF reader made the conversion: another release converts anew
+
     stat = file.stat()
-    stamp = f"{file.resolve()}\n{stat.st_size}\n{stat.st_mtime_ns}"
+    stamp = f"{file.resolve()}\n{stat.st_size}\n{stat.st_mtime_ns}\n{transformers.__version__}"
     return cache_dir() / "gguf" / f"{file.stem}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
 
 
