@@ -5,13 +5,13 @@ origin. The real SmolLM2 part is slow (each GGUF load takes tens of seconds here
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 from pathlib import Path
 
 import pytest
 import torch
-import transformers
 from transformers import AutoModel, AutoTokenizer
 
 from anglekit.llm.gguf import GGUFSource
@@ -43,7 +43,8 @@ def test_the_folder_follows_the_file_and_the_switch(tmp_path, cache, monkeypatch
     assert gguf_cache.cache_folder(source) != folder
     assert gguf_cache.cache_folder(GGUFSource("org/repo", "model.gguf")) is None  # a hub GGUF
     current = gguf_cache.cache_folder(source)
-    monkeypatch.setattr(transformers, "__version__", "0.0.0")  # another release converts anew
+    # another release converts anew (the module as imported now: a test before may have re-imported it)
+    monkeypatch.setattr(importlib.import_module("transformers"), "__version__", "0.0.0")
     assert gguf_cache.cache_folder(source) not in (None, current)
     for off in ("0", "false", "off"):
         monkeypatch.setenv(gguf_cache.ENV, off)
