@@ -59,6 +59,7 @@ def test_store_keeps_float32_models_whole_and_refuses_others(tmp_path, cache, ti
     assert gguf_cache.ready(source) is None and not (cache / "gguf").exists()
     folder = gguf_cache.store(source, model.to(torch.float32), tokenizer)
     assert folder is not None and gguf_cache.ready(source) == folder
+    assert gguf_cache.ready(source, load_in_kbit=4) is None  # a k-bit load reads the file
     assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]  # no staging folder left
     again = AutoModel.from_pretrained(folder)
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True))

@@ -49,8 +49,10 @@ def cache_folder(gguf: GGUFSource) -> Path | None:
     return cache_dir() / "gguf" / f"{file.stem}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
 
 
-def ready(gguf: GGUFSource) -> Path | None:
-    """The complete conversion of ``gguf``, or None."""
+def ready(gguf: GGUFSource, load_in_kbit: int | None = None) -> Path | None:
+    """The complete conversion of ``gguf``, or None (always for a k-bit load, which reads the file)."""
+    if load_in_kbit is not None:
+        return None
     folder = cache_folder(gguf)
     return folder if folder is not None and (folder / COMPLETE).is_file() else None
 

@@ -92,7 +92,7 @@ def model_settings(name: str, gguf: GGUFSource | None, options: LoadOptions) -> 
     from transformers import AutoConfig
 
     if gguf is not None:
-        converted = gguf_cache.ready(gguf) if options.load_in_kbit is None else None
+        converted = gguf_cache.ready(gguf, options.load_in_kbit)
         if converted is None:
             require_gguf()
         try:
@@ -142,7 +142,7 @@ def load_backbone(name: str, gguf: GGUFSource | None, model_config: Any, options
 
     kwargs: dict[str, Any] = {"revision": options.revision, "trust_remote_code": options.trust_remote_code}
     location = name
-    converted = gguf_cache.ready(gguf) if gguf is not None and options.load_in_kbit is None else None
+    converted = gguf_cache.ready(gguf, options.load_in_kbit) if gguf is not None else None
     if converted is not None:  # the GGUF file's float32 conversion, saved by an earlier load
         location, kwargs = str(converted), {}
     elif gguf is not None:
