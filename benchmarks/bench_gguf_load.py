@@ -18,6 +18,7 @@ logits to a fixed prompt, hashed).
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import platform
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"gguf file / conversion: median {statistics.median(ratios):.1f}x (per pair {', '.join(f'{r:.1f}' for r in ratios)}); "
           f"one fingerprint: {len(prints) == 1}")  # fmt: skip
     record = {
-        "benchmark": "bench_gguf_load", "load": args.load, "model": MODEL, "threads": args.threads, "repeats": args.repeats,
+        "benchmark": "bench_gguf_load", "date": datetime.date.today().isoformat(), "load": args.load, "model": MODEL, "threads": args.threads, "repeats": args.repeats,
         "first_load_seconds": converting["seconds"], "seconds": seconds, "ratios": ratios,
         "median_ratio": statistics.median(ratios), "same_fingerprint": len(prints) == 1, "fingerprint": sorted(prints),
         "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()},
