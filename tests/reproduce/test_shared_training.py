@@ -234,3 +234,48 @@ def test_a_stored_memo_saves_each_chunk_and_a_new_one_continues_from_them(tmp_pa
     with pytest.warns(UserWarning, match="unreadable shard"):
         np.testing.assert_allclose(third(list(reversed(texts))), real(list(reversed(texts)), 4), atol=1e-6)
     assert asked == []
+
+
+def test_report_only_lists_what_a_run_has_left_in_its_order(tmp_path, tiny_bert_dir, data_root, monkeypatch, capsys):
+    monkeypatch.setattr(tables_module, "NESTED_DIMS", (16, 8))
+    out = tmp_path / "r"
+    argv = ["--seeds", "0", "--output-dir", str(out), "--model", str(tiny_bert_dir), "--data-root", str(data_root), "--max-steps", "2",
+            "--batch-size", "8", "--device", "cpu", "--quiet"]  # fmt: skip
+    config = ReproduceConfig(seeds=(0,), output_dir=str(out), model=str(tiny_bert_dir), data_root=str(data_root), max_steps=2, batch_size=8,
+                             device="cpu", quiet=True)  # fmt: skip
+    first = reproduce(["ese"], config)  # zero-shot, AnglE, AnglE + ESE
+    assert (first.ran, first.pending) == (3, [])
+    angle = next(json.loads(p.read_text()) for p in (out / "cells").glob("train-*.json") if json.loads(p.read_text())["row"].startswith("AnglE ("))
+    real = scoring.ModelScorer.__call__
+
+    def dying(*args, **kwargs):  # the objectives table's first training is cut short while scored
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scoring.ModelScorer, "__call__", dying)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce(["objectives"], config)
+    monkeypatch.setattr(scoring.ModelScorer, "__call__", real)
+    calls = _count_trainings(monkeypatch)
+    code, _, err = helpers.run_cli(["reproduce", "objectives", "ese", *argv, "--report-only"], capsys)
+    assert code == 0 and calls == []
+    lines = err.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("not run yet:")))
+    listed = [line.strip() for line in lines[start + 1 :] if line.startswith("  ")]
+    # the zero-shot cell was scored before the cut; 9 training rows, "all" trains the model of ese's finished AnglE cell
+    assert lines[start] == "not run yet: 9 cells: 9 trainings, in the order a run takes them:"
+    assert len(listed) == 9 and all(line.startswith("objectives: ") for line in listed)
+    assert listed[0].startswith("objectives: all: cosine + ibn + angle / STS-B / seed 0 (train-s0-")
+    assert listed[0].endswith(
+        f"trained; its scoring continues; finished cell {angle['cell']} trained the same model (only the cells of one run share a training)"
+    )
+    assert all(line.endswith("trains from the start") for line in listed[1:])
+    result = reproduce(["objectives", "ese"], ReproduceConfig(**{**config.__dict__, "report_only": True}))
+    assert [p.keys[0] for p in result.pending][0] == listed[0].split("(")[-2].split(")")[0]
+    assert sum(p.trains for p in result.pending) == 9 and result.pending[0].resume_step == 2 and result.pending[0].trained
+    assert not any(p.trained or p.resume_step is not None for p in result.pending[1:])
+    assert calls == []
+    second = reproduce(["objectives", "ese"], config)  # the announcement says the same
+    assert second.ran == 9 and len(calls) == 9
+    cut = json.loads((out / "cells" / f"{result.pending[0].keys[0]}.json").read_text())
+    assert cut["training"]["resumed_from_step"] == 2  # train() only reloaded its finished run
+    assert f"finished cell {angle['cell']} trained the same model, trained again here" in capsys.readouterr().err

@@ -42,5 +42,15 @@ def run(args: argparse.Namespace) -> int:
     tail = f"cells: {result.ran} run, {result.reused} reused"
     if result.missing:
         tail += f", {result.missing} not run yet (--report-only)"
+        trainings = sum(p.trains for p in result.pending)
+        untrained = len(result.pending) - trainings
+        parts = [_count(trainings, "training")] + ([_count(untrained, "cell that trains nothing", "cells that train nothing")] if untrained else [])
+        print(f"not run yet: {_count(result.missing, 'cell')}: {', '.join(parts)}, in the order a run takes them:", file=sys.stderr)
+        for item in result.pending:
+            print(f"  {item.describe()}", file=sys.stderr)
     print(f"{tail}; report: {result.report}", file=sys.stderr)
     return 0
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"

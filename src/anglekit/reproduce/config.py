@@ -67,7 +67,10 @@ class ReproduceConfig:
         "from its last checkpoint on the next run instead of starting over.",
     )
     keep_models: bool = setting(False, help="Keep each cell's trained model (hundreds of MB each); default: delete it once scored.")
-    report_only: bool = setting(False, help="Write the reports from the finished cells; train nothing.")
+    report_only: bool = setting(
+        False,
+        help="Write the reports from the finished cells and list what a run has left (each training, the cells scored on it, the step it continues from); train nothing.",
+    )
     quiet: bool = setting(False, help="No progress bars inside cells.")
 
     def __post_init__(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -38,6 +39,42 @@ class ReproduceResult:
     ran: int
     reused: int
     missing: int
+    pending: list[Pending] = dataclasses.field(default_factory=list)
+    """With ``report_only``: what a run would do, one entry per training (or untrained cell), in order."""
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Work a run has left: one training and every unfinished cell scored on it (the cell that trains
+    first), or one cell that trains nothing."""
+
+    cells: tuple[str, ...]
+    """``table: row / task / seed N`` of each cell, the one that trains first."""
+    keys: tuple[str, ...]
+    trains: bool
+    resume_step: int | None
+    """The step its interrupted run continues from (None: from the start)."""
+    trained: bool
+    """Its training finished (results and model saved); only the scoring is left."""
+    retrains: str | None
+    """A finished cell of the same training: only the cells of one run share a training, so it trains again."""
+
+    def describe(self) -> str:
+        """One line: what runs, from where."""
+        what = f"{self.cells[0]} ({self.keys[0]})"
+        if len(self.cells) > 1:
+            what += f", also scoring {'; '.join(self.cells[1:])}"
+        if not self.trains:
+            return f"{what}: trains nothing"
+        if self.trained:
+            state = "trained; its scoring continues"
+        elif self.resume_step is not None:
+            state = f"continues from step {self.resume_step}"
+        else:
+            state = "trains from the start"
+        return f"{what}: {state}" + (
+            f"; finished cell {self.retrains} trained the same model (only the cells of one run share a training)" if self.retrains else ""
+        )
 
 
 def data_root(given: str | None) -> Path:
@@ -186,6 +223,46 @@ def _training_groups(todo: Iterable[Cell]) -> dict[str, list[Cell]]:
     return {cell.key(): members for members in by_identity.values() for cell in members}
 
 
+def _finished_trainings(planned: Sequence[tuple[str, list[tuple[Cell, str]]]], todo: dict[str, Cell]) -> dict[str, str]:
+    """Training identity -> the first finished cell of the plan that trained it (or was scored on it)."""
+    out: dict[str, str] = {}
+    for _, cells in planned:
+        for cell, _ in cells:
+            identity = None if cell.key() in todo else training_identity(cell)
+            if identity is not None:
+                out.setdefault(identity, cell.key())
+    return out
+
+
+def pending_work(planned: Sequence[tuple[str, list[tuple[Cell, str]]]], todo: dict[str, Cell], cells_dir: Path) -> list[Pending]:
+    """What a run of ``planned`` would do with its unfinished cells ``todo``, in the order it would."""
+    tables = {}
+    for name, cells in planned:
+        for cell, _ in cells:
+            tables.setdefault(cell.key(), name)
+    groups, finished = _training_groups(todo.values()), _finished_trainings(planned, todo)
+    out: list[Pending] = []
+    seen: set[str] = set()
+    for _, cells in planned:
+        for cell, _ in cells:
+            if cell.key() not in todo or cell.key() in seen:
+                continue
+            members = groups.get(cell.key(), [cell])
+            seen.update(c.key() for c in members)
+            lead = _lead(members, cells_dir)
+            ordered = [lead, *(c for c in members if c.key() != lead.key())]
+            identity = training_identity(lead)
+            run_dir = cells_dir / f"{lead.key()}.run"
+            out.append(Pending(
+                cells=tuple(f"{tables[c.key()]}: {c.row.name} / {c.task.name}" + (f" / seed {c.seed}" if c.seed is not None else "") for c in ordered),
+                keys=tuple(c.key() for c in ordered), trains=identity is not None,
+                resume_step=resume_step(run_dir) if identity is not None else None,
+                trained=identity is not None and (run_dir / "results.json").is_file() and (run_dir / "model").is_dir(),
+                retrains=finished.get(identity) if identity is not None else None,
+            ))  # fmt: skip
+    return out
+
+
 def _lead(members: Sequence[Cell], cells_dir: Path) -> Cell:
     """The member whose interrupted run is furthest on (the first one when none is) trains for all."""
     steps = [resume_step(cells_dir / f"{c.key()}.run") for c in members]
@@ -204,6 +281,7 @@ class _Work:
             for cell, metric in cells:
                 self.metrics.setdefault(cell.key(), metric)
         self.groups = _training_groups(todo.values()) if groups else {}
+        self.finished = _finished_trainings(planned, todo) if groups else {}
         self.cells_dir, self.config, self.root = cells_dir, config, root
         self.total, self.started = len(todo), time.perf_counter()
         self.ran: set[str] = set()
@@ -229,6 +307,9 @@ class _Work:
         if done:
             eta = f", about {(time.perf_counter() - self.started) / done * (self.total - done) / 60:.0f} min left"
         also = f"; its training also scores {', '.join(f'{c.row.name} / {c.task.name}' for c, _ in sharing)}" if sharing else ""
+        again = self.finished.get(training_identity(lead) or "")
+        if again is not None:
+            also += f"; finished cell {again} trained the same model, trained again here (only the cells of one run share a training)"
         span = f"{done + 1}" if count == 1 else f"{done + 1}-{done + count}"
         seed = f" / seed {lead.seed}" if lead.seed is not None else ""
         print(f"[reproduce {table}] cell {span}/{self.total}: {lead.row.name} / {lead.task.name}{seed}{also}{eta}", file=sys.stderr, flush=True)
@@ -292,7 +373,7 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
         print(f"[reproduce] cell {old} is now {new} (its key follows the current rule: no execution settings, data paths from the data root)", file=sys.stderr)
     data, options = prepare_data(names, config, protocol, root, out / "data")
     specs = build_tables(data, options)
-    reused = missing = 0
+    reused = 0
     summaries = []
     with _data_env(root):
         model = protocol.model_name() if config.report_only else prepare_start(protocol, out)
@@ -301,8 +382,8 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
             for cell, _ in cells:
                 adopt_legacy_run(cell, cells_dir)
         todo = {c.key(): c for _, cells in planned for c, _ in cells if read_cell(cells_dir / f"{c.key()}.json") is None}
-        if config.report_only:
-            missing = len(todo)
+        pending = pending_work(planned, todo, cells_dir) if config.report_only else []
+        missing = len(todo) if config.report_only else 0
         work = _Work(planned, todo, cells_dir, config, str(root), groups=not config.report_only)
         for name, cells in planned:
             records = []
@@ -318,4 +399,4 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
     command = command or f"anglekit reproduce {' '.join(names)} --seeds {' '.join(map(str, config.seeds))} --output-dir {out}"
     report = out / "report.md"
     atomic_write_text(report, render_report(summaries, protocol, config.seeds, command))
-    return ReproduceResult(out, report, summaries, len(work.ran), reused, missing)
+    return ReproduceResult(out, report, summaries, len(work.ran), reused, missing, pending)
