@@ -279,3 +279,11 @@ def test_report_only_lists_what_a_run_has_left_in_its_order(tmp_path, tiny_bert_
     cut = json.loads((out / "cells" / f"{result.pending[0].keys[0]}.json").read_text())
     assert cut["training"]["resumed_from_step"] == 2  # train() only reloaded its finished run
     assert f"finished cell {angle['cell']} trained the same model, trained again here" in capsys.readouterr().err
+    records = {(r["task"], r["row"]): r for r in (json.loads(p.read_text()) for p in (out / "cells").glob("*.json"))}
+    again = records[("STS-B", "all: cosine + ibn + angle")]
+    # trained in two runs, the same model: every record names the fingerprint of the model it scored
+    assert again["model_fingerprint"] == angle["model_fingerprint"] and again["model_fingerprint"].startswith("v2-")
+    assert records[("STS-B", "without angle")]["model_fingerprint"] not in (None, angle["model_fingerprint"])
+    zero = records[("STS-B", "zero-shot (no training)")]
+    evaluation = zero["spec"]["evaluation"]
+    assert zero["model_fingerprint"] == scoring.load_embedder(evaluation["model"], evaluation).fingerprint() != angle["model_fingerprint"]

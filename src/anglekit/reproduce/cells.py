@@ -330,11 +330,13 @@ def run_cell(
 
         metrics = scoring.score(GloveEncoder(), cell.task, cell.evaluation, data_root, metric)
     elif cell.row.kind == "zero-shot":
+        embedder = scoring.load_embedder(cell.evaluation["model"], cell.evaluation)
         if cell.task.evaluation == "nested":
-            metrics = scoring.score_nested(cell.evaluation["model"], cell.task, cell.evaluation, data_root)
+            memo = scoring.TextMemo(embedder, cell.evaluation["batch_size"])
+            metrics = scoring.score_nested(cell.evaluation["model"], cell.task, cell.evaluation, data_root, memo)
         else:
-            embedder = scoring.load_embedder(cell.evaluation["model"], cell.evaluation)
             metrics = scoring.score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell.task, cell.evaluation, data_root, metric)
+        record["model_fingerprint"] = embedder.fingerprint()
     else:
         return _run_training(cell, folder, metric=metric, data_root=data_root, keep_model=keep_model, quiet=quiet,
                              checkpoint_steps=checkpoint_steps, sharing=sharing, started=started)  # fmt: skip
@@ -404,7 +406,8 @@ def _run_training(
         own = member.key() == cell.key()
         seconds = time.perf_counter() - (started if own else scored_from)
         records.append({**_header(member), "training": training if own else {**training, "shared_with": cell.key()}, **shared,
-                        "status": "done", "metrics": metrics, "seconds": round(seconds, 1)})  # fmt: skip
+                        "model_fingerprint": scorer.fingerprint(member.evaluation), "status": "done", "metrics": metrics,
+                        "seconds": round(seconds, 1)})  # fmt: skip
     for member_record in records:  # written once every member is scored
         atomic_write_json(folder / f"{member_record['cell']}.json", member_record)
     for member, _ in sharing:  # an interrupted run of a member's own is the same training: not needed now

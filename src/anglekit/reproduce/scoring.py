@@ -54,11 +54,19 @@ class TextMemo:
         self.embedder, self.batch_size = embedder, batch_size
         self.vectors: dict[str, Any] = {}
         self.cached: Any = None
+        self._fingerprint: str | None = None
         if store is not None:
             from anglekit.evaluation.cache import CachedEncoder, EmbeddingCache
 
-            cache = EmbeddingCache(store, fingerprint=embedder.fingerprint(), max_length=embedder.config.max_length)
+            cache = EmbeddingCache(store, fingerprint=self.fingerprint, max_length=embedder.config.max_length)
             self.cached = CachedEncoder(lambda texts: embedder.encode(list(texts), batch_size), cache, flush_every=chunk)
+
+    @property
+    def fingerprint(self) -> str:
+        """The embedder's fingerprint (computed once): which model, with which settings, made the vectors."""
+        if self._fingerprint is None:
+            self._fingerprint = self.embedder.fingerprint()
+        return self._fingerprint
 
     def __call__(self, texts: Sequence[str], truncate_dim: int | None = None) -> Any:
         import numpy as np
@@ -122,3 +130,8 @@ class ModelScorer:
         if task.evaluation == "nested":
             return score_nested(self.model_dir, task, evaluation, data_root, self.memos[settings])
         return score(self.memos[settings], task, evaluation, data_root, metric)
+
+    def fingerprint(self, evaluation: dict[str, Any]) -> str | None:
+        """The fingerprint of the model as ``evaluation``'s settings embed with it (None before it scored with them)."""
+        memo = self.memos.get(tuple(evaluation.get(k) for k in ("pooling", "max_length", "device", "prompt")))
+        return None if memo is None else memo.fingerprint
