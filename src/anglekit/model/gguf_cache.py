@@ -11,7 +11,9 @@ fingerprints), so nothing a model computes changes. What a model records as its 
 its adapters) stays the GGUF file. The in-process generation backend (``anglekit generate --llm
 hf:...``) reads and makes the same conversion when the LM head is tied to the embeddings, as
 SmolLM2's is (:func:`ready_causal`). A hub GGUF and k-bit loads are not cached.
-``ANGLEKIT_GGUF_CACHE=0`` turns the cache off; deleting the folder is always safe.
+``ANGLEKIT_GGUF_CACHE=0`` turns the cache off; deleting the folder is always safe. A conversion that
+would leave less than :data:`SPARE_BYTES` free is not kept, and a new conversion of a changed file
+deletes those of its earlier states.
 """
 
 from __future__ import annotations
@@ -37,18 +39,31 @@ COMPLETE = ".complete"
 """Written last: a folder without it (a conversion cut short) is never read."""
 
 
-def cache_folder(gguf: GGUFSource) -> Path | None:
-    """Where the conversion of ``gguf`` lives; None when it is not a local file or the cache is off."""
-    if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
-        return None
+SPARE_BYTES = 1 << 30
+"""Free space a conversion leaves on its disk: with less, it is not kept (the load goes on)."""
+
+
+def _stamp(gguf: GGUFSource) -> dict[str, Any] | None:
+    """What a conversion is of: the file (resolved), its size and modification time, and the
+    transformers release whose GGUF reader made it; None when ``gguf`` is not a local file."""
     file = Path(gguf.location) / gguf.filename
     if not file.is_file():
         return None
     import transformers  # its GGUF reader made the conversion: another release converts anew
 
     stat = file.stat()
-    stamp = f"{file.resolve()}\n{stat.st_size}\n{stat.st_mtime_ns}\n{transformers.__version__}"
-    return cache_dir() / "gguf" / f"{file.stem}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
+    return {"file": str(file.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "transformers": transformers.__version__}
+
+
+def cache_folder(gguf: GGUFSource) -> Path | None:
+    """Where the conversion of ``gguf`` lives; None when it is not a local file or the cache is off."""
+    if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    stamp = _stamp(gguf)
+    if stamp is None:
+        return None
+    key = "\n".join(str(stamp[k]) for k in ("file", "size", "mtime_ns", "transformers"))
+    return cache_dir() / "gguf" / f"{Path(gguf.filename).stem}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
 def ready(gguf: GGUFSource, load_in_kbit: int | None = None) -> Path | None:
@@ -85,6 +100,11 @@ def store(gguf: GGUFSource, backbone: Any, tokenizer: Any) -> Path | None:
         return None  # another dtype (or packed weights) would not reload as this file's float32 weights
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
+        needed, free = sum(p.numel() * 4 for p in params), shutil.disk_usage(folder.parent).free
+        if free - needed < SPARE_BYTES:
+            logger.warning("not keeping the conversion of %s: it needs %.1f GB and %.1f GB is free in %s (1 GB is left spare); "
+                           "it is read from the GGUF file again next time", gguf.filename, needed / 1e9, free / 1e9, folder.parent)  # fmt: skip
+            return None
         staging = staging_dir(folder, prefix=f".{folder.name}.")
         try:
             architectures = backbone.config.architectures  # save_pretrained sets it; the GGUF's config has none
@@ -95,16 +115,40 @@ def store(gguf: GGUFSource, backbone: Any, tokenizer: Any) -> Path | None:
             saved = json.loads((staging / "config.json").read_text(encoding="utf-8"))
             (staging / "config.json").write_text(json.dumps({**saved, "architectures": architectures}, indent=2), encoding="utf-8")
             tokenizer.save_pretrained(staging)
-            (staging / COMPLETE).write_text(f"{Path(gguf.location) / gguf.filename}\n", encoding="utf-8")
+            (staging / COMPLETE).write_text(json.dumps(_stamp(gguf)) + "\n", encoding="utf-8")
             if not folder.exists():
                 os.replace(staging, folder)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        _drop_outdated(gguf, folder)
     except (OSError, RuntimeError, ValueError) as exc:  # the load itself succeeded: never fail it here
         logger.warning("could not keep the conversion of %s in %s (%s); it is read from the GGUF file again next time", gguf.filename, folder, exc)
         return None
     logger.info("%s converted once into %s; later loads read it", gguf.filename, folder)
     return folder
+
+
+def _drop_outdated(gguf: GGUFSource, current: Path) -> None:
+    """Delete the conversions of an earlier state of ``gguf``'s file (the same path, another size or
+    modification time): no load can read them again. Those of another transformers release stay
+    (another environment may share the cache), and so does anything unreadable."""
+    stamp = _stamp(gguf)
+    if stamp is None:
+        return
+    for other in current.parent.glob(f"{Path(gguf.filename).stem}-*"):
+        if other == current or not other.is_dir():
+            continue
+        try:
+            recorded = json.loads((other / COMPLETE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # being written, cut short, or from before the stamp was recorded
+        if (
+            isinstance(recorded, dict)
+            and recorded.get("file") == stamp["file"]
+            and (recorded.get("size"), recorded.get("mtime_ns")) != (stamp["size"], stamp["mtime_ns"])
+        ):
+            shutil.rmtree(other, ignore_errors=True)
+            logger.info("deleted %s, the conversion of an earlier state of %s", other, stamp["file"])
 
 
 def name_as_source(backbone: Any, tokenizer: Any, gguf: GGUFSource) -> None:
