@@ -55,7 +55,12 @@ def test_a_lora_cell_records_its_merged_scoring_and_a_full_model_cell_does_not(t
     table = build_tables(data, {})["objectives"]
     row = next(r for r in table.rows if r.name == "only cosine")
     lora = make_cell(row, table.tasks[0], 0, make_protocol("cpu", start="smollm2", model=str(tiny_llama_dir), max_steps=1, device="cpu"), str(tiny_llama_dir))
-    record = run_cell(lora, tmp_path / "lora", metric=table.metrics[0], data_root=str(root))
+    record = run_cell(lora, tmp_path / "lora", metric=table.metrics[0], data_root=str(root), keep_model=True)
     assert record["status"] == "done" and record["scoring"] == {"lora": "merged"}
+    kept = Embedder.from_pretrained(
+        record["model_dir"], pooling="last_token", max_length=lora.evaluation["max_length"], device="cpu", prompt=lora.evaluation["prompt"]
+    )
+    # the record names the model as stored (adapters unmerged: what 'anglekit fingerprint' gives), not the merged floats
+    assert kept.has_lora and record["model_fingerprint"] == kept.fingerprint() != kept.merge_lora().fingerprint()
     full = make_cell(row, table.tasks[0], 0, make_protocol("cpu", model=str(tiny_bert_dir), max_steps=1, batch_size=8, device="cpu"), str(tiny_bert_dir))
     assert "scoring" not in run_cell(full, tmp_path / "full", metric=table.metrics[0], data_root=str(root))

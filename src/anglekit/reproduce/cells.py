@@ -330,13 +330,12 @@ def run_cell(
 
         metrics = scoring.score(GloveEncoder(), cell.task, cell.evaluation, data_root, metric)
     elif cell.row.kind == "zero-shot":
-        embedder = scoring.load_embedder(cell.evaluation["model"], cell.evaluation)
+        embedder, record["model_fingerprint"] = scoring.load_identified(cell.evaluation["model"], cell.evaluation)
         if cell.task.evaluation == "nested":
             memo = scoring.TextMemo(embedder, cell.evaluation["batch_size"])
             metrics = scoring.score_nested(cell.evaluation["model"], cell.task, cell.evaluation, data_root, memo)
         else:
             metrics = scoring.score(lambda t: embedder.encode(t, cell.evaluation["batch_size"]), cell.task, cell.evaluation, data_root, metric)
-        record["model_fingerprint"] = embedder.fingerprint()
     else:
         return _run_training(cell, folder, metric=metric, data_root=data_root, keep_model=keep_model, quiet=quiet,
                              checkpoint_steps=checkpoint_steps, sharing=sharing, started=started)  # fmt: skip

@@ -99,6 +99,15 @@ def score(encode: Any, task: Task, evaluation: dict[str, Any], data_root: str | 
     raise ConfigError(f"unknown evaluation {task.evaluation!r}")
 
 
+def load_identified(model: str, evaluation: dict[str, Any]) -> tuple[Any, str]:
+    """:func:`load_embedder`'s model and the fingerprint of ``model`` as stored (with its adapters
+    unmerged, as ``anglekit fingerprint MODEL`` gives it): merged weights are floats computed on this
+    machine, which a fingerprint never hashes (:mod:`anglekit.model.identity`)."""
+    embedder = _load(model, evaluation)
+    identity = embedder.fingerprint()
+    return (embedder.merge_lora() if embedder.has_lora else embedder), identity
+
+
 def load_embedder(model: str, evaluation: dict[str, Any], layer: int | None = None) -> Any:
     """``model`` as the cell's ``evaluation`` settings embed with (pooling, max length, device, prompt).
 
@@ -106,13 +115,18 @@ def load_embedder(model: str, evaluation: dict[str, Any], layer: int | None = No
     model, the merged weights embed the same to float rounding (a test pins it), and the adapters'
     extra matrix products, small and many, cost SmolLM2 1.16x on 2 idle CPU cores and 1.6x on
     cores shared with another process (``benchmarks/bench_lora_merge.py``)."""
+    embedder = _load(model, evaluation, layer)
+    return embedder.merge_lora() if embedder.has_lora else embedder
+
+
+def _load(model: str, evaluation: dict[str, Any], layer: int | None = None) -> Any:
+    """``model`` as stored (adapters unmerged), with the cell's embedding settings."""
     from anglekit.model.embedder import Embedder
 
-    embedder = Embedder.from_pretrained(
+    return Embedder.from_pretrained(
         model, pooling=evaluation["pooling"], max_length=evaluation["max_length"], device=evaluation["device"],
         prompt=evaluation.get("prompt"), layer=layer,
     )  # fmt: skip
-    return embedder.merge_lora() if embedder.has_lora else embedder
 
 
 class ModelScorer:
@@ -122,16 +136,18 @@ class ModelScorer:
     def __init__(self, model_dir: str, store: Path | None = None) -> None:
         self.model_dir, self.store = model_dir, store
         self.memos: dict[tuple[Any, ...], TextMemo] = {}
+        self.identities: dict[tuple[Any, ...], str] = {}
 
     def __call__(self, task: Task, evaluation: dict[str, Any], data_root: str | None, metric: str) -> dict[str, float]:
         settings = tuple(evaluation.get(k) for k in ("pooling", "max_length", "device", "prompt"))
         if settings not in self.memos:
-            self.memos[settings] = TextMemo(load_embedder(self.model_dir, evaluation), evaluation["batch_size"], store=self.store)
+            embedder, self.identities[settings] = load_identified(self.model_dir, evaluation)
+            self.memos[settings] = TextMemo(embedder, evaluation["batch_size"], store=self.store)
         if task.evaluation == "nested":
             return score_nested(self.model_dir, task, evaluation, data_root, self.memos[settings])
         return score(self.memos[settings], task, evaluation, data_root, metric)
 
     def fingerprint(self, evaluation: dict[str, Any]) -> str | None:
-        """The fingerprint of the model as ``evaluation``'s settings embed with it (None before it scored with them)."""
-        memo = self.memos.get(tuple(evaluation.get(k) for k in ("pooling", "max_length", "device", "prompt")))
-        return None if memo is None else memo.fingerprint
+        """The fingerprint of the model as stored, embedding with ``evaluation``'s settings (None before
+        it scored with them): :func:`load_identified`."""
+        return self.identities.get(tuple(evaluation.get(k) for k in ("pooling", "max_length", "device", "prompt")))
