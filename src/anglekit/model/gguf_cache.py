@@ -18,6 +18,7 @@ deletes those of its earlier states.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import logging
@@ -135,7 +136,7 @@ def _drop_outdated(gguf: GGUFSource, current: Path) -> None:
     stamp = _stamp(gguf)
     if stamp is None:
         return
-    for other in current.parent.glob(f"{Path(gguf.filename).stem}-*"):
+    for other in current.parent.glob(f"{glob.escape(Path(gguf.filename).stem)}-*"):
         if other == current or not other.is_dir():
             continue
         try:

@@ -15,10 +15,13 @@ import hashlib
 import threading
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anglekit.errors import ConfigError
 from anglekit.generation.backends import Completion, GenerationParams
+
+if TYPE_CHECKING:
+    from anglekit.llm.gguf import GGUFSource
 
 BATCH_WAIT_S = 0.05
 """How long the batcher waits for more requests before running a batch that is not full."""
@@ -88,7 +91,7 @@ def load_causal_lm(
     return model, tokenizer
 
 
-def _after_gguf_load(model: Any, tokenizer: Any, gguf: Any, converted: Path | None) -> None:
+def _after_gguf_load(model: Any, tokenizer: Any, gguf: GGUFSource, converted: Path | None) -> None:
     """Name a model read from its conversion as if read from ``gguf``; keep the conversion of one read
     from the file (float32, its LM head tied: then the base model is the whole model)."""
     from anglekit.llm.gguf import drop_quantization_marker
