@@ -54,19 +54,11 @@ class TextMemo:
         self.embedder, self.batch_size = embedder, batch_size
         self.vectors: dict[str, Any] = {}
         self.cached: Any = None
-        self._fingerprint: str | None = None
         if store is not None:
             from anglekit.evaluation.cache import CachedEncoder, EmbeddingCache
 
-            cache = EmbeddingCache(store, fingerprint=self.fingerprint, max_length=embedder.config.max_length)
+            cache = EmbeddingCache(store, fingerprint=embedder.fingerprint(), max_length=embedder.config.max_length)
             self.cached = CachedEncoder(lambda texts: embedder.encode(list(texts), batch_size), cache, flush_every=chunk)
-
-    @property
-    def fingerprint(self) -> str:
-        """The embedder's fingerprint (computed once): which model, with which settings, made the vectors."""
-        if self._fingerprint is None:
-            self._fingerprint = self.embedder.fingerprint()
-        return self._fingerprint
 
     def __call__(self, texts: Sequence[str], truncate_dim: int | None = None) -> Any:
         import numpy as np
@@ -139,7 +131,7 @@ class ModelScorer:
         self.identities: dict[tuple[Any, ...], str] = {}
 
     def __call__(self, task: Task, evaluation: dict[str, Any], data_root: str | None, metric: str) -> dict[str, float]:
-        settings = tuple(evaluation.get(k) for k in ("pooling", "max_length", "device", "prompt"))
+        settings = _settings(evaluation)
         if settings not in self.memos:
             embedder, self.identities[settings] = load_identified(self.model_dir, evaluation)
             self.memos[settings] = TextMemo(embedder, evaluation["batch_size"], store=self.store)
@@ -150,4 +142,9 @@ class ModelScorer:
     def fingerprint(self, evaluation: dict[str, Any]) -> str | None:
         """The fingerprint of the model as stored, embedding with ``evaluation``'s settings (None before
         it scored with them): :func:`load_identified`."""
-        return self.identities.get(tuple(evaluation.get(k) for k in ("pooling", "max_length", "device", "prompt")))
+        return self.identities.get(_settings(evaluation))
+
+
+def _settings(evaluation: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes one embedding of a model differ from another in a cell's evaluation settings."""
+    return tuple(evaluation.get(k) for k in ("pooling", "max_length", "device", "prompt"))
