@@ -263,6 +263,14 @@ def resume_step(run_dir: Path) -> int | None:
     return None if last is None else int(last.name.removeprefix("checkpoint-"))
 
 
+def training_finished(run_dir: Path) -> bool:
+    """Whether the training in ``run_dir`` finished (as ``train`` judges it when resumed: results and
+    model saved, no checkpoint past them missing), so only the scoring of its cells is left."""
+    from anglekit.training.run import finished_result
+
+    return run_dir.is_dir() and finished_result(run_dir) is not None
+
+
 def _lacking(cell: Cell) -> str | None:
     """What a cell lacks to run ("training" or "test" data), or None."""
     if cell.row.kind == "train" and cell.train is None:

@@ -19,7 +19,18 @@ from typing import Any
 
 from anglekit.errors import ConfigError
 from anglekit.io.atomic import atomic_path, atomic_write_json, atomic_write_text
-from anglekit.reproduce.cells import Cell, adopt_legacy_run, make_cell, probe_steps, read_cell, rename_to_current_keys, resume_step, run_cell, training_identity
+from anglekit.reproduce.cells import (
+    Cell,
+    adopt_legacy_run,
+    make_cell,
+    probe_steps,
+    read_cell,
+    rename_to_current_keys,
+    resume_step,
+    run_cell,
+    training_finished,
+    training_identity,
+)
 from anglekit.reproduce.charts import render_chart
 from anglekit.reproduce.config import ReproduceConfig, expand_tables
 from anglekit.reproduce.protocol import Protocol, make_protocol, prepare_start
@@ -257,7 +268,7 @@ def pending_work(planned: Sequence[tuple[str, list[tuple[Cell, str]]]], todo: di
                 cells=tuple(f"{tables[c.key()]}: {c.row.name} / {c.task.name}" + (f" / seed {c.seed}" if c.seed is not None else "") for c in ordered),
                 keys=tuple(c.key() for c in ordered), trains=identity is not None,
                 resume_step=resume_step(run_dir) if identity is not None else None,
-                trained=identity is not None and (run_dir / "results.json").is_file() and (run_dir / "model").is_dir(),
+                trained=identity is not None and training_finished(run_dir),
                 retrains=finished.get(identity) if identity is not None else None,
             ))  # fmt: skip
     return out

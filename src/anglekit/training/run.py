@@ -180,7 +180,7 @@ def _prepare_output_dir(config: TrainerSection) -> str | None:
     return None
 
 
-def _finished_result(out: Path) -> TrainResult | None:
+def finished_result(out: Path) -> TrainResult | None:
     """The result of the run in ``out`` when it finished: results.json and the model are there and
     no checkpoint is missing after them (a run cut back to an earlier checkpoint is not finished).
     Its folders are ``out`` and ``out/model`` whatever results.json says (the run may have moved)."""
@@ -393,7 +393,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
 
     plans = check(config)
     run, data = config.trainer, config.data
-    finished = _finished_result(Path(run.output_dir)) if run.resume else None
+    finished = finished_result(Path(run.output_dir)) if run.resume else None
     if finished is not None:
         logger.info("%s: the run is complete; nothing to resume", run.output_dir)
         return finished
