@@ -56,15 +56,22 @@ def _stamp(gguf: GGUFSource) -> dict[str, Any] | None:
     return {"file": str(file.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "transformers": transformers.__version__}
 
 
-def cache_folder(gguf: GGUFSource) -> Path | None:
-    """Where the conversion of ``gguf`` lives; None when it is not a local file or the cache is off."""
+def _located(gguf: GGUFSource) -> tuple[Path, dict[str, Any]] | None:
+    """The conversion folder of ``gguf`` with its :func:`_stamp`; None when it is not a local file or
+    the cache is off."""
     if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return None
     stamp = _stamp(gguf)
     if stamp is None:
         return None
     key = "\n".join(str(stamp[k]) for k in ("file", "size", "mtime_ns", "transformers"))
-    return cache_dir() / "gguf" / f"{Path(gguf.filename).stem}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    return cache_dir() / "gguf" / f"{Path(gguf.filename).stem}-{hashlib.sha256(key.encode()).hexdigest()[:16]}", stamp
+
+
+def cache_folder(gguf: GGUFSource) -> Path | None:
+    """Where the conversion of ``gguf`` lives; None when it is not a local file or the cache is off."""
+    located = _located(gguf)
+    return None if located is None else located[0]
 
 
 def ready(gguf: GGUFSource, load_in_kbit: int | None = None) -> Path | None:
@@ -93,8 +100,11 @@ def store(gguf: GGUFSource, backbone: Any, tokenizer: Any) -> Path | None:
     """Save a float32 ``backbone`` and its ``tokenizer`` loaded from ``gguf`` as its conversion; the
     folder appears whole or not at all (two processes converting at once keep the first). A failure
     to write is logged and loses nothing: the next load reads the GGUF file again."""
-    folder = cache_folder(gguf)
-    if folder is None or (folder / COMPLETE).is_file():
+    located = _located(gguf)
+    if located is None:
+        return None
+    folder, stamp = located
+    if (folder / COMPLETE).is_file():
         return folder
     params = list(backbone.parameters())
     if not params or any(p.dtype != torch.float32 for p in params):
@@ -116,12 +126,12 @@ def store(gguf: GGUFSource, backbone: Any, tokenizer: Any) -> Path | None:
             saved = json.loads((staging / "config.json").read_text(encoding="utf-8"))
             (staging / "config.json").write_text(json.dumps({**saved, "architectures": architectures}, indent=2), encoding="utf-8")
             tokenizer.save_pretrained(staging)
-            (staging / COMPLETE).write_text(json.dumps(_stamp(gguf)) + "\n", encoding="utf-8")
+            (staging / COMPLETE).write_text(json.dumps(stamp) + "\n", encoding="utf-8")
             if not folder.exists():
                 os.replace(staging, folder)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        _drop_outdated(gguf, folder)
+        _drop_outdated(stamp, folder)
     except (OSError, RuntimeError, ValueError) as exc:  # the load itself succeeded: never fail it here
         logger.warning("could not keep the conversion of %s in %s (%s); it is read from the GGUF file again next time", gguf.filename, folder, exc)
         return None
@@ -129,14 +139,13 @@ def store(gguf: GGUFSource, backbone: Any, tokenizer: Any) -> Path | None:
     return folder
 
 
-def _drop_outdated(gguf: GGUFSource, current: Path) -> None:
-    """Delete the conversions of an earlier state of ``gguf``'s file (the same path, another size or
-    modification time): no load can read them again. Those of another transformers release stay
-    (another environment may share the cache), and so does anything unreadable."""
-    stamp = _stamp(gguf)
-    if stamp is None:
-        return
-    for other in current.parent.glob(f"{glob.escape(Path(gguf.filename).stem)}-*"):
+def _drop_outdated(stamp: dict[str, Any], current: Path) -> None:
+    """Delete the conversions of an earlier state of the file ``stamp`` describes (the same path,
+    another size or modification time), beside its ``current`` one: no load can read them again.
+    Those of another transformers release stay (another environment may share the cache), and so
+    does anything unreadable."""
+    stem = current.name.rsplit("-", 1)[0]  # the folders of one file name share it (:func:`_located`)
+    for other in current.parent.glob(f"{glob.escape(stem)}-*"):
         if other == current or not other.is_dir():
             continue
         try:
