@@ -46,3 +46,21 @@ def test_a_fresh_run_or_a_missing_file_loses_nothing(tmp_path):
     log.write_text(json.dumps({"step": 30, "loss": 1.0}) + "\n")
     JsonlMetricsCallback(log, {"precision": "bf16"}).on_train_begin(None, _state(0), None)
     assert _lines(log) == [{"step": 30, "loss": 1.0}, {"event": "train_begin", "step": 0, "precision": "bf16"}]
+
+
+def test_a_last_line_the_kill_cut_short_is_dropped_and_the_next_record_starts_its_own_line(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text(json.dumps({"step": 10, "loss": 3.0}) + "\n" + '{"step": 20, "lo')
+    callback = JsonlMetricsCallback(log)
+    callback.on_train_begin(None, _state(20), None)
+    callback.on_log(None, _state(21), None, logs={"loss": 1.0})
+    assert _lines(log) == [{"step": 10, "loss": 3.0}, {"step": 21, "epoch": 0, "loss": 1.0}]
+
+
+def test_a_whole_last_record_without_its_newline_is_kept_and_ended(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text(json.dumps({"step": 10, "loss": 3.0}) + "\n" + json.dumps({"step": 20, "loss": 2.0}))
+    callback = JsonlMetricsCallback(log)
+    callback.on_train_begin(None, _state(20), None)
+    callback.on_log(None, _state(21), None, logs={"loss": 1.0})
+    assert _lines(log) == [{"step": 10, "loss": 3.0}, {"step": 20, "loss": 2.0}, {"step": 21, "epoch": 0, "loss": 1.0}]

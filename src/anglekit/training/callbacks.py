@@ -35,12 +35,18 @@ class JsonlMetricsCallback(TrainerCallback):
 
     def _drop_after(self, step: int) -> None:
         """A run resumed from its checkpoint at ``step`` trains the steps after it again: the records an
-        interrupted run logged past the checkpoint are dropped, so no step is in the file twice."""
+        interrupted run logged past the checkpoint are dropped, so no step is in the file twice, and so
+        is a last line the kill cut short (no newline, not JSON), which the next record would otherwise
+        be glued to. Every other line stays as it was."""
         if not self.path.is_file():
             return
         lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True)
         kept = [line for line in lines if not _logged_after(line, step)]
-        if len(kept) < len(lines):
+        if kept and not kept[-1].endswith("\n") and not _is_json(kept[-1]):
+            kept.pop()
+        elif kept and not kept[-1].endswith("\n"):
+            kept[-1] += "\n"
+        if kept != lines:
             atomic_write_text(self.path, "".join(kept))
 
     def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -52,6 +58,14 @@ class JsonlMetricsCallback(TrainerCallback):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, default=float) + "\n")
+
+
+def _is_json(line: str) -> bool:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def _logged_after(line: str, step: int) -> bool:

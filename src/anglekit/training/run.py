@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from anglekit.errors import ConfigError
-from anglekit.io.atomic import atomic_write_json, atomic_write_text, check_writable
+from anglekit.io.atomic import atomic_write_json, check_writable
 from anglekit.training.config import TrainConfig, TrainerSection
 from anglekit.training.precision import describe, resolve_precision
 from anglekit.training.roles import NO_ROLE, apply_column_roles, check_roles_used
@@ -145,20 +145,6 @@ def _data_name(flag: str, spec: Any, pairs: Any) -> str:
     return f"{flag} {spec}" + (f" ({source})" if source and source != str(spec) else "")
 
 
-def _trim_metrics(path: Path, last_step: int) -> None:
-    """Drop metric records logged after ``last_step`` (a killed run's steps that will be redone)."""
-    if not path.is_file():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            if int(json.loads(line).get("step", 0)) <= last_step:
-                kept.append(line)
-        except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
-            continue  # a line cut short by the kill
-    atomic_write_text(path, "".join(line + "\n" for line in kept))
-
-
 def _prepare_output_dir(config: TrainerSection) -> str | None:
     """Return the checkpoint to resume from (or None); refuse to mix a new run into an old one."""
     out = Path(config.output_dir)
@@ -168,9 +154,7 @@ def _prepare_output_dir(config: TrainerSection) -> str | None:
             logger.warning("--resume: no checkpoint in %s, starting from the beginning", out)
             (out / "metrics.jsonl").unlink(missing_ok=True)
             return None
-        state = json.loads((last / "trainer_state.json").read_text(encoding="utf-8"))
-        _trim_metrics(out / "metrics.jsonl", int(state.get("global_step", 0)))
-        return str(last)
+        return str(last)  # JsonlMetricsCallback drops what was logged past it when training begins
     if any(out.glob("checkpoint-*")) or (out / "metrics.jsonl").exists():
         if not config.overwrite_output_dir:
             raise ConfigError(f"{out} already holds a run; pass --resume to continue it or --overwrite-output-dir to replace it")
