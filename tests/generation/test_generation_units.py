@@ -189,3 +189,56 @@ def test_a_request_done_when_ctrl_c_lands_is_kept(monkeypatch: pytest.MonkeyPatc
         release.set()
         executor.shutdown(wait=True)
     assert list(progress.answers) == [tasks[0]] and progress.counters["sent"] == 1
+
+
+@pytest.mark.parametrize("lands", ["before it is counted", "after it is counted"])
+def test_a_ctrl_c_around_the_counting_of_a_request_counts_it_once(monkeypatch: pytest.MonkeyPatch, lands: str) -> None:
+    """The window noted since stop 51: a Ctrl-C landing while a finished request is being counted. Before
+    the count, the interrupted drive records it; after it, not again: its answer is in the summary once."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from anglekit.generation import pipeline
+
+    tasks = [pipeline._Task(i, f"text {i}", 0, "synonym") for i in range(2)]
+    real_record = pipeline._record
+    fired = []
+
+    def record(future, task, progress, stopping, pending):  # type: ignore[no-untyped-def]
+        if not fired:
+            fired.append(task)
+            if lands == "after it is counted":
+                real_record(future, task, progress, stopping, pending)
+            raise KeyboardInterrupt
+        real_record(future, task, progress, stopping, pending)
+
+    class Bar:
+        def update(self, n: int) -> None: ...
+        def set_postfix(self, **kwargs: object) -> None: ...
+
+    monkeypatch.setattr(pipeline, "_record", record)
+    progress = pipeline._Progress()
+    executor = ThreadPoolExecutor(max_workers=1)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pipeline._drive(executor, 1, tasks, lambda t: ({"answer": f"a {t.index}", "usage": {"completion_tokens": 3}}, False), progress,
+                            threading.Event(), Bar(), pipeline._Stats())  # fmt: skip
+    finally:
+        executor.shutdown(wait=True)
+    assert fired and fired[0] in progress.answers
+    assert progress.counters["sent"] == len(progress.answers) and progress.usage["completion_tokens"] == 3 * len(progress.answers)
+
+
+def test_the_summary_counts_follow_from_the_outcomes() -> None:
+    from anglekit.generation import pipeline
+    from anglekit.generation.backends import BackendError
+
+    progress = pipeline._Progress()
+    tasks = [pipeline._Task(i, f"text {i}", 0, "synonym") for i in range(14)]
+    progress.outcomes[tasks[0]] = ({"answer": "x", "usage": {"prompt_tokens": 5, "completion_tokens": 2, "note": "n/a"}}, False)
+    progress.outcomes[tasks[1]] = ({"answer": "y", "usage": {"prompt_tokens": 7}}, True)  # a cache hit costs nothing now
+    for task in tasks[2:]:
+        progress.outcomes[task] = BackendError(f"failed {task.index}")
+    assert progress.counters == {"sent": 1, "cache_hits": 1, "failed": 12}
+    assert progress.usage == {"prompt_tokens": 5, "completion_tokens": 2}
+    assert progress.errors == [f"failed {i}" for i in range(2, 12)] and list(progress.answers) == tasks[:2]

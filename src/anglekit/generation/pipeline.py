@@ -284,13 +284,39 @@ def _check_cache_dir(cache_dir: str | None, out: Path) -> Path:
 
 @dataclass
 class _Progress:
-    """What the requests of one generation have given so far."""
+    """What the requests of one generation have given so far. Each finished request's outcome (its
+    cache entry and whether it was a cache hit, or its failure) is stored in ``outcomes`` by one
+    assignment, which a Ctrl-C lands before or after, never halfway; the answers, counts, token usage
+    and errors of the summary follow from them. ``shown`` is only the progress bar's running tally."""
 
-    answers: dict[_Task, dict[str, Any]] = field(default_factory=dict)
-    counters: Counter[str] = field(default_factory=Counter)
-    usage: Counter[str] = field(default_factory=Counter)
-    errors: list[str] = field(default_factory=list)
+    outcomes: dict[_Task, tuple[dict[str, Any], bool] | BackendError] = field(default_factory=dict)
+    shown: Counter[str] = field(default_factory=Counter)
     fatal: BackendError | None = None
+
+    @property
+    def answers(self) -> dict[_Task, dict[str, Any]]:
+        return {task: outcome[0] for task, outcome in self.outcomes.items() if isinstance(outcome, tuple)}
+
+    @property
+    def counters(self) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for outcome in self.outcomes.values():
+            counts["failed" if isinstance(outcome, BackendError) else "cache_hits" if outcome[1] else "sent"] += 1
+        return counts
+
+    @property
+    def usage(self) -> Counter[str]:
+        """Token usage of the requests sent (cache hits cost nothing this run)."""
+        total: Counter[str] = Counter()
+        for outcome in self.outcomes.values():
+            if isinstance(outcome, tuple) and not outcome[1]:
+                total.update({k: v for k, v in outcome[0].get("usage", {}).items() if isinstance(v, int)})
+        return total
+
+    @property
+    def errors(self) -> list[str]:
+        """The first 10 failures' messages."""
+        return [str(outcome) for outcome in self.outcomes.values() if isinstance(outcome, BackendError)][:10]
 
 
 def _drive(executor: ThreadPoolExecutor, workers: int, tasks: list[_Task], run: Callable[[_Task], tuple[dict[str, Any], bool]],
@@ -312,18 +338,20 @@ def _drive(executor: ThreadPoolExecutor, workers: int, tasks: list[_Task], run: 
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
-                _record(future, pending.pop(future), progress, stopping, pending)
+                _record(future, pending[future], progress, stopping, pending)
+                del pending[future]  # only once recorded: a Ctrl-C in between finds it still pending, and recorded
                 bar.update(1)
-                counters = progress.counters
-                bar.set_postfix(cached=counters["cache_hits"], retries=sum(stats.retries.values()), failed=counters["failed"], refresh=False)
+                shown = progress.shown
+                bar.set_postfix(cached=shown["cache_hits"], retries=sum(stats.retries.values()), failed=shown["failed"], refresh=False)
             refill()
     except KeyboardInterrupt:
-        for future in list(pending):
-            task = pending.pop(future, None)
-            if task is not None and future.done() and not future.cancelled():  # finished before the signal was handled
-                _record(future, task, progress, stopping, pending)  # its answer is cached: write its pairs too
+        for future, task in list(pending.items()):
+            if future.done() and not future.cancelled():  # finished before the signal was handled
+                if task not in progress.outcomes:
+                    _record(future, task, progress, stopping, pending)  # its answer is cached: write its pairs too
             else:
                 future.cancel()
+        pending.clear()
         raise
 
 
@@ -331,21 +359,19 @@ def _record(future: Future[tuple[dict[str, Any], bool]], task: _Task, progress: 
             pending: dict[Future[tuple[dict[str, Any], bool]], _Task]) -> None:  # fmt: skip
     """Count one finished request: its answer, or its failure (a fatal one cancels what is queued)."""
     try:
-        entry, hit = future.result()
+        outcome: tuple[dict[str, Any], bool] | BackendError = future.result()
     except _Skipped:
         return
     except BackendError as exc:
-        _count_failure(exc, progress.counters, progress.errors)
-        if getattr(exc, "fatal", False) and progress.fatal is None:
-            progress.fatal = exc
-            stopping.set()  # every other request would fail alike: send no more (they count as not run)
-            for queued in [f for f in pending if f.cancel()]:
-                del pending[queued]
-        return
-    progress.answers[task] = entry
-    progress.counters["cache_hits" if hit else "sent"] += 1
-    if not hit:
-        progress.usage.update({k: v for k, v in entry.get("usage", {}).items() if isinstance(v, int)})
+        outcome = exc
+        _log_failure(exc)
+    progress.outcomes[task] = outcome  # the one step that counts it (see _Progress)
+    progress.shown["failed" if isinstance(outcome, BackendError) else "cache_hits" if outcome[1] else "sent"] += 1
+    if isinstance(outcome, BackendError) and getattr(outcome, "fatal", False) and progress.fatal is None:
+        progress.fatal = outcome
+        stopping.set()  # every other request would fail alike: send no more (they count as not run)
+        for queued in [f for f in pending if f.cancel()]:
+            del pending[queued]
 
 
 def _answer(
@@ -382,10 +408,7 @@ def _answer(
     return entry, False
 
 
-def _count_failure(exc: BackendError, counters: Counter[str], errors: list[str]) -> None:
-    counters["failed"] += 1
-    if len(errors) < 10:
-        errors.append(str(exc))
+def _log_failure(exc: BackendError) -> None:
     logger.warning("request failed: %s", exc)
 
 
