@@ -60,6 +60,7 @@ Results: ``benchmarks/results/bench_encode.json`` (a run with ``--limit`` writes
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import platform
@@ -698,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps({"date": datetime.date.today().isoformat(), **result}, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, out)
         print(f"results: {out}")
     return 0 if all("error" not in r for r in ordered.values()) else 1

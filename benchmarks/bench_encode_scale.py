@@ -20,6 +20,7 @@ The shards stay in ``--work-dir`` (default runs/bench_encode_scale/shards) for b
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import random
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    tmp.write_text(json.dumps({"date": datetime.date.today().isoformat(), **result}, indent=2) + "\n")
     os.replace(tmp, args.out)
     return 0
 

@@ -10,6 +10,7 @@ reads every embedding back (warm). Scores are printed with the times so the run 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sys
@@ -79,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     target = HERE / "results" / "bench_eval_suites.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"model": "all-MiniLM-L6-v2", "threads": torch.get_num_threads(), "rows": rows}, indent=2) + "\n")
+    tmp.write_text(
+        json.dumps({"date": datetime.date.today().isoformat(), "model": "all-MiniLM-L6-v2", "threads": torch.get_num_threads(), "rows": rows}, indent=2) + "\n"
+    )
     os.replace(tmp, target)
     return 0
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import sys
 import tempfile
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         "protocol": {k: v for k, v in vars(args).items() if k != "out_dir"},
         "versions": common.versions("anglekit", "torch", "transformers"),
     }
-    result_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    result_path.write_text(json.dumps({"date": datetime.date.today().isoformat(), **result}, indent=2, default=str) + "\n")
     table = "\n".join(
         [
             f"STS-B test Spearman x100, all-MiniLM-L6-v2, {subset}, LLM {', '.join(llms)}, training seeds {seeds}"

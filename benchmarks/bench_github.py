@@ -30,6 +30,7 @@ random tiny BERT (then only the timings mean anything).
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import random
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         result["long_text"] = bench_long_text(args.pairs, args.tiny, args.long_context_model or None)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps({"date": datetime.date.today().isoformat(), **result}, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, args.out)
     print(f"-> {args.out}")
     return 0

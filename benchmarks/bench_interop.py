@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import datetime
 import json
 import os
 import platform
@@ -287,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         "smoke": smoke,
     }
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps(summary, indent=2, default=float) + "\n", encoding="utf-8")
+    out_path.write_text(json.dumps({"date": datetime.date.today().isoformat(), **summary}, indent=2, default=float) + "\n", encoding="utf-8")
 
     print(f"STS-B test ({len(test)} pairs) Spearman x 100, model trained with {summary['protocol']}")
     print(f"{'runtime':<44} {'spearman':>9} {'diff':>8} {'max |dv|':>9}  note")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import datetime
 import json
 import os
 import platform
@@ -266,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(out_path.name + ".tmp")
-    tmp.write_text(json.dumps(row, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps({"date": datetime.date.today().isoformat(), **row}, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, out_path)
 
     lines = [

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import datetime
 import json
 import os
 import platform
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    out.write_text(json.dumps({"date": datetime.date.today().isoformat(), **result}, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

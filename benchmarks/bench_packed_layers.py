@@ -14,6 +14,7 @@ layer swap from the rest of the training loop (optimizer, loss, embeddings), whi
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 import time
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'packed s per round':<20} {', '.join(f'{s:.2f}' for s in result['seconds']['packed'])}")
     print(f"{'padded/packed':<20} {', '.join(f'{r:.3f}' for r in result['ratio_per_round'])}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    args.out.write_text(json.dumps({"date": datetime.date.today().isoformat(), **result}, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
     return 0
 

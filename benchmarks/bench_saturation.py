@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import math
 import os
@@ -121,7 +122,7 @@ def main() -> None:
     figure = plot_dynamics([out / f"{r['start']}-s{r['seed']}" for r in runs], out / "saturation.png", labels=[f"{r['start']} s{r['seed']}" for r in runs],
                            title="first steps: saturation, anisotropy, gradient norm per term")  # fmt: skip
     payload = {"args": vars(args), "threads": torch.get_num_threads(), "runs": runs, "figure": str(figure)}
-    (out / "bench_saturation.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    (out / "bench_saturation.json").write_text(json.dumps({"date": datetime.date.today().isoformat(), **payload}, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out / 'bench_saturation.json'} and {figure}")
 
 

@@ -48,11 +48,18 @@ class Claim:
     value: Callable[[Results], str]
     hardware: str
     date: str
-    """The run's date, or ``@FIELD``: the date field of ``source`` (for files that record one)."""
+    """The run's date, or ``@FIELD``: the date field of ``source``. A literal date is only for results
+    files from before the benchmarks recorded their date; one that records it must be read."""
     page: str
 
     def run_date(self, results: Results) -> str:
         if not self.date.startswith("@"):
+            recorded = results.load(self.source)
+            if isinstance(recorded, dict) and "date" in recorded:  # a rerun benchmark: its claim must not keep an old date
+                raise ResultsError(
+                    f"{results.root / self.source}: records its run's date ({recorded['date']!r}); claim {self.key!r} gives "
+                    f"{self.date!r} by hand: read it with date='@date'"
+                )
             return self.date
         value = results.get(self.source, self.date[1:])
         if not isinstance(value, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):

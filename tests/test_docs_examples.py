@@ -295,6 +295,20 @@ def _results_copy(tmp_path: Path) -> Path:
     return dest
 
 
+def test_a_claim_cannot_keep_a_date_by_hand_once_its_results_file_records_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A benchmark run again writes its date: the claim's literal date would be stale, so it is an error."""
+    make_results = load_make_results()
+    results = _results_copy(tmp_path)
+    claim = next(c for c in make_results.claims() if not c.date.startswith("@") and c.source == "bench_unsup.json")
+    target = results / claim.source
+    target.write_text(json.dumps({**json.loads(target.read_text(encoding="utf-8")), "date": "2027-01-02"}), encoding="utf-8")
+    docs = tmp_path / "docs"
+    assert make_results.main(["--results-dir", str(results), "--docs-dir", str(docs)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "bench_unsup.json: records its run's date ('2027-01-02')" in err and "date='@date'" in err, err
+    assert not docs.exists()
+
+
 @pytest.mark.parametrize(
     ("source", "content", "message"),
     [
