@@ -167,10 +167,12 @@ def _cells_with_dynamics(tmp_path: Path) -> tuple[object, list[dict], Path]:
     return table, records, cells_dir
 
 
-def test_write_table_writes_the_chart_and_the_steps_from_each_cells_dynamics(tmp_path):
+def test_write_table_writes_the_chart_and_the_steps_from_each_cells_dynamics(tmp_path, caplog):
     table, records, cells_dir = _cells_with_dynamics(tmp_path)
     log = cells_dir / records[1]["dynamics"] / "metrics.jsonl"
-    assert gradient_steps(log) == GRADS[1] and probe_steps(log) == _probes(1)
+    with caplog.at_level("WARNING", logger="anglekit.reproduce.cells"):
+        assert gradient_steps(log) == GRADS[1] and probe_steps(log) == _probes(1)
+    assert f"{log}: skipped 1 line(s) that are not JSON and 4 probe value(s)" in caplog.text
     protocol = make_protocol("cpu")
     summary = write_table(tmp_path, table, records, protocol, (0, 1, 2), cells_dir)
     document = json.loads((tmp_path / "angle-weight.json").read_text())

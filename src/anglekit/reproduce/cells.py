@@ -217,19 +217,28 @@ def probe_steps(log: Path) -> dict[Any, dict[str, float]]:
     anisotropy, angles, ...) as ``{step: {"<name>": value}}``, in the log's order. A step logged twice
     (a resumed run redoing steps an interrupted one had logged) counts once, as last logged; lines
     that are not JSON, and values that are not finite numbers or lie outside what the probe can take
-    (:func:`anglekit.training.dynamics.valid_range`, as ``plot-dynamics`` draws them), are skipped."""
+    (:func:`anglekit.training.dynamics.valid_range`, as ``plot-dynamics`` draws them), are skipped,
+    with one warning that counts them."""
     from anglekit.training.dynamics import finite_number, within_range
 
     by_step: dict[Any, dict[str, float]] = {}
+    bad_lines = bad_values = 0
     for line in log.read_text(encoding="utf-8").splitlines():
         try:
             entry = json.loads(line)
         except json.JSONDecodeError:
+            bad_lines += bool(line.strip())
             continue
-        items = entry.items() if isinstance(entry, dict) else ()
-        probes = {key[len("probe_") :]: float(value) for key, value in items if key.startswith("probe_") and finite_number(value) and within_range(key, value)}
+        logged = [(key, value) for key, value in (entry.items() if isinstance(entry, dict) else ()) if key.startswith("probe_") and value is not None]
+        probes = {key[len("probe_") :]: float(value) for key, value in logged if finite_number(value) and within_range(key, value)}
+        bad_values += len(logged) - len(probes)
         if probes:
             by_step.setdefault(entry.get("step"), {}).update(probes)
+    if bad_lines or bad_values:
+        logger.warning(
+            "%s: skipped %d line(s) that are not JSON and %d probe value(s) that are not finite numbers in their range",
+            log, bad_lines, bad_values,
+        )  # fmt: skip
     return by_step
 
 
