@@ -147,6 +147,10 @@ def test_reproduce_trains_each_identity_once_across_tables(tmp_path, tiny_bert_d
     assert next(c for c in trained if c["cell"] == shared[0]["training"]["shared_with"])["row"] == "all: cosine + ibn + angle"
     err = capsys.readouterr().err
     assert "its training also scores AnglE (cosine + ibn + angle) / STS-B" in err and "/13:" in err
+    # after the zero-shot cell, the trainings are not guessed from it; once one has trained, minutes
+    progress = [line for line in err.splitlines() if line.startswith("[reproduce")]
+    assert "time left known once a cell of each kind has run (10 training(s) left, not timed yet)" in progress[1], progress
+    assert all(line.endswith("min left") for line in progress[2:]), progress
     again = reproduce(["objectives", "ese"], config)
     assert (again.ran, again.reused) == (0, 13) and len(calls) == 10
 
@@ -287,3 +291,13 @@ def test_report_only_lists_what_a_run_has_left_in_its_order(tmp_path, tiny_bert_
     zero = records[("STS-B", "zero-shot (no training)")]
     evaluation = zero["spec"]["evaluation"]
     assert zero["model_fingerprint"] == scoring.load_embedder(evaluation["model"], evaluation).fingerprint() != angle["model_fingerprint"]
+
+
+def test_time_left_counts_each_kind_at_its_own_pace():
+    from anglekit.reproduce.runner import time_left
+
+    assert time_left(3, 1, {True: [], False: []}) == ""  # nothing timed yet
+    assert time_left(3, 1, {True: [], False: [300.0]}) == ", time left known once a cell of each kind has run (3 training(s) left, not timed yet)"
+    assert time_left(2, 1, {True: [1200.0, 1800.0], False: []}) == ", time left known once a cell of each kind has run (1 scoring(s) left, not timed yet)"
+    assert time_left(2, 0, {True: [1200.0, 1800.0], False: []}) == ", about 50 min left"
+    assert time_left(2, 3, {True: [1200.0, 1800.0], False: [60.0, 120.0]}) == ", about 54 min left"

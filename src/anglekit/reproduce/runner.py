@@ -293,9 +293,11 @@ class _Work:
                 self.metrics.setdefault(cell.key(), metric)
         self.groups = _training_groups(todo.values()) if groups else {}
         self.finished = _finished_trainings(planned, todo) if groups else {}
-        self.cells_dir, self.config, self.root = cells_dir, config, root
-        self.total, self.started = len(todo), time.perf_counter()
+        self.cells_dir, self.config, self.root, self.todo = cells_dir, config, root, todo
+        self.total = len(todo)
         self.ran: set[str] = set()
+        self.timed: dict[bool, list[float]] = {True: [], False: []}
+        """Seconds of each call of this run that trained (True) and of each that only scored (False)."""
 
     def run(self, cell: Cell, table: str) -> dict[str, Any]:
         """Run ``cell`` (with the unfinished cells of its training) and return its record."""
@@ -304,8 +306,11 @@ class _Work:
         sharing = [(c, self.metrics[c.key()]) for c in members if c.key() != lead.key()]
         self._announce(table, lead, sharing, len(members))
         config = self.config
+        trains = training_identity(lead) is not None and not training_finished(self.cells_dir / f"{lead.key()}.run")
+        started = time.perf_counter()
         run_cell(lead, self.cells_dir, metric=self.metrics[lead.key()], data_root=self.root, keep_model=config.keep_models, quiet=config.quiet,
                  checkpoint_steps=config.checkpoint_steps, sharing=sharing)  # fmt: skip
+        self.timed[trains].append(time.perf_counter() - started)
         self.ran.update(c.key() for c in members)
         record = read_cell(self.cells_dir / f"{cell.key()}.json")
         if record is None:
@@ -314,9 +319,9 @@ class _Work:
 
     def _announce(self, table: str, lead: Cell, sharing: Sequence[tuple[Cell, str]], count: int) -> None:
         done = len(self.ran)
-        eta = ""
-        if done:
-            eta = f", about {(time.perf_counter() - self.started) / done * (self.total - done) / 60:.0f} min left"
+        left = [training_identity(c) for c in self.todo.values() if c.key() not in self.ran]
+        trainings = len({i for i in left if i is not None}) if self.groups else sum(i is not None for i in left)
+        eta = time_left(trainings, sum(i is None for i in left), self.timed)
         also = f"; its training also scores {', '.join(f'{c.row.name} / {c.task.name}' for c, _ in sharing)}" if sharing else ""
         again = self.finished.get(training_identity(lead) or "")
         if again is not None:
@@ -324,6 +329,22 @@ class _Work:
         span = f"{done + 1}" if count == 1 else f"{done + 1}-{done + count}"
         seed = f" / seed {lead.seed}" if lead.seed is not None else ""
         print(f"[reproduce {table}] cell {span}/{self.total}: {lead.row.name} / {lead.task.name}{seed}{also}{eta}", file=sys.stderr, flush=True)
+
+
+def time_left(trainings: int, others: int, timed: dict[bool, list[float]]) -> str:
+    """The progress line's estimate of what is left (``trainings``, and ``others`` cells that train
+    nothing), from the mean time of each kind this run has timed (``timed[True]``: the calls that
+    trained, ``timed[False]``: those that only scored); a kind not timed yet is named instead of
+    guessed, since a training takes hundreds of times a zero-shot scoring."""
+    if not (timed[True] or timed[False]):
+        return ""
+    untimed = [
+        what for what, count, kind in ((f"{trainings} training(s)", trainings, True), (f"{others} scoring(s)", others, False)) if count and not timed[kind]
+    ]
+    if untimed:
+        return f", time left known once a cell of each kind has run ({' and '.join(untimed)} left, not timed yet)"
+    seconds = sum(count * sum(timed[kind]) / len(timed[kind]) for count, kind in ((trainings, True), (others, False)) if count)
+    return f", about {seconds / 60:.0f} min left"
 
 
 def write_table(out: Path, table: TableSpec, records: Sequence[dict[str, Any]], protocol: Protocol, seeds: Sequence[int], cells_dir: Path) -> dict[str, Any]:
