@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import importlib.util
 import json
 import logging
@@ -281,9 +282,22 @@ def _lead(members: Sequence[Cell], cells_dir: Path) -> Cell:
     return members[best]
 
 
+def _preparing(cells_dir: Path) -> Any:
+    """The lock under which a process prepares what every process of ``cells_dir`` shares (blocking)."""
+    from filelock import FileLock
+
+    (cells_dir / ".locks").mkdir(exist_ok=True)
+    return FileLock(cells_dir / ".locks" / "prepare.lock")
+
+
 class _Work:
     """The missing cells of one call: each runs with the others of its training (trained once), with
-    progress on stderr; ``ran`` holds the keys run so far."""
+    progress on stderr; ``ran`` holds the keys run so far.
+
+    Several processes may work on one output folder at once: each training (or cell that trains
+    nothing) is run under a lock (``cells/.locks/``, an OS file lock, released when its process ends
+    however it ends), a process passes over what another holds and takes the next, and at the end
+    waits for what it passed over, running it itself if the holder stopped before finishing it."""
 
     def __init__(self, planned: Sequence[tuple[str, list[tuple[Cell, str]]]], todo: dict[str, Cell], cells_dir: Path, config: ReproduceConfig,
                  root: str, *, groups: bool) -> None:  # fmt: skip
@@ -301,7 +315,7 @@ class _Work:
 
     def run(self, cell: Cell, table: str) -> dict[str, Any]:
         """Run ``cell`` (with the unfinished cells of its training) and return its record."""
-        members = [c for c in self.groups.get(cell.key(), [cell]) if c.key() not in self.ran]
+        members = [c for c in self.groups.get(cell.key(), [cell]) if c.key() not in self.ran and not self._done(c)]  # another process may have scored some
         lead = _lead(members, self.cells_dir)
         sharing = [(c, self.metrics[c.key()]) for c in members if c.key() != lead.key()]
         self._announce(table, lead, sharing, len(members))
@@ -317,9 +331,53 @@ class _Work:
             raise ConfigError(f"cell {cell.key()} was run but its record cannot be read back from {self.cells_dir}")
         return record
 
+    def run_all(self, planned: Sequence[tuple[str, list[tuple[Cell, str]]]]) -> None:
+        """Run every missing cell of ``planned`` in its order, passing over those another process holds,
+        then wait for those (and run any its holder left unfinished)."""
+        held: list[tuple[Cell, str]] = []
+        for name, cells in planned:
+            for cell, _ in cells:
+                if cell.key() in self.todo and not self._take(cell, name, wait=False):
+                    held.append((cell, name))
+        for cell, name in held:
+            if not self._done(cell):
+                print(f"[reproduce {name}] waiting for cell {cell.key()} ({cell.row.name}), which another process is running", file=sys.stderr, flush=True)
+                self._take(cell, name, wait=True)
+
+    def _take(self, cell: Cell, table: str, *, wait: bool) -> bool:
+        """Run ``cell`` (with its training's other cells) under its training's lock unless it is done;
+        False when another process holds the lock and ``wait`` is off."""
+        from filelock import Timeout
+
+        if cell.key() in self.ran or self._done(cell):
+            return True
+        lock = self.lock(cell)
+        try:
+            lock.acquire(timeout=-1 if wait else 0)
+        except Timeout:
+            return False
+        try:
+            if not self._done(cell):  # another process may have finished it before the lock was ours
+                self.run(cell, table)
+        finally:
+            lock.release()
+        return True
+
+    def lock(self, cell: Cell) -> Any:
+        """The lock of ``cell``'s training (of the cell itself when it trains nothing): one file per
+        training in ``cells/.locks/``, so processes planning different tables still train it once."""
+        from filelock import FileLock
+
+        name = hashlib.sha256((training_identity(cell) or cell.key()).encode()).hexdigest()[:20]
+        (self.cells_dir / ".locks").mkdir(exist_ok=True)
+        return FileLock(self.cells_dir / ".locks" / f"{name}.lock")
+
+    def _done(self, cell: Cell) -> bool:
+        return read_cell(self.cells_dir / f"{cell.key()}.json") is not None
+
     def _announce(self, table: str, lead: Cell, sharing: Sequence[tuple[Cell, str]], count: int) -> None:
         done = len(self.ran)
-        left = [training_identity(c) for c in self.todo.values() if c.key() not in self.ran]
+        left = [training_identity(c) for c in self.todo.values() if c.key() not in self.ran and not (self.cells_dir / f"{c.key()}.json").is_file()]
         trainings = len({i for i in left if i is not None}) if self.groups else sum(i is not None for i in left)
         eta = time_left(trainings, sum(i is None for i in left), self.timed)
         also = f"; its training also scores {', '.join(f'{c.row.name} / {c.task.name}' for c, _ in sharing)}" if sharing else ""
@@ -401,14 +459,18 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
     out = Path(config.output_dir)
     cells_dir = out / "cells"
     cells_dir.mkdir(parents=True, exist_ok=True)
-    for old, new in rename_to_current_keys(cells_dir, str(root)):
-        print(f"[reproduce] cell {old} is now {new} (its key follows the current rule: no execution settings, data paths from the data root)", file=sys.stderr)
-    data, options = prepare_data(names, config, protocol, root, out / "data")
+    with _preparing(cells_dir):  # one process at a time renames, prepares the data and the start
+        for old, new in rename_to_current_keys(cells_dir, str(root)):
+            print(
+                f"[reproduce] cell {old} is now {new} (its key follows the current rule: no execution settings, data paths from the data root)", file=sys.stderr
+            )
+        data, options = prepare_data(names, config, protocol, root, out / "data")
     specs = build_tables(data, options)
     reused = 0
     summaries = []
     with _data_env(root):
-        model = protocol.model_name() if config.report_only else prepare_start(protocol, out)
+        with _preparing(cells_dir):
+            model = protocol.model_name() if config.report_only else prepare_start(protocol, out)
         planned = [(name, plan_cells(specs[name], config.seeds, protocol, model, str(root))) for name in names]
         for _, cells in planned:
             for cell, _ in cells:
@@ -417,13 +479,15 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
         pending = pending_work(planned, todo, cells_dir) if config.report_only else []
         missing = len(todo) if config.report_only else 0
         work = _Work(planned, todo, cells_dir, config, str(root), groups=not config.report_only)
+        if not config.report_only:
+            work.run_all(planned)
         for name, cells in planned:
             records = []
             for cell, _metric in cells:
                 record = read_cell(cells_dir / f"{cell.key()}.json")
                 if record is None and not config.report_only:
-                    record = work.run(cell, name)
-                elif record is not None and cell.key() not in work.ran:
+                    raise ConfigError(f"cell {cell.key()} was run but its record cannot be read back from {cells_dir}")
+                if record is not None and cell.key() not in work.ran:
                     reused += 1
                 if record is not None:  # a cell shared with another row (or table) is named by this row here
                     records.append({**record, "row": cell.row.name, "task": cell.task.name})
