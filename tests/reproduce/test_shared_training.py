@@ -134,9 +134,15 @@ def test_sharing_refuses_a_cell_of_another_training_or_a_cell_that_trains_nothin
 def test_reproduce_trains_each_identity_once_across_tables(tmp_path, tiny_bert_dir, data_root, monkeypatch, capsys):
     monkeypatch.setattr(tables_module, "NESTED_DIMS", (16, 8))
     calls = _count_trainings(monkeypatch)
+    events: list[tuple[str, str]] = []
+    real_run, real_write = runner_module._Work.run, runner_module.write_table
+    monkeypatch.setattr(runner_module._Work, "run", lambda self, cell, table: events.append(("run", table)) or real_run(self, cell, table))
+    monkeypatch.setattr(runner_module, "write_table", lambda out, table, *a: events.append(("table", table.name)) or real_write(out, table, *a))
     config = ReproduceConfig(seeds=(0,), output_dir=str(tmp_path / "r"), model=str(tiny_bert_dir), data_root=str(data_root), max_steps=2, batch_size=8,
                              device="cpu", quiet=True)  # fmt: skip
     result = reproduce(["objectives", "ese"], config)
+    # each table's summary is written as soon as its cells are done, before the next table runs
+    assert events == [*[("run", "objectives")] * 10, ("table", "objectives"), *[("run", "ese")] * 2, ("table", "ese")]
     cells = [json.loads(p.read_text()) for p in (tmp_path / "r" / "cells").glob("*.json")]
     trained = [c for c in cells if c["cell"].startswith("train-")]
     # objectives: 9 training rows; ese: AnglE shares "all"'s training, ESE trains; two zero-shot cells

@@ -13,7 +13,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -331,18 +331,25 @@ class _Work:
             raise ConfigError(f"cell {cell.key()} was run but its record cannot be read back from {self.cells_dir}")
         return record
 
-    def run_all(self, planned: Sequence[tuple[str, list[tuple[Cell, str]]]]) -> None:
-        """Run every missing cell of ``planned`` in its order, passing over those another process holds,
-        then wait for those (and run any its holder left unfinished)."""
-        held: list[tuple[Cell, str]] = []
+    def run_all(self, planned: Sequence[tuple[str, list[tuple[Cell, str]]]], done: Callable[[str, list[tuple[Cell, str]]], None], *,
+                run: bool = True) -> None:  # fmt: skip
+        """Run every missing cell of ``planned`` in its order (none unless ``run``), passing over those
+        another process holds, and call ``done`` for each table once its cells are done; then wait for
+        the cells passed over (running any its holder left unfinished) and finish their tables."""
+        held: dict[str, list[Cell]] = {}
         for name, cells in planned:
             for cell, _ in cells:
-                if cell.key() in self.todo and not self._take(cell, name, wait=False):
-                    held.append((cell, name))
-        for cell, name in held:
-            if not self._done(cell):
-                print(f"[reproduce {name}] waiting for cell {cell.key()} ({cell.row.name}), which another process is running", file=sys.stderr, flush=True)
-                self._take(cell, name, wait=True)
+                if run and cell.key() in self.todo and not self._take(cell, name, wait=False):
+                    held.setdefault(name, []).append(cell)
+            if name not in held:
+                done(name, cells)
+        for name, cells in planned:
+            for cell in held.get(name, []):
+                if not self._done(cell):
+                    print(f"[reproduce {name}] waiting for cell {cell.key()} ({cell.row.name}), which another process is running", file=sys.stderr, flush=True)
+                    self._take(cell, name, wait=True)
+            if name in held:
+                done(name, cells)
 
     def _take(self, cell: Cell, table: str, *, wait: bool) -> bool:
         """Run ``cell`` (with its training's other cells) under its training's lock unless it is done;
@@ -467,32 +474,43 @@ def reproduce(tables: Sequence[str], config: ReproduceConfig | None = None, *, c
         data, options = prepare_data(names, config, protocol, root, out / "data")
     specs = build_tables(data, options)
     reused = 0
-    summaries = []
+    summaries: dict[str, dict[str, Any]] = {}
     with _data_env(root):
-        with _preparing(cells_dir):
+        with _preparing(cells_dir):  # and adopts legacy runs
             model = protocol.model_name() if config.report_only else prepare_start(protocol, out)
-        planned = [(name, plan_cells(specs[name], config.seeds, protocol, model, str(root))) for name in names]
-        for _, cells in planned:
-            for cell, _ in cells:
-                adopt_legacy_run(cell, cells_dir)
+            planned = [(name, plan_cells(specs[name], config.seeds, protocol, model, str(root))) for name in names]
+            for _, cells in planned:
+                for cell, _ in cells:
+                    adopt_legacy_run(cell, cells_dir)
         todo = {c.key(): c for _, cells in planned for c, _ in cells if read_cell(cells_dir / f"{c.key()}.json") is None}
         pending = pending_work(planned, todo, cells_dir) if config.report_only else []
         missing = len(todo) if config.report_only else 0
         work = _Work(planned, todo, cells_dir, config, str(root), groups=not config.report_only)
-        if not config.report_only:
-            work.run_all(planned)
-        for name, cells in planned:
-            records = []
-            for cell, _metric in cells:
-                record = read_cell(cells_dir / f"{cell.key()}.json")
-                if record is None and not config.report_only:
-                    raise ConfigError(f"cell {cell.key()} was run but its record cannot be read back from {cells_dir}")
-                if record is not None and cell.key() not in work.ran:
-                    reused += 1
-                if record is not None:  # a cell shared with another row (or table) is named by this row here
-                    records.append({**record, "row": cell.row.name, "task": cell.task.name})
-            summaries.append(write_table(out, specs[name], records, protocol, config.seeds, cells_dir))
+
+        def summarise(name: str, cells: list[tuple[Cell, str]]) -> None:  # as soon as a table's cells are done
+            nonlocal reused
+            records, found = _table_records(cells, cells_dir, work.ran, required=not config.report_only)
+            reused += found
+            summaries[name] = write_table(out, specs[name], records, protocol, config.seeds, cells_dir)
+
+        work.run_all(planned, summarise, run=not config.report_only)
     command = command or f"anglekit reproduce {' '.join(names)} --seeds {' '.join(map(str, config.seeds))} --output-dir {out}"
     report = out / "report.md"
-    atomic_write_text(report, render_report(summaries, protocol, config.seeds, command))
-    return ReproduceResult(out, report, summaries, len(work.ran), reused, missing, pending)
+    ordered = [summaries[name] for name in names]
+    atomic_write_text(report, render_report(ordered, protocol, config.seeds, command))
+    return ReproduceResult(out, report, ordered, len(work.ran), reused, missing, pending)
+
+
+def _table_records(cells: list[tuple[Cell, str]], cells_dir: Path, ran: set[str], *, required: bool) -> tuple[list[dict[str, Any]], int]:
+    """A table's finished cells' records, each named by its row and task here (a cell shared with
+    another row or table), and how many of them this call did not run; a missing one is a
+    ConfigError when ``required`` (every cell has run)."""
+    records, reused = [], 0
+    for cell, _metric in cells:
+        record = read_cell(cells_dir / f"{cell.key()}.json")
+        if record is None and required:
+            raise ConfigError(f"cell {cell.key()} was run but its record cannot be read back from {cells_dir}")
+        if record is not None:
+            reused += cell.key() not in ran
+            records.append({**record, "row": cell.row.name, "task": cell.task.name})
+    return records, reused
