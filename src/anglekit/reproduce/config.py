@@ -17,7 +17,10 @@ class ReproduceConfig:
     """What to reproduce, at which scale, and where the cells and reports go."""
 
     seeds: tuple[int, ...] = setting((0, 1, 2), minimum=0, help="Training seeds; every trained row runs once per seed.")
-    output_dir: str = setting("runs/repro", help="Folder of the cells (one JSON each) and the reports; a rerun reuses finished cells.")
+    output_dir: str = setting(
+        "runs/repro",
+        help="Folder of the cells (one JSON each) and the reports; a rerun reuses finished cells, and several processes may share it (each takes the cells no other holds).",
+    )
     preset: str = setting(
         "cpu",
         choices=("cpu", "paper"),
