@@ -99,11 +99,35 @@ def test_ese_loss_equals_the_sum_of_its_parts(layers: int) -> None:
     torch.testing.assert_close(gx, ex)
 
 
+def test_unit_target_compresses_the_normalised_rows_and_ignores_scale() -> None:
+    """``target="unit"``: C on h / ||h|| (against the loop on normalised rows); the loss and its gradient
+    direction do not change when the activations are scaled up, where angle-emb's C grows with them."""
+    inner = AnglEObjective(ObjectiveConfig(positive_threshold=1.0))
+    x, y, labels, ids1, ids2 = _stacks(layers=2)
+    unit = ESEObjective(inner, ESEConfig(compression_size=K, kl_temperature=0.7, target="unit"))
+    out = unit(x, y, labels, ids1, ids2)
+    normalised = torch.nn.functional.normalize(torch.cat([x[1], y[1]]), dim=-1)
+    torch.testing.assert_close(out.components["ese_compression"], _compression_loop(normalised, K, 0.7))
+    big_x, big_y = (50.0 * x).detach().requires_grad_(), (50.0 * y).detach().requires_grad_()
+    torch.testing.assert_close(unit(big_x, big_y, labels, ids1, ids2).components["ese_compression"], out.components["ese_compression"])
+    # a decoder's massive activations: two coordinates far larger than the rest, in every row
+    plain = ESEObjective(inner, ESEConfig(compression_size=K, kl_temperature=0.7))
+    shift = torch.zeros(8, dtype=torch.float64)
+    shift[1], shift[5] = 50.0, -50.0
+    massive_x, massive_y = (x + shift).detach(), (y + shift).detach()
+    calm, loud = (plain(a, b, labels, ids1, ids2).components["ese_compression"] for a, b in ((x, y), (massive_x, massive_y)))
+    assert loud > 100 * calm  # angle-emb's C grows with the activations' square
+    assert unit(massive_x, massive_y, labels, ids1, ids2).components["ese_compression"] < 1.0
+    assert "target=unit" in repr(unit) and ESEConfig().target == "angle-emb"
+
+
 def test_ese_config_errors() -> None:
     with pytest.raises(ConfigError, match="ese_compression_size"):
         ESEConfig(compression_size=0)
     with pytest.raises(ConfigError, match="ese_kl_temperature"):
         ESEConfig(kl_temperature=0.0)
+    with pytest.raises(ConfigError, match="ese_target must be one of angle-emb, unit, got 'pca'"):
+        ESEConfig(target="pca")
     x, y, labels, ids1, ids2 = _stacks(dim=8)
     with pytest.raises(ValueError, match="larger than the embedding dimension"):
         ESEObjective(AnglEObjective(ObjectiveConfig(positive_threshold=1.0)), ESEConfig(compression_size=16))(x, y, labels, ids1, ids2)

@@ -103,7 +103,7 @@ def test_ese_table_scores_cut_and_middle_layer_vectors_like_an_independent_spear
         seeds=(0,), output_dir=str(tmp_path / "r"), model=str(tiny_bert_dir), data_root=str(data_root), max_steps=2, batch_size=8, device="cpu", quiet=True
     )
     result = reproduce(["ese"], config)
-    assert result.ran == 3  # zero-shot, without ESE, with ESE
+    assert result.ran == 4  # zero-shot, without ESE, with ESE (angle-emb's target and the unit one)
     summary = json.loads((tmp_path / "r" / "ese.json").read_text())
     assert summary["metrics"] == list(nested_metrics((16, 8))) and summary["primary"] == "STS-B test @8"
     zero = next(r for r in summary["rows"] if r["kind"] == "zero-shot")["metrics"]
@@ -122,7 +122,7 @@ def test_ese_table_scores_cut_and_middle_layer_vectors_like_an_independent_spear
     middle = Embedder.from_pretrained(tiny_bert_dir, device="cpu", pooling="last_avg", max_length=64, layer=1)  # 2 layers: the middle is 1
     assert zero["STS-B test, middle layer"]["mean"] == pytest.approx(spearman(middle), abs=1e-3)
     cells = [json.loads(p.read_text()) for p in (tmp_path / "r" / "cells").glob("train-*.json")]
-    assert sorted(c["spec"]["train"].get("ese", False) for c in cells) == [False, True]
+    assert sorted((c["spec"]["train"].get("ese", False), c["spec"]["train"].get("ese_target", "")) for c in cells) == [(False, ""), (True, ""), (True, "unit")]
     assert all(c["spec"]["evaluation"]["nested"] == [16, 8] for c in cells)
     assert "Δ STS-B test, middle layer" in (tmp_path / "r" / "ese.md").read_text()
 

@@ -142,23 +142,23 @@ def test_reproduce_trains_each_identity_once_across_tables(tmp_path, tiny_bert_d
                              device="cpu", quiet=True)  # fmt: skip
     result = reproduce(["objectives", "ese"], config)
     # each table's summary is written as soon as its cells are done, before the next table runs
-    assert events == [*[("run", "objectives")] * 10, ("table", "objectives"), *[("run", "ese")] * 2, ("table", "ese")]
+    assert events == [*[("run", "objectives")] * 10, ("table", "objectives"), *[("run", "ese")] * 3, ("table", "ese")]
     cells = [json.loads(p.read_text()) for p in (tmp_path / "r" / "cells").glob("*.json")]
     trained = [c for c in cells if c["cell"].startswith("train-")]
-    # objectives: 9 training rows; ese: AnglE shares "all"'s training, ESE trains; two zero-shot cells
-    assert len(trained) == 11 and len(cells) == 13 and len(calls) == 10
-    assert (result.ran, result.reused) == (13, 0)
+    # objectives: 9 training rows; ese: AnglE shares "all"'s training, ESE trains (two targets); two zero-shot cells
+    assert len(trained) == 12 and len(cells) == 14 and len(calls) == 11
+    assert (result.ran, result.reused) == (14, 0)
     shared = [c for c in trained if "shared_with" in c["training"]]
     assert len(shared) == 1 and shared[0]["row"] == "AnglE (cosine + ibn + angle)"
     assert next(c for c in trained if c["cell"] == shared[0]["training"]["shared_with"])["row"] == "all: cosine + ibn + angle"
     err = capsys.readouterr().err
-    assert "its training also scores AnglE (cosine + ibn + angle) / STS-B" in err and "/13:" in err
+    assert "its training also scores AnglE (cosine + ibn + angle) / STS-B" in err and "/14:" in err
     # after the zero-shot cell, the trainings are not guessed from it; once one has trained, minutes
     progress = [line for line in err.splitlines() if line.startswith("[reproduce")]
-    assert "time left known once a cell of each kind has run (10 training(s) left, not timed yet)" in progress[1], progress
+    assert "time left known once a cell of each kind has run (11 training(s) left, not timed yet)" in progress[1], progress
     assert all(line.endswith("min left") for line in progress[2:]), progress
     again = reproduce(["objectives", "ese"], config)
-    assert (again.ran, again.reused) == (0, 13) and len(calls) == 10
+    assert (again.ran, again.reused) == (0, 14) and len(calls) == 11
 
 
 def test_the_member_furthest_on_leads(tmp_path, monkeypatch):
@@ -253,8 +253,8 @@ def test_report_only_lists_what_a_run_has_left_in_its_order(tmp_path, tiny_bert_
             "--batch-size", "8", "--device", "cpu", "--quiet"]  # fmt: skip
     config = ReproduceConfig(seeds=(0,), output_dir=str(out), model=str(tiny_bert_dir), data_root=str(data_root), max_steps=2, batch_size=8,
                              device="cpu", quiet=True)  # fmt: skip
-    first = reproduce(["ese"], config)  # zero-shot, AnglE, AnglE + ESE
-    assert (first.ran, first.pending) == (3, [])
+    first = reproduce(["ese"], config)  # zero-shot, AnglE, AnglE + ESE (two targets)
+    assert (first.ran, first.pending) == (4, [])
     angle = next(json.loads(p.read_text()) for p in (out / "cells").glob("train-*.json") if json.loads(p.read_text())["row"].startswith("AnglE ("))
     real = scoring.ModelScorer.__call__
 

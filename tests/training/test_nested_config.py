@@ -26,6 +26,9 @@ def test_flags_take_lists() -> None:
     assert config.objective.matryoshka_weights == (1.0, 1.0, 0.5, 0.5, 0.25)
     config = _parse(["--ese", "--ese-compression-size", "128", "--ese-kl-temperature", "1.0"])
     assert config.objective.ese and config.objective.ese_config().compression_size == 128
+    assert config.objective.ese_config().target == "angle-emb"
+    config = _parse(["--ese", "--ese-target", "unit"])
+    assert config.objective.ese_config().target == "unit" and TrainConfig.from_dict(config.to_dict()) == config
     config = _parse(["--gradcache-chunk-size", "32", "--objective", "simcse-unsup"])
     assert config.trainer.gradcache_chunk_size == 32
     assert TrainConfig.from_dict(config.to_dict()) == config
@@ -51,6 +54,9 @@ def test_bad_flags_fail_as_they_are_parsed(argv: list[str]) -> None:
         ({"ese": True, "matryoshka_dims": [64, 32]}, "alternatives"),
         ({"ese": True, "mlp_head": True}, "mlp_head"),
         ({"ese": True, "ese_kl_temperature": 0}, "ese_kl_temperature"),
+        ({"ese_target": "unit"}, "only apply with ese"),
+        ({"ese": True, "ese_target": "pca"}, "ese_target"),
+        ({"ese": True, "ese_target": 1}, "ese_target"),
         ({"ese": True, "gradcache_chunk_size": 8}, "does not combine with ese"),
     ],
 )
@@ -97,6 +103,8 @@ def test_train_runs_end_to_end_with_ese(tiny_bert_dir: Path, pair_file: Path, tm
     assert shallow.config.early_exit is True
     plain = train(TrainConfig.from_dict({**config.flat(), "ese": False, "ese_compression_size": None, "output_dir": str(tmp_path / "plain")}))
     assert Embedder.from_pretrained(plain.model_dir, device="cpu").config.early_exit is False
+    unit = train(TrainConfig.from_dict({**config.flat(), "ese_target": "unit", "output_dir": str(tmp_path / "unit")}))
+    assert unit.steps == 2 and "loss_ese_compression" in (tmp_path / "unit" / "metrics.jsonl").read_text()
 
 
 def test_each_dataset_objective_is_resolved_once_and_handed_down(tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,6 +16,13 @@ output of the top layer n, ``h_i`` that of layer i (pooled as if the model stopp
 softmax-normalised feature-affinity matrix. ``C`` is computed over all embedding rows of a layer
 together (both sides of every pair), as angle-emb does over its interleaved batch.
 
+``C`` is not scale-free: with large activations (a decoder LLM's, up to hundreds) the softmax is
+nearly one-hot, its top singular values reach sqrt(D), ``P(h)`` is many times longer than the
+slice ``h_{:k}`` that the MSE pulls towards it, and as the slice grows so does the next target:
+the term diverges (measured from SmolLM2 in ``benchmarks/bench_ese_scale.py``). ``target="unit"``
+computes ``C`` on the L2-normalised rows ``h / ||h||`` instead, whatever the scale; the default
+``"angle-emb"`` keeps angle-emb's definition.
+
 Differences from angle-emb 0.6.1 (``--apply_ese 1``, ``AngleESETrainer``), on purpose:
 
 * Layers. angle-emb pools ``hidden_states[i]`` for i = 0..n-2 with weight 1/(1+ln(1+i)):
@@ -50,21 +57,28 @@ from anglekit.errors import ConfigError
 from anglekit.losses._common import check_tau
 from anglekit.losses.combined import ObjectiveOutput
 
-__all__ = ["ESEConfig", "ESEObjective", "compression_loss", "layer_weight", "pca_targets"]
+__all__ = ["TARGETS", "ESEConfig", "ESEObjective", "compression_loss", "layer_weight", "pca_targets"]
+
+TARGETS = ("angle-emb", "unit")
+"""What the compression term may compress: the vectors as pooled, or L2-normalised."""
 
 
 @dataclass(frozen=True)
 class ESEConfig:
-    """ESE settings (angle-emb's defaults): the compressed size k and the KL temperature T."""
+    """ESE settings (angle-emb's defaults): the compressed size k, the KL temperature T and what the
+    compression term compresses (``"angle-emb"``: the vectors as pooled; ``"unit"``: L2-normalised)."""
 
     compression_size: int = 128
     kl_temperature: float = 1.0
+    target: str = "angle-emb"
 
     def __post_init__(self) -> None:
         k = self.compression_size
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(f"ese_compression_size must be an integer >= 1, got {k!r}")
         object.__setattr__(self, "kl_temperature", check_tau(self.kl_temperature, "ese_kl_temperature"))
+        if self.target not in TARGETS:
+            raise ConfigError(f"ese_target must be one of {', '.join(TARGETS)}, got {self.target!r}")
 
 
 def layer_weight(layer: int) -> float:
@@ -143,7 +157,8 @@ class ESEObjective(nn.Module):
             raise ValueError(f"ese_compression_size {k} is larger than the embedding dimension {dim}")
 
         def compression(layer: int) -> Tensor:
-            return compression_loss(torch.cat([s[layer] for s in stacks]), k, temperature)
+            h = torch.cat([s[layer] for s in stacks])
+            return compression_loss(F.normalize(h, dim=-1) if self.config.target == "unit" else h, k, temperature)
 
         top_args, top_kwargs = _at(args, kwargs, n - 1, None)
         full = self.objective(*top_args, **top_kwargs)
@@ -166,4 +181,4 @@ class ESEObjective(nn.Module):
         return ObjectiveOutput(loss=loss, components=components)
 
     def extra_repr(self) -> str:
-        return f"compression_size={self.config.compression_size}, kl_temperature={self.config.kl_temperature}"
+        return f"compression_size={self.config.compression_size}, kl_temperature={self.config.kl_temperature}, target={self.config.target}"

@@ -339,6 +339,13 @@ class ObjectiveSection:
     )
     ese_compression_size: int | None = setting(None, minimum=1, help="ESE: the compressed size k (default: 128).")
     ese_kl_temperature: float | None = setting(None, minimum=0, exclusive_minimum=True, help="ESE: temperature T of the compression term's KL (default: 1.0).")
+    ese_target: str | None = setting(
+        None,
+        choices=("angle-emb", "unit"),
+        help="ESE: what the compression term compresses. angle-emb (default): the vectors as pooled, as angle-emb does; "
+        "unit: the L2-normalised vectors, so the term does not grow with the model's activations (it diverges from "
+        "decoder LLMs such as SmolLM2 otherwise; docs/reproduce.md).",
+    )
 
     def __post_init__(self) -> None:
         for name in ("matryoshka_dims", "matryoshka_weights"):
@@ -357,7 +364,7 @@ class ObjectiveSection:
             check_nested_dims(self.matryoshka_dims, self.matryoshka_weights)
         elif self.matryoshka_weights is not None:
             raise ConfigError("matryoshka_weights needs matryoshka_dims (the dimensions they weigh)")
-        given = [f"ese_{name}" for name in ("compression_size", "kl_temperature") if getattr(self, f"ese_{name}") is not None]
+        given = [f"ese_{name}" for name in ("compression_size", "kl_temperature", "target") if getattr(self, f"ese_{name}") is not None]
         if given and not self.ese:
             raise ConfigError(f"{', '.join(given)} only apply with ese: true (--ese)")
         if self.ese:
@@ -378,7 +385,7 @@ class ObjectiveSection:
             return None
         from anglekit.losses.ese import ESEConfig
 
-        values = {"compression_size": self.ese_compression_size, "kl_temperature": self.ese_kl_temperature}
+        values = {"compression_size": self.ese_compression_size, "kl_temperature": self.ese_kl_temperature, "target": self.ese_target}
         return ESEConfig(**{k: v for k, v in values.items() if v is not None})
 
     def matryoshka_config(self) -> Any:
