@@ -11,8 +11,8 @@ activations) give s_1 up to sqrt(D).
 
 This script embeds 64 STS-B train sentences with each start, as its ESE training does (pooling,
 prompt, max length of the issue 42 tables), and prints per layer: the largest |coordinate|, the top
-3 singular values of the softmax matrix, ||P(h)|| / ||h_{:k}|| (mean over rows) and C(h). One
-forward pass per start; no training.
+3 singular values of the softmax matrix, ||P(h)|| / ||h_{:k}|| (mean over rows), C(h), and C of the
+L2-normalised rows (``--ese-target unit``). One forward pass per start; no training.
 
     .venv/bin/python benchmarks/bench_ese_scale.py        # writes results/bench_ese_scale.json
 """
@@ -67,6 +67,7 @@ def measure(start: str, texts: list[str], k: int, temperature: float) -> dict:
                 "singular_values": [round(v, 3) for v in singular.tolist()],
                 "target_to_slice_norm": round(ratio.item(), 3),
                 "compression_loss": round(compression_loss(h, k, temperature).item(), 4),
+                "compression_loss_unit": round(compression_loss(torch.nn.functional.normalize(h, dim=-1), k, temperature).item(), 4),
             })  # fmt: skip
     return {"start": start, "model": spec["model"], "dim": int(stack.shape[-1]), "layers": rows}
 
@@ -85,12 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     texts = [t for pair in zip(s1, s2, strict=True) for t in pair][: args.texts]
     results = [measure(start, texts, args.compression_size, args.kl_temperature) for start in args.starts]
     print(f"ESE compression target at the start, k = {args.compression_size}, T = {args.kl_temperature}, {len(texts)} STS-B train sentences")
-    print(f"{'start':>8} {'layer':>5} {'max |h|':>9} {'||h||':>9} {'s1':>7} {'s2':>7} {'s3':>7} {'||P||/||h_k||':>14} {'C(h)':>12}")
+    print(f"{'start':>8} {'layer':>5} {'max |h|':>9} {'||h||':>9} {'s1':>7} {'s2':>7} {'s3':>7} {'||P||/||h_k||':>14} {'C(h)':>12} {'C(unit h)':>10}")
     for result in results:
         for row in result["layers"]:
             s = row["singular_values"]
             print(f"{result['start']:>8} {row['layer']:>5} {row['max_abs']:>9.1f} {row['row_norm']:>9.1f} {s[0]:>7.3f} {s[1]:>7.3f} {s[2]:>7.3f} "
-                  f"{row['target_to_slice_norm']:>14.3f} {row['compression_loss']:>12.4f}")  # fmt: skip
+                  f"{row['target_to_slice_norm']:>14.3f} {row['compression_loss']:>12.4f} {row['compression_loss_unit']:>10.4f}")  # fmt: skip
     record = {"benchmark": "bench_ese_scale", "date": datetime.date.today().isoformat(), "texts": len(texts), "compression_size": args.compression_size,
               "kl_temperature": args.kl_temperature, "threads": args.threads, "results": results}  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
