@@ -153,6 +153,26 @@ def test_an_antonym_that_negates_its_input_is_kept() -> None:
     assert kept == [negation] and drops == {"copy of input": 1, "near-duplicate of a candidate": 1}
 
 
+class _Bar:
+    """A progress bar that draws nothing."""
+
+    def update(self, n: int) -> None: ...
+    def set_postfix(self, **kwargs: object) -> None: ...
+
+
+def _drive_until_ctrl_c(pipeline, tasks, run, progress) -> None:  # type: ignore[no-untyped-def]
+    """Drive ``tasks`` on one worker, expecting the Ctrl-C the test arranged."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    executor = ThreadPoolExecutor(max_workers=1)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pipeline._drive(executor, 1, tasks, run, progress, threading.Event(), _Bar(), pipeline._Stats())
+    finally:
+        executor.shutdown(wait=True)
+
+
 def test_a_request_done_when_ctrl_c_lands_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     """The race CI met: the only worker finishes task 0 and starts task 1 (which hangs), and the
     Ctrl-C reaches the main thread before it has counted task 0. Task 0's answer is cached, so its
@@ -175,16 +195,12 @@ def test_a_request_done_when_ctrl_c_lands_is_kept(monkeypatch: pytest.MonkeyPatc
         first.result(timeout=30)  # task 0 is done, its answer cached; the signal lands before it is counted
         raise KeyboardInterrupt
 
-    class Bar:
-        def update(self, n: int) -> None: ...
-        def set_postfix(self, **kwargs: object) -> None: ...
-
     monkeypatch.setattr(pipeline, "wait", interrupted_wait)
     progress = pipeline._Progress()
     executor = ThreadPoolExecutor(max_workers=1)
     try:
         with pytest.raises(KeyboardInterrupt):
-            pipeline._drive(executor, 1, tasks, run, progress, threading.Event(), Bar(), pipeline._Stats())
+            pipeline._drive(executor, 1, tasks, run, progress, threading.Event(), _Bar(), pipeline._Stats())
     finally:
         release.set()
         executor.shutdown(wait=True)
@@ -195,9 +211,6 @@ def test_a_request_done_when_ctrl_c_lands_is_kept(monkeypatch: pytest.MonkeyPatc
 def test_a_ctrl_c_around_the_counting_of_a_request_counts_it_once(monkeypatch: pytest.MonkeyPatch, lands: str) -> None:
     """The window noted since stop 51: a Ctrl-C landing while a finished request is being counted. Before
     the count, the interrupted drive records it; after it, not again: its answer is in the summary once."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
     from anglekit.generation import pipeline
 
     tasks = [pipeline._Task(i, f"text {i}", 0, "synonym") for i in range(2)]
@@ -212,19 +225,9 @@ def test_a_ctrl_c_around_the_counting_of_a_request_counts_it_once(monkeypatch: p
             raise KeyboardInterrupt
         real_record(future, task, progress, stopping, pending)
 
-    class Bar:
-        def update(self, n: int) -> None: ...
-        def set_postfix(self, **kwargs: object) -> None: ...
-
     monkeypatch.setattr(pipeline, "_record", record)
     progress = pipeline._Progress()
-    executor = ThreadPoolExecutor(max_workers=1)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            pipeline._drive(executor, 1, tasks, lambda t: ({"answer": f"a {t.index}", "usage": {"completion_tokens": 3}}, False), progress,
-                            threading.Event(), Bar(), pipeline._Stats())  # fmt: skip
-    finally:
-        executor.shutdown(wait=True)
+    _drive_until_ctrl_c(pipeline, tasks, lambda t: ({"answer": f"a {t.index}", "usage": {"completion_tokens": 3}}, False), progress)
     assert fired and fired[0] in progress.answers
     assert progress.counters["sent"] == len(progress.answers) and progress.usage["completion_tokens"] == 3 * len(progress.answers)
 
