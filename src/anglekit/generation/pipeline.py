@@ -301,7 +301,7 @@ class _Progress:
     def counters(self) -> Counter[str]:
         counts: Counter[str] = Counter()
         for outcome in self.outcomes.values():
-            counts["failed" if isinstance(outcome, BackendError) else "cache_hits" if outcome[1] else "sent"] += 1
+            counts[_counted_as(outcome)] += 1
         return counts
 
     @property
@@ -317,6 +317,11 @@ class _Progress:
     def errors(self) -> list[str]:
         """The first 10 failures' messages."""
         return [str(outcome) for outcome in self.outcomes.values() if isinstance(outcome, BackendError)][:10]
+
+
+def _counted_as(outcome: tuple[dict[str, Any], bool] | BackendError) -> str:
+    """The summary's count a request's outcome adds to: ``failed``, ``cache_hits`` or ``sent``."""
+    return "failed" if isinstance(outcome, BackendError) else "cache_hits" if outcome[1] else "sent"
 
 
 def _drive(executor: ThreadPoolExecutor, workers: int, tasks: list[_Task], run: Callable[[_Task], tuple[dict[str, Any], bool]],
@@ -366,7 +371,7 @@ def _record(future: Future[tuple[dict[str, Any], bool]], task: _Task, progress: 
         outcome = exc
         _log_failure(exc)
     progress.outcomes[task] = outcome  # the one step that counts it (see _Progress)
-    progress.shown["failed" if isinstance(outcome, BackendError) else "cache_hits" if outcome[1] else "sent"] += 1
+    progress.shown[_counted_as(outcome)] += 1
     if isinstance(outcome, BackendError) and getattr(outcome, "fatal", False) and progress.fatal is None:
         progress.fatal = outcome
         stopping.set()  # every other request would fail alike: send no more (they count as not run)

@@ -282,12 +282,17 @@ def _lead(members: Sequence[Cell], cells_dir: Path) -> Cell:
     return members[best]
 
 
-def _preparing(cells_dir: Path) -> Any:
-    """The lock under which a process prepares what every process of ``cells_dir`` shares (blocking)."""
+def _lock(cells_dir: Path, name: str) -> Any:
+    """The file lock ``cells_dir/.locks/<name>.lock`` that the processes sharing ``cells_dir`` take."""
     from filelock import FileLock
 
     (cells_dir / ".locks").mkdir(exist_ok=True)
-    return FileLock(cells_dir / ".locks" / "prepare.lock")
+    return FileLock(cells_dir / ".locks" / f"{name}.lock")
+
+
+def _preparing(cells_dir: Path) -> Any:
+    """The lock under which a process prepares what every process of ``cells_dir`` shares (blocking)."""
+    return _lock(cells_dir, "prepare")
 
 
 class _Work:
@@ -308,7 +313,6 @@ class _Work:
         self.groups = _training_groups(todo.values()) if groups else {}
         self.finished = _finished_trainings(planned, todo) if groups else {}
         self.cells_dir, self.config, self.root, self.todo = cells_dir, config, root, todo
-        self.total = len(todo)
         self.ran: set[str] = set()
         self.timed: dict[bool, list[float]] = {True: [], False: []}
         """Seconds of each call of this run that trained (True) and of each that only scored (False)."""
@@ -373,11 +377,7 @@ class _Work:
     def lock(self, cell: Cell) -> Any:
         """The lock of ``cell``'s training (of the cell itself when it trains nothing): one file per
         training in ``cells/.locks/``, so processes planning different tables still train it once."""
-        from filelock import FileLock
-
-        name = hashlib.sha256((training_identity(cell) or cell.key()).encode()).hexdigest()[:20]
-        (self.cells_dir / ".locks").mkdir(exist_ok=True)
-        return FileLock(self.cells_dir / ".locks" / f"{name}.lock")
+        return _lock(self.cells_dir, hashlib.sha256((training_identity(cell) or cell.key()).encode()).hexdigest()[:20])
 
     def _done(self, cell: Cell) -> bool:
         return read_cell(self.cells_dir / f"{cell.key()}.json") is not None
@@ -393,7 +393,7 @@ class _Work:
             also += f"; finished cell {again} trained the same model, trained again here (only the cells of one run share a training)"
         span = f"{done + 1}" if count == 1 else f"{done + 1}-{done + count}"
         seed = f" / seed {lead.seed}" if lead.seed is not None else ""
-        print(f"[reproduce {table}] cell {span}/{self.total}: {lead.row.name} / {lead.task.name}{seed}{also}{eta}", file=sys.stderr, flush=True)
+        print(f"[reproduce {table}] cell {span}/{len(self.todo)}: {lead.row.name} / {lead.task.name}{seed}{also}{eta}", file=sys.stderr, flush=True)
 
 
 def time_left(trainings: int, others: int, timed: dict[bool, list[float]]) -> str:

@@ -42,10 +42,11 @@ class JsonlMetricsCallback(TrainerCallback):
             return
         lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True)
         kept = [line for line in lines if not _logged_after(line, step)]
-        if kept and not kept[-1].endswith("\n") and not _is_json(kept[-1]):
-            kept.pop()
-        elif kept and not kept[-1].endswith("\n"):
-            kept[-1] += "\n"
+        if kept and not kept[-1].endswith("\n"):
+            if _is_json(kept[-1]):
+                kept[-1] += "\n"
+            else:
+                kept.pop()
         if kept != lines:
             atomic_write_text(self.path, "".join(kept))
 
