@@ -4,6 +4,7 @@ from YAML keys and from flags, and against the model's dimension before anything
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from anglekit.cli.fields import add_settings, overrides
 from anglekit.errors import ConfigError
+from anglekit.losses.ese import ESEConfig
 from anglekit.training.config import TrainConfig
 
 
@@ -32,6 +34,14 @@ def test_flags_take_lists() -> None:
     config = _parse(["--gradcache-chunk-size", "32", "--objective", "simcse-unsup"])
     assert config.trainer.gradcache_chunk_size == 32
     assert TrainConfig.from_dict(config.to_dict()) == config
+
+
+def test_nesting_records_the_wrapper_with_its_defaults_filled_in() -> None:
+    """What train_config.json and the card record: the settings that ran, JSON-ready, or None."""
+    assert _parse(["--matryoshka-dims", "64", "32"]).objective.nesting() == {"kind": "matryoshka", "dims": [64, 32], "weights": [1.0, 1.0]}
+    assert _parse(["--ese"]).objective.nesting() == {"kind": "ese", "compression_size": 128, "kl_temperature": 1.0, "target": ESEConfig().target}
+    assert _parse(["--ese", "--ese-kl-temperature", "0.5"]).objective.nesting()["kl_temperature"] == 0.5
+    assert _parse([]).objective.nesting() is None
 
 
 @pytest.mark.parametrize("argv", [["--matryoshka-dims", "0"], ["--matryoshka-dims", "a"], ["--gradcache-chunk-size", "0"], ["--matryoshka-dims"]])
@@ -105,6 +115,13 @@ def test_train_runs_end_to_end_with_ese(tiny_bert_dir: Path, pair_file: Path, tm
     assert Embedder.from_pretrained(plain.model_dir, device="cpu").config.early_exit is False
     unit = train(TrainConfig.from_dict({**config.flat(), "ese_target": "unit", "output_dir": str(tmp_path / "unit")}))
     assert unit.steps == 2 and "loss_ese_compression" in (tmp_path / "unit" / "metrics.jsonl").read_text()
+    # what ran is on record with its defaults filled in (the target left unset included), and nothing without ESE
+    recorded = {name: json.loads((tmp_path / name / "train_config.json").read_text())["nesting"] for name in ("run", "unit", "plain")}
+    assert recorded["run"] == {"kind": "ese", "compression_size": 16, "kl_temperature": 1.0, "target": ESEConfig().target}
+    assert recorded["unit"]["target"] == "unit" and recorded["plain"] is None
+    card = (unit.model_dir / "README.md").read_text()
+    assert "| ese_target | unit |" in card and "| ese_compression_size | 16 |" in card  # named as the settings are
+    assert "ese_" not in (plain.model_dir / "README.md").read_text()
 
 
 def test_each_dataset_objective_is_resolved_once_and_handed_down(tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -90,6 +90,10 @@ def training_card(
     card.datasets = list(dict.fromkeys(h for h in (dataset_hub_id(s) for s in every if s) if h))
     card.objective = {"preset": config.objective.name}
     card.objective.update({k: v for k, v in vars(objective).items() if v is not None})
+    nesting = config.objective.nesting()
+    if nesting is not None:
+        kind = nesting.pop("kind")
+        card.objective.update({f"{kind}_{name}": value for name, value in nesting.items() if value is not None})
     card.training = {
         "steps": steps,
         "epochs": run.epochs if run.max_steps <= 0 else None,

@@ -396,6 +396,16 @@ class ObjectiveSection:
 
         return MatryoshkaConfig(self.matryoshka_dims, self.matryoshka_weights)
 
+    def nesting(self) -> dict[str, Any] | None:
+        """What train_config.json and the model card record of the nesting wrapper: ``{"kind": "ese" |
+        "matryoshka", <its settings, defaults filled in>}``, or None without one. A setting left unset
+        is recorded as it ran, so a run stays readable after a default changes."""
+        for kind, nested in (("ese", self.ese_config()), ("matryoshka", self.matryoshka_config())):
+            if nested is not None:
+                values = {f.name: getattr(nested, f.name) for f in dataclasses.fields(nested)}
+                return {"kind": kind, **{name: list(v) if isinstance(v, tuple) else v for name, v in values.items()}}
+        return None
+
 
 @dataclass
 class LoraSection:

@@ -449,11 +449,18 @@ def _training_model(config: TrainConfig, embedder: Any) -> Any:
 
 
 def _write_train_config(out: Path, config: TrainConfig, task: Any, several: Sequence[Any] | None, objective_config: Any, train_set: Any) -> None:
-    """``train_config.json``: the settings, the objective's config, the batch kind(s), the data."""
+    """``train_config.json``: the settings, the objective's config, the nesting wrapper's (ESE or
+    Matryoshka, defaults filled in; null without one), the batch kind(s), the data."""
     kinds: Any = task.kind if several is None else {d.name: d.task.kind for d in several}
     atomic_write_json(
         out / "train_config.json",
-        {"train": _jsonable(config.flat()), "objective": _jsonable(dict(objective_config.__dict__)), "batch_kind": kinds, "train_data": train_set.summary()},
+        {
+            "train": _jsonable(config.flat()),
+            "objective": _jsonable(dict(objective_config.__dict__)),
+            "nesting": _jsonable(config.objective.nesting()),
+            "batch_kind": kinds,
+            "train_data": train_set.summary(),
+        },
     )
 
 
