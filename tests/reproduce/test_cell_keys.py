@@ -62,6 +62,14 @@ def test_the_key_leaves_out_execution_settings_only():
     assert spec_key(zero).startswith("zero-shot-") and "-s" not in spec_key(zero).removeprefix("zero-shot")
 
 
+def test_a_setting_added_later_at_the_value_older_cells_ran_with_keeps_their_key():
+    """The ese table's angle-emb row names ``ese_target: angle-emb``; its cells, recorded before the
+    setting existed, keep their keys. Any other value is a different cell."""
+    ese = {"ese": True, "ese_compression_size": 128}
+    assert spec_key(_spec(**ese, ese_target="angle-emb")) == spec_key(_spec(**ese))
+    assert spec_key(_spec(**ese, ese_target="unit")) != spec_key(_spec(**ese))
+
+
 def test_every_committed_cell_is_named_by_its_key():
     found = 0
     for path in glob.glob(str(ROOT / "benchmarks" / "results" / "**" / "cells" / "*.json"), recursive=True):

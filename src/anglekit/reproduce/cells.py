@@ -66,6 +66,15 @@ recomputes the same operations with the same random state: a test pins the train
 so they are left out of a cell's key; the record's spec still says how the cell ran."""
 
 
+SETTINGS_ADDED_LATER: dict[str, Any] = {"ese_target": "angle-emb"}
+"""Training settings added after cells were recorded, with the value every earlier cell ran with
+(``ese_target`` came with the unit target on 2026-11-29; before, every ESE cell ran angle-emb's).
+At that value a setting is left out of the key, so a row that names it keeps the key, and the
+cells, recorded before the setting existed."""
+
+_ABSENT = object()
+
+
 DATA_ROOT_MARK = "$DATA"
 """What stands for the data root in the hashed form of a spec (:func:`spec_key`)."""
 
@@ -87,10 +96,14 @@ def root_relative(value: Any, data_root: str) -> Any:
 
 def spec_key(spec: dict[str, Any], data_root: str | None = None) -> str:
     """The key of a cell with ``spec`` (:meth:`Cell.spec`): its kind, seed and a hash of the spec
-    without the :data:`EXECUTION_SETTINGS`, its paths under ``data_root`` hashed relative to it
-    (:func:`root_relative`; without ``data_root``, the absolute paths: the key before 2026-11-30)."""
+    without the :data:`EXECUTION_SETTINGS` nor the :data:`SETTINGS_ADDED_LATER` at their old value,
+    its paths under ``data_root`` hashed relative to it (:func:`root_relative`; without
+    ``data_root``, the absolute paths: the key before 2026-11-30)."""
     train = spec.get("train")
-    decisive = {**spec, "train": {k: v for k, v in train.items() if k not in EXECUTION_SETTINGS}} if isinstance(train, dict) else spec
+    decisive = spec
+    if isinstance(train, dict):
+        kept = {k: v for k, v in train.items() if k not in EXECUTION_SETTINGS and SETTINGS_ADDED_LATER.get(k, _ABSENT) != v}
+        decisive = {**spec, "train": kept}
     if data_root:
         decisive = root_relative(decisive, data_root)
     digest = hashlib.sha256(json.dumps(decisive, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -331,7 +331,7 @@ def build_tables(data: dict[str, str], options: dict[str, Any]) -> dict[str, Tab
             Row("AnglE (cosine + ibn + angle)", settings=paper),
             Row(
                 f"AnglE + ESE (k = {dims[0]}, T = 1.0)",
-                settings={**paper, "ese": True, "ese_compression_size": dims[0], "ese_kl_temperature": 1.0},
+                settings={**paper, "ese": True, "ese_compression_size": dims[0], "ese_kl_temperature": 1.0, "ese_target": "angle-emb"},
             ),
             Row(
                 f"AnglE + ESE, unit target (k = {dims[0]}, T = 1.0)",
