@@ -73,7 +73,7 @@ def test_layer_weights() -> None:
 @pytest.mark.parametrize("layers", [1, 3])
 def test_ese_loss_equals_the_sum_of_its_parts(layers: int) -> None:
     inner = AnglEObjective(ObjectiveConfig(positive_threshold=1.0))
-    ese = ESEObjective(inner, ESEConfig(compression_size=K, kl_temperature=0.7))
+    ese = ESEObjective(inner, ESEConfig(compression_size=K, kl_temperature=0.7, target="angle-emb"))
     x, y, labels, ids1, ids2 = _stacks(layers)
     out = ese(x, y, labels, ids1, ids2)
 
@@ -111,14 +111,14 @@ def test_unit_target_compresses_the_normalised_rows_and_ignores_scale() -> None:
     big_x, big_y = (50.0 * x).detach().requires_grad_(), (50.0 * y).detach().requires_grad_()
     torch.testing.assert_close(unit(big_x, big_y, labels, ids1, ids2).components["ese_compression"], out.components["ese_compression"])
     # a decoder's massive activations: two coordinates far larger than the rest, in every row
-    plain = ESEObjective(inner, ESEConfig(compression_size=K, kl_temperature=0.7))
+    plain = ESEObjective(inner, ESEConfig(compression_size=K, kl_temperature=0.7, target="angle-emb"))
     shift = torch.zeros(8, dtype=torch.float64)
     shift[1], shift[5] = 50.0, -50.0
     massive_x, massive_y = (x + shift).detach(), (y + shift).detach()
     calm, loud = (plain(a, b, labels, ids1, ids2).components["ese_compression"] for a, b in ((x, y), (massive_x, massive_y)))
     assert loud > 100 * calm  # angle-emb's C grows with the activations' square
     assert unit(massive_x, massive_y, labels, ids1, ids2).components["ese_compression"] < 1.0
-    assert "target=unit" in repr(unit) and ESEConfig().target == "angle-emb"
+    assert "target=unit" in repr(unit) and ESEConfig().target == "unit"
 
 
 def test_ese_config_errors() -> None:

@@ -12,7 +12,6 @@ import pytest
 
 from anglekit.cli.fields import add_settings, overrides
 from anglekit.errors import ConfigError
-from anglekit.losses.ese import ESEConfig
 from anglekit.training.config import TrainConfig
 
 
@@ -28,9 +27,9 @@ def test_flags_take_lists() -> None:
     assert config.objective.matryoshka_weights == (1.0, 1.0, 0.5, 0.5, 0.25)
     config = _parse(["--ese", "--ese-compression-size", "128", "--ese-kl-temperature", "1.0"])
     assert config.objective.ese and config.objective.ese_config().compression_size == 128
-    assert config.objective.ese_config().target == "angle-emb"
-    config = _parse(["--ese", "--ese-target", "unit"])
-    assert config.objective.ese_config().target == "unit" and TrainConfig.from_dict(config.to_dict()) == config
+    assert config.objective.ese_config().target == "unit"  # the default since issue 42
+    config = _parse(["--ese", "--ese-target", "angle-emb"])
+    assert config.objective.ese_config().target == "angle-emb" and TrainConfig.from_dict(config.to_dict()) == config
     config = _parse(["--gradcache-chunk-size", "32", "--objective", "simcse-unsup"])
     assert config.trainer.gradcache_chunk_size == 32
     assert TrainConfig.from_dict(config.to_dict()) == config
@@ -39,7 +38,7 @@ def test_flags_take_lists() -> None:
 def test_nesting_records_the_wrapper_with_its_defaults_filled_in() -> None:
     """What train_config.json and the card record: the settings that ran, JSON-ready, or None."""
     assert _parse(["--matryoshka-dims", "64", "32"]).objective.nesting() == {"kind": "matryoshka", "dims": [64, 32], "weights": [1.0, 1.0]}
-    assert _parse(["--ese"]).objective.nesting() == {"kind": "ese", "compression_size": 128, "kl_temperature": 1.0, "target": ESEConfig().target}
+    assert _parse(["--ese"]).objective.nesting() == {"kind": "ese", "compression_size": 128, "kl_temperature": 1.0, "target": "unit"}
     assert _parse(["--ese", "--ese-kl-temperature", "0.5"]).objective.nesting()["kl_temperature"] == 0.5
     assert _parse([]).objective.nesting() is None
 
@@ -113,14 +112,14 @@ def test_train_runs_end_to_end_with_ese(tiny_bert_dir: Path, pair_file: Path, tm
     assert shallow.config.early_exit is True
     plain = train(TrainConfig.from_dict({**config.flat(), "ese": False, "ese_compression_size": None, "output_dir": str(tmp_path / "plain")}))
     assert Embedder.from_pretrained(plain.model_dir, device="cpu").config.early_exit is False
-    unit = train(TrainConfig.from_dict({**config.flat(), "ese_target": "unit", "output_dir": str(tmp_path / "unit")}))
-    assert unit.steps == 2 and "loss_ese_compression" in (tmp_path / "unit" / "metrics.jsonl").read_text()
+    pooled = train(TrainConfig.from_dict({**config.flat(), "ese_target": "angle-emb", "output_dir": str(tmp_path / "pooled")}))
+    assert pooled.steps == 2 and "loss_ese_compression" in (tmp_path / "pooled" / "metrics.jsonl").read_text()
     # what ran is on record with its defaults filled in (the target left unset included), and nothing without ESE
-    recorded = {name: json.loads((tmp_path / name / "train_config.json").read_text())["nesting"] for name in ("run", "unit", "plain")}
-    assert recorded["run"] == {"kind": "ese", "compression_size": 16, "kl_temperature": 1.0, "target": ESEConfig().target}
-    assert recorded["unit"]["target"] == "unit" and recorded["plain"] is None
-    card = (unit.model_dir / "README.md").read_text()
-    assert "| ese_target | unit |" in card and "| ese_compression_size | 16 |" in card  # named as the settings are
+    recorded = {name: json.loads((tmp_path / name / "train_config.json").read_text())["nesting"] for name in ("run", "pooled", "plain")}
+    assert recorded["run"] == {"kind": "ese", "compression_size": 16, "kl_temperature": 1.0, "target": "unit"}
+    assert recorded["pooled"]["target"] == "angle-emb" and recorded["plain"] is None
+    card = (pooled.model_dir / "README.md").read_text()
+    assert "| ese_target | angle-emb |" in card and "| ese_compression_size | 16 |" in card  # named as the settings are
     assert "ese_" not in (plain.model_dir / "README.md").read_text()
 
 

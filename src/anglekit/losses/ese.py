@@ -19,9 +19,9 @@ together (both sides of every pair), as angle-emb does over its interleaved batc
 ``C`` is not scale-free: with large activations (a decoder LLM's, up to hundreds) the softmax is
 nearly one-hot, its top singular values reach sqrt(D), ``P(h)`` is many times longer than the
 slice ``h_{:k}`` that the MSE pulls towards it, and as the slice grows so does the next target:
-the term diverges (measured from SmolLM2 in ``benchmarks/bench_ese_scale.py``). ``target="unit"``
-computes ``C`` on the L2-normalised rows ``h / ||h||`` instead, whatever the scale; the default
-``"angle-emb"`` keeps angle-emb's definition.
+the term diverges (measured from SmolLM2 in ``benchmarks/bench_ese_scale.py``). The default
+``target="unit"`` computes ``C`` on the L2-normalised rows ``h / ||h||`` instead, whatever the
+scale; ``"angle-emb"`` keeps angle-emb's definition (to reproduce its numbers).
 
 Differences from angle-emb 0.6.1 (``--apply_ese 1``, ``AngleESETrainer``), on purpose:
 
@@ -33,6 +33,9 @@ Differences from angle-emb 0.6.1 (``--apply_ese 1``, ``AngleESETrainer``), on pu
   ``torch.linalg.svd`` (deterministic; the same subspace up to the randomized method's error),
   with each singular vector's sign fixed (largest entry positive): a singular vector's sign is
   arbitrary, and without a rule the target could flip between steps with rounding.
+* ``C`` is computed on unit vectors by default (above; issue 42 measured it: from MiniLM it keeps
+  the full vector within noise and gains more at 128 and 64 coordinates than angle-emb's target, and
+  from SmolLM2 it trains where angle-emb's diverges). ``target="angle-emb"`` restores angle-emb's.
 * ``C`` includes angle-emb's MSE term (its ``compute_distillation_loss`` defaults to
   ``mse_weight=1``), so "the KL term" is MSE + T·KL as there.
 * Pooling of a shallow layer is the model's pooling applied as if the model stopped at that layer
@@ -65,12 +68,13 @@ TARGETS = ("angle-emb", "unit")
 
 @dataclass(frozen=True)
 class ESEConfig:
-    """ESE settings (angle-emb's defaults): the compressed size k, the KL temperature T and what the
-    compression term compresses (``"angle-emb"``: the vectors as pooled; ``"unit"``: L2-normalised)."""
+    """ESE settings: the compressed size k and the KL temperature T (angle-emb's defaults), and what
+    the compression term compresses (``"unit"``, the default: L2-normalised; ``"angle-emb"``: the
+    vectors as pooled, as angle-emb does)."""
 
     compression_size: int = 128
     kl_temperature: float = 1.0
-    target: str = "angle-emb"
+    target: str = "unit"
 
     def __post_init__(self) -> None:
         k = self.compression_size

@@ -344,12 +344,12 @@ def build_tables(data: dict[str, str], options: dict[str, Any]) -> dict[str, Tab
         reference="AnglE (cosine + ibn + angle)",
         compare=tuple(m for m in nested if m != nested[-2]),
         notes=(
-            "ESE at angle-emb's settings (--apply_ese 1, compression size 128, KL temperature 1.0) over the paper's "
+            "ESE at angle-emb's settings (--apply_ese 1, compression size 128, KL temperature 1.0; --ese-target angle-emb) over the paper's "
             "objective, against the same objective without it. '@k': the first k coordinates (normalised after the "
             "cut); 'middle layer': the pooled output of transformer layer n/2 (n = the model's layers), as if the model "
             "stopped there. The ESE paper's own figures are not shipped offline, so this table compares with and "
             "without ESE only.",
-            "'unit target': ESE's compression term on the L2-normalised vectors (--ese-target unit, not in angle-emb), "
+            "'unit target': ESE's compression term on the L2-normalised vectors (--ese-target unit, anglekit's default; not in angle-emb), "
             "which does not grow with the model's activations; angle-emb's diverges from SmolLM2 (docs/reproduce.md).",
         ),
     )

@@ -342,9 +342,9 @@ class ObjectiveSection:
     ese_target: str | None = setting(
         None,
         choices=("angle-emb", "unit"),
-        help="ESE: what the compression term compresses. angle-emb (default): the vectors as pooled, as angle-emb does; "
-        "unit: the L2-normalised vectors, so the term does not grow with the model's activations (it diverges from "
-        "decoder LLMs such as SmolLM2 otherwise; docs/reproduce.md).",
+        help="ESE: what the compression term compresses. unit (default): the L2-normalised vectors, so the term does not "
+        "grow with the model's activations; angle-emb: the vectors as pooled, as angle-emb does (to reproduce it; it "
+        "diverges from decoder LLMs such as SmolLM2; docs/reproduce.md).",
     )
 
     def __post_init__(self) -> None:
