@@ -186,3 +186,61 @@ def test_a_family_size_check_is_its_own_hook(tiny_bert_dir: Path, tmp_path: Path
             check(config)
     finally:
         unregister_objective_family("wide")
+
+
+@pytest.mark.parametrize(
+    ("recorded", "given", "outcome"),
+    [
+        ({"train": {"ese": True, "ese_target": None}}, None, "error"),  # before 2026-11-30: an unset target ran angle-emb's
+        ({"train": {"ese": True, "ese_target": None}}, "angle-emb", "ok"),
+        ({"train": {"ese": True, "ese_target": "unit"}}, None, "ok"),
+        ({"train": {"ese": True}, "nesting": {"kind": "ese", "target": "angle-emb"}}, None, "error"),
+        ({"train": {"ese": True}, "nesting": {"kind": "ese", "target": "unit"}}, None, "ok"),
+        ({"train": {"ese": True}, "nesting": {"kind": "ese", "target": "angle-emb"}}, "unit", "warn"),
+        ({"train": {"ese": False}}, None, "ok"),  # began without ESE: nothing to compare
+        ({"train": ["not", "a", "mapping"]}, None, "ok"),
+        ("{not json", None, "ok"),
+    ],
+)
+def test_resuming_an_ese_run_keeps_the_target_it_began_with(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, recorded: Any, given: str | None, outcome: str
+) -> None:
+    """The ESE target's default changed; a resumed run does not switch target silently (ConfigError
+    naming the flag), nor when the target is given (a warning)."""
+    from anglekit.training.run import _check_resumed_ese_target
+
+    (tmp_path / "train_config.json").write_text(recorded if isinstance(recorded, str) else json.dumps(recorded))
+    config = TrainConfig.from_dict({"ese": True, "output_dir": str(tmp_path), **({"ese_target": given} if given else {})})
+    if outcome == "error":
+        with pytest.raises(ConfigError, match="began with ESE's compression target 'angle-emb'.*--ese-target angle-emb"):
+            _check_resumed_ese_target(tmp_path, config)
+        return
+    with caplog.at_level("WARNING", logger="anglekit.training.run"):
+        _check_resumed_ese_target(tmp_path, config)
+    assert ("resumes with 'unit' as given" in caplog.text) == (outcome == "warn")
+
+
+def test_train_refuses_to_resume_an_old_ese_run_with_the_new_default(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path) -> None:
+    """Wired into train(): the check runs before the model loads, and changes nothing on disk."""
+    from anglekit.training.run import train
+
+    out = tmp_path / "run"
+    (out / "checkpoint-4").mkdir(parents=True)
+    (out / "checkpoint-4" / "model.safetensors").write_bytes(b"weights")
+    (out / "checkpoint-4" / "trainer_state.json").write_text(json.dumps({"global_step": 4}))
+    legacy = json.dumps({"train": {"ese": True, "ese_target": None}})
+    (out / "train_config.json").write_text(legacy)
+    config = TrainConfig.from_dict(
+        {
+            "model": str(tiny_bert_dir),
+            "train_data": str(pair_file),
+            "ese": True,
+            "ese_compression_size": 16,
+            "output_dir": str(out),
+            "resume": True,
+            "device": "cpu",
+        }
+    )
+    with pytest.raises(ConfigError, match="--ese-target angle-emb"):
+        train(config)
+    assert (out / "train_config.json").read_text() == legacy and (out / "checkpoint-4" / "model.safetensors").exists()

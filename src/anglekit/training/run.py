@@ -164,6 +164,34 @@ def _prepare_output_dir(config: TrainerSection) -> str | None:
     return None
 
 
+def _check_resumed_ese_target(out: Path, config: TrainConfig) -> None:
+    """Resuming an ESE run whose ``train_config.json`` says it began with another compression target
+    than this config's: a ConfigError when the target was left unset (its default changed from
+    ``angle-emb`` to ``unit`` on 2026-11-30, and a run begun before recorded no target), a warning
+    when it was given. Nothing is checked when the file is missing or unreadable."""
+    section = config.objective
+    if not section.ese:
+        return
+    try:
+        before = json.loads((out / "train_config.json").read_text(encoding="utf-8"))
+        nesting, train = before.get("nesting"), before.get("train")
+        if "nesting" in before:  # recorded as it ran (since 2026-11-30)
+            began = nesting.get("target") if isinstance(nesting, dict) and nesting.get("kind") == "ese" else None
+        else:  # before: an unset target ran angle-emb's
+            began = (train.get("ese_target") or "angle-emb") if train.get("ese") else None
+    except (OSError, ValueError, AttributeError):
+        return
+    now = section.ese_config().target
+    if began is None or began == now:
+        return
+    if section.ese_target is None:
+        raise ConfigError(
+            f"{out} began with ESE's compression target {began!r} and would resume with the default {now!r} "
+            f"(the default changed on 2026-11-30): pass --ese-target {began} to continue it as it began"
+        )
+    logger.warning("%s began with ESE's compression target %r; it resumes with %r as given", out, began, now)
+
+
 def finished_result(out: Path) -> TrainResult | None:
     """The result of the run in ``out`` when it finished: results.json and the model are there and
     no checkpoint is missing after them (a run cut back to an earlier checkpoint is not finished).
@@ -385,6 +413,8 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     logger.info("precision %s (%s: %s)", precision.name, precision.requested, precision.reason)
     resume_from = _prepare_output_dir(run)
     out = Path(run.output_dir)
+    if resume_from is not None:
+        _check_resumed_ese_target(out, config)
     out.mkdir(parents=True, exist_ok=True)
     set_seed(run.seed)
 
