@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 42, the angle term's worth: every table of docs/reproduce.md "The angle term's worth", from
-# MiniLM first (minutes a cell on 2 cores), then from SmolLM2 at 200 steps a cell (LoRA; about 15
-# minutes a cell on 2 AMX cores in bf16, about an hour on AVX2-only cores in fp32; tens of hours in
-# all on a CPU). From SmolLM2, ese runs before objectives, whose 24 trainings take longest.
+# MiniLM first (minutes a cell on 2 cores), then from SmolLM2 at 200 steps a cell (LoRA; 16-20
+# minutes a training on 2 idle AVX2-only cores in fp32 plus about 5 of scoring, measured; 45
+# trainings, about 17 hours in all there). From SmolLM2, ese runs before objectives, whose 24 trainings take longest.
 # Resumable: finished cells are reused, so run it again after an interruption, on this machine or
 # another (set DEVICE=cuda on a GPU). ONLY=minilm or ONLY=smollm2 runs one start.
 set -euo pipefail
