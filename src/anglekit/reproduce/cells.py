@@ -68,7 +68,7 @@ so they are left out of a cell's key; the record's spec still says how the cell 
 
 SETTINGS_ADDED_LATER: dict[str, Any] = {"ese_target": "angle-emb"}
 """Training settings added after cells were recorded, with the value every earlier cell ran with
-(``ese_target`` came with the unit target on 2026-11-29; before, every ESE cell ran angle-emb's).
+(``ese_target`` came with the unit target on 2026-11-30; before, every ESE cell ran angle-emb's).
 At that value a setting is left out of the key, so a row that names it keeps the key, and the
 cells, recorded before the setting existed."""
 
