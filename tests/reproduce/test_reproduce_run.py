@@ -245,6 +245,7 @@ def test_the_smollm2_start_trains_lora_adapters_with_the_paper_prompt(tmp_path, 
     assert cell.evaluation["prompt"] == "paper"
     record = run_cell(cell, tmp_path, metric=table.metrics[0], data_root=str(data_root), keep_model=True)
     assert record["status"] == "done" and record["training"]["steps"] == 2
+    assert record["training"]["precision"] in ("fp32", "bf16") and record["training"]["hardware"].startswith("CPU ")  # what trained it (auto: the CPU decides)
     dynamics = [json.loads(line) for line in (tmp_path / record["dynamics"] / "metrics.jsonl").read_text().splitlines()]
     probes = [r for r in dynamics if "probe_saturated" in r]
     assert probes and all(0.0 <= r["probe_saturated"] <= 1.0 and -1.0 <= r["probe_anisotropy"] <= 1.0 for r in probes)

@@ -379,6 +379,7 @@ def _run_training(
     cell: Cell, folder: Path, *, metric: str, data_root: str | None, keep_model: bool, quiet: bool, checkpoint_steps: int,
     sharing: Sequence[tuple[Cell, str]], started: float,
 ) -> dict[str, Any]:  # fmt: skip
+    from anglekit.training.card import hardware
     from anglekit.training.config import TrainConfig
     from anglekit.training.run import train
 
@@ -412,6 +413,8 @@ def _run_training(
         "unit": result.unit,
         "threads": result.threads,
         "peak_memory_mb": result.peak_memory_mb,
+        "precision": result.precision,
+        "hardware": hardware(),  # where the training finished (a resumed one may have begun elsewhere)
         **({"resumed_from_step": resumed} if resumed is not None else {}),
     }
     shared: dict[str, Any] = {}
