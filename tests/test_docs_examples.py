@@ -322,6 +322,21 @@ def test_a_claim_cannot_keep_a_date_by_hand_once_its_results_file_records_one(tm
         ("quickstart/quickstart.json", '{"date": "yesterday"}', "quickstart.json: no field 'before.spearman'"),
         ("issue31-pad8/summary.json", '{"cells": [{"runs": [{"ratio": 2.0}]}]}', "cells[0].runs must be a non-empty list of runs with numeric anglekit_sps"),
         ("issue31-pad8/summary.json", '{"cells": {}}', "summary.json: field 'cells' is not a non-empty list"),
+        ("issue42/smollm2/ese.json", '{"rows": []}', "ese.json: field 'rows[row=AnglE + ESE (k = 128, T = 1.0)].paired_other.STS-B test.mean_diff': 0 items"),
+        (
+            "issue42/smollm2/ese.json",
+            json.dumps(
+                {
+                    "rows": [
+                        {
+                            "row": "AnglE + ESE (k = 128, T = 1.0)",
+                            "paired_other": {"STS-B test": {"mean_diff": -1.0, "std_diff": 0.1, "p": 0.2, "seeds": [0, 1]}},
+                        }
+                    ]
+                }
+            ),
+            "ese.json: field 'rows[row=AnglE + ESE (k = 128, T = 1.0)].paired_other.STS-B test.seeds' is [0, 1], not 3 seeds or more",
+        ),
     ],
 )
 def test_make_results_names_the_file_and_field(
