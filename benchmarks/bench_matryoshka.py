@@ -14,7 +14,9 @@ of cosine vs gold at each size. Rows:
 * ``anglekit:paper+matryoshka-w11122`` / ``-w11244``: the same with ``--matryoshka-weights 1 1 1 2 2``
   / ``1 1 2 4 4``, seed 0 each, compared on STS-B dev (every anglekit run also scores dev); the
   better one on dev (w11122) then runs seeds 1 and 2;
-* ``anglekit:paper+ese``: ``--ese --ese-compression-size 128 --ese-kl-temperature 1.0``;
+* ``anglekit:paper+ese``: ``--ese --ese-compression-size 128 --ese-kl-temperature 1.0 --ese-target
+  angle-emb`` (angle-emb's compression target, like with like with the next row; anglekit's default
+  became ``unit`` after these runs, docs/nested.md);
 * ``angle-emb:paper+ese``: angle-emb 0.6.1 ``fit(apply_ese=True)`` with the same k and T (skipped,
   with the reason printed, when ``.venv-angle-emb`` is missing: ``bash benchmarks/peers/setup_angle_emb.sh``).
 
@@ -100,7 +102,7 @@ def worker_anglekit(args: argparse.Namespace) -> dict:
                 if MATRYOSHKA_WEIGHTS[args.row] is not None:
                     extra["matryoshka_weights"] = list(MATRYOSHKA_WEIGHTS[args.row])
             elif args.row.endswith("+ese"):
-                extra = {"ese": True, "ese_compression_size": COMPRESSION_SIZE, "ese_kl_temperature": KL_TEMPERATURE}
+                extra = {"ese": True, "ese_compression_size": COMPRESSION_SIZE, "ese_kl_temperature": KL_TEMPERATURE, "ese_target": "angle-emb"}
             config = TrainConfig.from_dict(dict(
                 model=str(model_dir), pooling="last_avg", max_length=common.TRAIN_MAX_LENGTH,
                 train_data=str(common.stsb_dir()) + ":train", objective="paper", epochs=float(common.EPOCHS),

@@ -8,7 +8,8 @@ questions as queries (one per request, k = 10), concurrency 1, 8, 32, the same C
 server, loopback, same run. Reported: queries/s, p50/p99 latency, and recall@10 of each server
 against brute force (``Embedder.encode`` of the queries and a numpy scan of the index's vectors).
 
-**depth**: MiniLM trained with ``--ese`` on STS-B train (cached under ``.cache/``), served once;
+**depth**: MiniLM trained with ``--ese --ese-target angle-emb`` on STS-B train (the target the
+recorded run trained with, before ``unit`` became the default; cached under ``.cache/``), served once;
 32-sentence embedding requests at concurrency 8 with ``layer`` 2, 3, 4, 6 (6: the full model):
 sentences/s and the speed-up over the full model, and the STS-B test Spearman of that layer
 (``Embedder.from_pretrained(layer=...)``).
@@ -137,12 +138,12 @@ def run_search(args: argparse.Namespace, model_dir: Path, threads: int, env: dic
 
 def ese_model(model_dir: Path, threads: int) -> Path:
     """MiniLM trained with ESE on STS-B train (``ESE_STEPS`` steps, cached)."""
-    out = common.cache_root() / "bench_serve_search" / f"minilm-ese-{ESE_STEPS}"
+    out = common.cache_root() / "bench_serve_search" / f"minilm-ese-angle-emb-{ESE_STEPS}"
     if (out / "results.json").is_file():
         return out / "model"
     print(f"training the ESE model in {out}", file=sys.stderr, flush=True)
     argv = [sys.executable, "-m", "anglekit", "train", "--model", str(model_dir), "--train-data", f"{common.stsb_dir()}:train",
-            "--objective", "paper", "--ese", "--pooling", "last_avg", "--max-length", "64", "--batch-size", "32",
+            "--objective", "paper", "--ese", "--ese-target", "angle-emb", "--pooling", "last_avg", "--max-length", "64", "--batch-size", "32",
             "--max-steps", str(ESE_STEPS), "--learning-rate", "2e-5", "--output-dir", str(out), "--device", "cpu", "--quiet",
             "--overwrite-output-dir"]  # fmt: skip
     subprocess.run(argv, check=True, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
