@@ -133,6 +133,22 @@ def _range(values: list[float], digits: int = 2) -> str:
     return low if low == high else f"{low}-{high}"
 
 
+def _paired(source: str, row: str, metric: str | None = None) -> Callable[[Results], str]:
+    """A reproduce row's paired difference from its table's reference row (on the table's primary
+    metric, or ``metric``): mean ± std over the seeds, p of the paired t-test."""
+    field = f"rows[row={row}]." + ("paired" if metric is None else f"paired_other.{metric}")
+
+    def claim(r: Results) -> str:
+        mean, std, p = (r.number(source, f"{field}.{name}") for name in ("mean_diff", "std_diff", "p"))
+        seeds = r.get(source, f"{field}.seeds")
+        if not (isinstance(seeds, list) and len(seeds) >= 3):
+            raise ResultsError(f"{r.root / source}: field {field + '.seeds'!r} is {seeds!r}, not 3 seeds or more")
+        shown = "< 0.001" if p < 0.001 else f"= {p:.3f}" if p < 0.01 else f"= {p:.2f}"
+        return f"{mean:+.2f} ± {std:.2f} (p {shown})"
+
+    return claim
+
+
 def claims() -> list[Claim]:
     """Every benchmarked claim with its current figure's recipe, in the order of the page."""
     train = "issue27-np-minilm/bench_train.json"
@@ -174,21 +190,6 @@ def claims() -> list[Claim]:
         return lambda r: (
             f"{r.number(source, f'summary[method={method}].stsb_test_mean'):.2f} ± {r.number(source, f'summary[method={method}].stsb_test_std'):.2f}"
         )
-
-    def paired(source: str, row: str, metric: str | None = None) -> Callable[[Results], str]:
-        """A reproduce row's paired difference from its table's reference row (on the table's primary
-        metric, or ``metric``): mean ± std over the seeds, p of the paired t-test."""
-        field = f"rows[row={row}]." + ("paired" if metric is None else f"paired_other.{metric}")
-
-        def claim(r: Results) -> str:
-            mean, std, p = (r.number(source, f"{field}.{name}") for name in ("mean_diff", "std_diff", "p"))
-            seeds = r.get(source, f"{field}.seeds")
-            if not (isinstance(seeds, list) and len(seeds) >= 3):
-                raise ResultsError(f"{r.root / source}: field {field + '.seeds'!r} is {seeds!r}, not 3 seeds or more")
-            shown = "< 0.001" if p < 0.001 else f"= {p:.3f}" if p < 0.01 else f"= {p:.2f}"
-            return f"{mean:+.2f} ± {std:.2f} (p {shown})"
-
-        return claim
 
     def fmt(source: str, field: str, spec: str, scale: float = 1.0) -> Callable[[Results], str]:
         return lambda r: format(r.number(source, field) * scale, spec)
@@ -577,11 +578,11 @@ def claims() -> list[Claim]:
             "2026-11-25",
             "scale.md",
         ),
-        *angle_term_claims(paired),
+        *angle_term_claims(),
     ]
 
 
-def angle_term_claims(paired: Callable[..., Callable[[Results], str]]) -> list[Claim]:
+def angle_term_claims() -> list[Claim]:
     """Issue 42's answers: each a paired difference over 3 seeds from a reproduce table."""
     section = "The angle term's worth and ESE (STS-B test, paired over 3 seeds)"
     hardware, date = "AMD EPYC (AVX2, no bf16: fp32), 2 threads", "2026-11-30"
@@ -593,15 +594,15 @@ def angle_term_claims(paired: Callable[..., Callable[[Results], str]]) -> list[C
         name = names[start]
         every += [
             Claim(f"angle.paper_weight.{start}", section, f"the angle term at the paper's weight (w3 = 1 against 0), from {name} (paper: +0.96)",
-                  weights, paired(weights, "w3 = 1 (paper)"), hardware, date, "reproduce.md"),
+                  weights, _paired(weights, "w3 = 1 (paper)"), hardware, date, "reproduce.md"),
             Claim(f"angle.w35_avg.{start}", section, f"w3 = 35 (angle-emb's LLaMA recipe) against 0, the average of STS12-16, STS-B and SICK-R, from {name}",
-                  weights, paired(weights, "w3 = 35 (official LLaMA recipe)", "Avg"), hardware, date, "reproduce.md"),
+                  weights, _paired(weights, "w3 = 35 (official LLaMA recipe)", "Avg"), hardware, date, "reproduce.md"),
             Claim(f"ese.angle_emb_full.{start}", section, f"ESE with angle-emb's target (`--ese-target angle-emb`), the full vector, from {name}",
-                  ese, paired(ese, emb, "STS-B test"), hardware, date, "reproduce.md"),
+                  ese, _paired(ese, emb, "STS-B test"), hardware, date, "reproduce.md"),
             Claim(f"ese.unit_full.{start}", section, f"ESE with the unit target (the default), the full vector, from {name}",
-                  ese, paired(ese, unit, "STS-B test"), hardware, date, "reproduce.md"),
+                  ese, _paired(ese, unit, "STS-B test"), hardware, date, "reproduce.md"),
             Claim(f"ese.unit_64.{start}", section, f"ESE with the unit target, the first 64 coordinates, from {name}",
-                  ese, paired(ese, unit), hardware, date, "reproduce.md"),
+                  ese, _paired(ese, unit), hardware, date, "reproduce.md"),
         ]  # fmt: skip
     return every
 

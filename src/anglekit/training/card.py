@@ -93,7 +93,7 @@ def training_card(
     nesting = config.objective.nesting()
     if nesting is not None:
         kind = nesting.pop("kind")
-        card.objective.update({f"{kind}_{name}": value for name, value in nesting.items() if value is not None})
+        card.objective.update({f"{kind}_{name}": value for name, value in nesting.items()})
     card.training = {
         "steps": steps,
         "epochs": run.epochs if run.max_steps <= 0 else None,

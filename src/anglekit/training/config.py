@@ -402,8 +402,7 @@ class ObjectiveSection:
         is recorded as it ran, so a run stays readable after a default changes."""
         for kind, nested in (("ese", self.ese_config()), ("matryoshka", self.matryoshka_config())):
             if nested is not None:
-                values = {f.name: getattr(nested, f.name) for f in dataclasses.fields(nested)}
-                return {"kind": kind, **{name: list(v) if isinstance(v, tuple) else v for name, v in values.items()}}
+                return {"kind": kind, **{name: list(v) if isinstance(v, tuple) else v for name, v in dataclasses.asdict(nested).items()}}
         return None
 
 

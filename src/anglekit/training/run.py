@@ -487,7 +487,7 @@ def _write_train_config(out: Path, config: TrainConfig, task: Any, several: Sequ
         {
             "train": _jsonable(config.flat()),
             "objective": _jsonable(dict(objective_config.__dict__)),
-            "nesting": _jsonable(config.objective.nesting()),
+            "nesting": config.objective.nesting(),
             "batch_kind": kinds,
             "train_data": train_set.summary(),
         },
