@@ -386,6 +386,15 @@ def check(config: TrainConfig) -> list[DatasetPlan]:
     return plans
 
 
+def _named_dataset(config: TrainConfig, train_dataset: Any) -> TrainConfig:
+    """``config`` with ``train_data`` naming the in-memory ``train_dataset`` when one is given."""
+    if train_dataset is None:
+        return config
+    if config.data.train_data:
+        raise ConfigError("give train_data or train_dataset, not both")
+    return replace(config, data=replace(config.data, train_data="<datasets.Dataset>"))
+
+
 def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, train_dataset: Any = None) -> TrainResult:
     """Fine-tune ``config.model`` on ``config.data.train_data``; see :class:`TrainConfig`.
 
@@ -393,10 +402,7 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     ``train_dataset``: a ``datasets.Dataset`` or ``IterableDataset`` to train on instead of
     ``train_data`` (read in record batches, checked like a file; ``columns`` names its columns).
     """
-    if train_dataset is not None:
-        if config.data.train_data:
-            raise ConfigError("give train_data or train_dataset, not both")
-        config = replace(config, data=replace(config.data, train_data="<datasets.Dataset>"))
+    config = _named_dataset(config, train_dataset)
     from transformers import set_seed
     from transformers.trainer_callback import PrinterCallback
 
