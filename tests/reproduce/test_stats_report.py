@@ -131,6 +131,20 @@ def test_summary_and_markdown_put_each_number_in_its_column():
     assert "Scale:" in report and "already trained" in report and "anglekit reproduce pooling" in report
 
 
+def test_a_table_whose_cells_trained_in_different_precisions_says_so():
+    table = build_tables(DATA, {})["pooling"]
+    records = _records(table, {"cls": {0: 80.0, 1: 81.0, 2: 82.0}, "last_avg": {0: 85.0, 1: 85.5, 2: 86.5}})
+    same = [{**r, "training": {"precision": "fp32"}} for r in records]
+    summary = table_summary(table, same)
+    assert summary["precisions"] == {"fp32": 6} and "precisions differ" not in render_table(summary)
+    assert table_summary(table, records)["precisions"] == {}  # zero-shot-like records: no training, nothing counted
+    mixed = [{**r, "training": {"precision": "bf16"} if r["seed"] == 1 else {"steps": 10}} for r in records]
+    mixed.append({**records[0], "status": "failed", "training": {"precision": "fp16"}})  # not finished: not counted
+    summary = table_summary(table, mixed)
+    assert summary["precisions"] == {"bf16": 2, "unrecorded": 4}
+    assert "- The trained cells' recorded precisions differ (bf16 2, unrecorded 4)" in render_table(summary)
+
+
 def test_multi_column_table_averages_measured_columns_and_marks_skips():
     table = build_tables(DATA, {})["non-transfer"]
     records = (

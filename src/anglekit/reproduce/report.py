@@ -164,7 +164,20 @@ def table_summary(table: TableSpec, records: Sequence[dict[str, Any]]) -> dict[s
         "metrics": list(table.metrics),
         "rows": rows,
         "notes": list(table.notes),
+        "precisions": trained_precisions(records),
     }
+
+
+def trained_precisions(records: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """How many finished trained cells ran in each precision (``unrecorded``: cells from before
+    2026-11-30). A cell's key holds the requested precision, ``auto``, which is bf16 on a CPU with
+    native bf16 and fp32 on one without, so a table resumed on another machine can mix them."""
+    counts: dict[str, int] = {}
+    for r in records:
+        if r.get("status") == "done" and r.get("training") is not None:
+            label = str(r["training"].get("precision") or "unrecorded")
+            counts[label] = counts.get(label, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def _cell(metric: dict[str, Any] | None, skipped: bool = False) -> str:
@@ -237,6 +250,10 @@ def render_table(summary: dict[str, Any]) -> str:
     if sources:
         lines += ["Published figures beside the rows:", "", *sources, ""]
     lines += [f"- {n}" for n in summary["notes"]]
+    precisions = summary.get("precisions") or {}
+    if len(precisions) > 1:
+        mixed = ", ".join(f"{name} {count}" for name, count in precisions.items())
+        lines.append(f"- The trained cells' recorded precisions differ ({mixed}): where two paired cells differ, so may their scores.")
     if summary["table"] == "ibn-duplicates":
         note = paper_note("identical-sentence detection")
         if note:
