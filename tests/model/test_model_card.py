@@ -134,3 +134,23 @@ def test_card_of_a_folder_sentence_transformers_refuses_says_so(load_bert: Any, 
 def test_card_of_simace_training_cites_it(load_bert: Any, tmp_path: Path) -> None:
     folder = load_bert().save_pretrained(tmp_path / "model", card=ModelCardData(objective={"preset": "simace"}))
     assert "SimACE" in (folder / "README.md").read_text()
+
+
+@pytest.mark.parametrize(("capability", "native_bf16", "expected"), [
+    ("AVX2", False, "CPU Test CPU (AVX2), 3 threads"),
+    ("AVX512", True, "CPU Test CPU (AVX512, native bf16), 3 threads"),
+])  # fmt: skip
+def test_hardware_names_the_cpu_s_instructions_and_native_bf16(monkeypatch: pytest.MonkeyPatch, capability: str, native_bf16: bool,
+                                                              expected: str) -> None:  # fmt: skip
+    import torch
+
+    from anglekit.model import hardware as cpu
+    from anglekit.training import card
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    monkeypatch.setattr(cpu, "cpu_has_native_bf16", lambda: native_bf16)  # what --precision auto follows
+    monkeypatch.setattr(card, "_cpu_name", lambda: "Test CPU")
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    assert card.hardware() == expected

@@ -33,8 +33,12 @@ def dataset_hub_id(spec: str | None) -> str | None:
 
 
 def hardware() -> str:
-    """This machine's accelerator (CUDA GPU name and count, Apple MPS) or CPU, with torch's threads."""
+    """This machine's accelerator (CUDA GPU name and count, Apple MPS) or CPU, with the vector
+    instructions torch uses and whether it computes bf16 natively (which ``--precision auto``
+    follows), and torch's threads."""
     import torch
+
+    from anglekit.model.hardware import cpu_has_native_bf16
 
     if torch.cuda.is_available():
         count = torch.cuda.device_count()
@@ -43,7 +47,8 @@ def hardware() -> str:
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
         return f"Apple MPS ({cpu})"
-    return f"CPU {cpu}, {torch.get_num_threads()} threads"
+    features = str(torch.backends.cpu.get_cpu_capability()) + (", native bf16" if cpu_has_native_bf16() else "")
+    return f"CPU {cpu} ({features}), {torch.get_num_threads()} threads"
 
 
 def _cpu_name() -> str:
