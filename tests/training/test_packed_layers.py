@@ -216,7 +216,7 @@ def test_training_packed_ends_where_padded_training_ends(tiny_bert_dir: Path, co
     # The two runs sum in different orders, and Adam divides each update by the gradient's own scale,
     # so where a gradient is near zero (the keys' biases: attention ignores them) rounding moves a
     # weight by up to lr a step. Elementwise: within 5e-5, about 1% of the most 4 steps at lr 1e-3 can
-    # move a weight (measured up to 1.6e-5 on AVX2); each tensor that moved: its update within 1%.
+    # move a weight (measured up to 1.6e-5 on an AVX-512 EPYC); each tensor that moved: its update within 1%.
     for key, value in trained[0].items():
         torch.testing.assert_close(value, trained[1][key], rtol=1e-4, atol=5e-5, msg=key)
         update_on, update_off = value - untrained[key], trained[1][key] - untrained[key]
