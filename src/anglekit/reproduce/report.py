@@ -3,6 +3,7 @@ reference row, and the published figure (with its own difference from the paper'
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -172,11 +173,7 @@ def trained_precisions(records: Sequence[dict[str, Any]]) -> dict[str, int]:
     """How many finished trained cells ran in each precision (``unrecorded``: cells from before
     2026-11-30). A cell's key holds the requested precision, ``auto``, which is bf16 on a CPU with
     native bf16 and fp32 on one without, so a table resumed on another machine can mix them."""
-    counts: dict[str, int] = {}
-    for r in records:
-        if r.get("status") == "done" and r.get("training") is not None:
-            label = str(r["training"].get("precision") or "unrecorded")
-            counts[label] = counts.get(label, 0) + 1
+    counts = Counter(str(r["training"].get("precision") or "unrecorded") for r in records if r.get("status") == "done" and r.get("training") is not None)
     return dict(sorted(counts.items()))
 
 
@@ -250,7 +247,7 @@ def render_table(summary: dict[str, Any]) -> str:
     if sources:
         lines += ["Published figures beside the rows:", "", *sources, ""]
     lines += [f"- {n}" for n in summary["notes"]]
-    precisions = summary.get("precisions") or {}
+    precisions = summary["precisions"]
     if len(precisions) > 1:
         mixed = ", ".join(f"{name} {count}" for name, count in precisions.items())
         lines.append(f"- The trained cells' recorded precisions differ ({mixed}): where two paired cells differ, so may their scores.")
