@@ -604,7 +604,29 @@ def angle_term_claims() -> list[Claim]:
             Claim(f"ese.unit_64.{start}", section, f"ESE with the unit target, the first 64 coordinates, from {name}",
                   ese, _paired(ese, unit), hardware, date, "reproduce.md"),
         ]  # fmt: skip
-    return every
+    return every + table4_claims()
+
+
+def table4_claims() -> list[Claim]:
+    """Table 4 (left) from both starts: each row against "all" (cosine + ibn + angle), paired over 3 seeds."""
+    section = "The angle term's worth and ESE (STS-B test, paired over 3 seeds)"
+    starts = {
+        "minilm": ("reproduce/objectives.json", "MiniLM", "CPU, 2 threads (the CPU and the precision were not recorded)", "2026-11-23"),
+        "smollm2": ("issue42/smollm2/objectives.json", "SmolLM2 (LoRA, 200 steps)", "AMD EPYC (AVX2 and AVX-512 machines, fp32), 2 threads", "2026-11-30"),
+    }
+    rows = {
+        "without_angle": ("without angle", -0.96),
+        "only_cosine": ("only cosine", -0.98),
+        "only_ibn": ("only ibn", -13.78),
+        "only_angle": ("only angle", -1.11),
+    }
+    return [
+        Claim(f"table4.{key}.{start}", section, f'Table 4, "{row}" against "all", from {name} (paper: {paper:+.2f})',
+              source, _paired(source, row), hardware, date, "reproduce.md")
+        for start, (source, name, hardware, date) in starts.items()
+        for key, (row, paper) in rows.items()
+        if start == "minilm" or key == "without_angle"  # SmolLM2's "only" rows: not 3 seeds yet
+    ]  # fmt: skip
 
 
 def resolve(results_dir: Path = RESULTS) -> dict[str, str]:
