@@ -625,7 +625,6 @@ def table4_claims() -> list[Claim]:
               source, _paired(source, row), hardware, date, "reproduce.md")
         for start, (source, name, hardware, date) in starts.items()
         for key, (row, paper) in rows.items()
-        if start == "minilm" or key != "only_angle"  # SmolLM2's "only angle": not 3 seeds yet
     ]  # fmt: skip
 
 
