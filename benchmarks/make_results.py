@@ -582,9 +582,12 @@ def claims() -> list[Claim]:
     ]
 
 
+ANGLE_TERM_SECTION = "The angle term's worth and ESE (STS-B test, paired over 3 seeds)"
+
+
 def angle_term_claims() -> list[Claim]:
     """Issue 42's answers: each a paired difference over 3 seeds from a reproduce table."""
-    section = "The angle term's worth and ESE (STS-B test, paired over 3 seeds)"
+    section = ANGLE_TERM_SECTION
     hardware, date = "AMD EPYC (AVX2, no bf16: fp32), 2 threads", "2026-11-30"
     tables = {start: (f"issue42/{start}/angle-weight.json", f"issue42/{start}/ese.json") for start in ("minilm", "smollm2")}
     names = {"minilm": "MiniLM", "smollm2": "SmolLM2 (LoRA, 200 steps)"}
@@ -609,7 +612,7 @@ def angle_term_claims() -> list[Claim]:
 
 def table4_claims() -> list[Claim]:
     """Table 4 (left) from both starts: each row against "all" (cosine + ibn + angle), paired over 3 seeds."""
-    section = "The angle term's worth and ESE (STS-B test, paired over 3 seeds)"
+    section = ANGLE_TERM_SECTION
     starts = {
         "minilm": ("reproduce/objectives.json", "MiniLM", "CPU, 2 threads (the CPU and the precision were not recorded)", "2026-11-23"),
         "smollm2": ("issue42/smollm2/objectives.json", "SmolLM2 (LoRA, 200 steps)", "AMD EPYC (AVX2 and AVX-512 machines, fp32), 2 threads", "2026-11-30"),
