@@ -1,6 +1,7 @@
 """Roles over HTTP: ``/v1/embeddings`` takes ``input_type`` and ``prompt_name`` (through the real
 openai SDK's ``extra_body``), ``/embed`` any named prompt, ``/v1/search`` embeds queries with the
-query prompt; unknown or disagreeing roles are 400s naming the model's prompts."""
+query prompt; unknown or disagreeing roles are 400s naming the model's prompts. Every vocabulary
+of ``input_type`` and the general-prompt fallback: test_serve_input_types.py."""
 
 from __future__ import annotations
 
@@ -65,8 +66,13 @@ def test_input_type_and_prompt_name_pick_the_prompt(roles_server: Running, promp
             "input_type 'query' (the model's prompt 'query') and prompt_name 'document' disagree",
         ),
         ({"prompt_name": "search"}, "prompt_name", "prompt_name 'search': the model has no prompt of that name; its prompts: query, document, classification"),
-        ({"input_type": "passage"}, "input_type", "input_type must be 'query' or 'document', got 'passage'"),
-        ({"input_type": 1}, "input_type", "input_type must be 'query' or 'document', got a number"),
+        ({"input_type": "image"}, "input_type", "input_type must be one of 'query', 'document', 'passage', 'search_query', "),
+        ({"input_type": 1}, "input_type", "input_type must be a string, one of 'query', 'document', "),
+        (
+            {"input_type": "clustering", "prompt_name": "query"},
+            "prompt_name",
+            "input_type 'clustering' (the general prompt) and prompt_name 'query' disagree",
+        ),
         ({"prompt_name": ["query"]}, "prompt_name", "prompt_name must be a string"),
     ],
 )
@@ -77,10 +83,10 @@ def test_bad_roles_are_400s_naming_the_prompts(roles_server: Running, body: dict
     assert raised.value.status_code == 400 and error["param"] == param and message in error["message"], error
 
 
-def test_a_role_on_a_model_without_prompts_names_none(server: Running) -> None:
+def test_a_prompt_name_or_role_on_a_model_without_prompts_names_none(server: Running) -> None:
+    """prompt_name and role stay strict (input_type falls back to the general prompt: test_serve_input_types)."""
     with httpx.Client(base_url=server.url, timeout=60) as client:
-        for route, body, param in [("/v1/embeddings", {"input": "a", "input_type": "query"}, "input_type"),
-                                   ("/v1/embeddings", {"input": "a", "prompt_name": "query"}, "prompt_name"),
+        for route, body, param in [("/v1/embeddings", {"input": "a", "prompt_name": "query"}, "prompt_name"),
                                    ("/embed", {"inputs": "a", "role": "document"}, "role")]:  # fmt: skip
             response = client.post(route, json=body)
             assert response.status_code == 400, response.text
@@ -122,6 +128,7 @@ def test_search_embeds_queries_with_the_query_prompt(tmp_path: Path) -> None:
         with httpx.Client(base_url=running.url, timeout=60) as client:
             response = client.post("/v1/search", json={"query": queries, "k": 3})
     assert response.status_code == 200, response.text
+    assert response.json()["prompt_name"] == "query" and response.headers["X-Anglekit-Prompt-Name"] == "query"
     for row, query_scores in zip(response.json()["data"], scores, strict=True):
         ids = [hit["id"] for hit in row["results"]]
         np.testing.assert_allclose([hit["score"] for hit in row["results"]], [query_scores[int(i[1:])] for i in ids], atol=1e-4)

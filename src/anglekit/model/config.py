@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -152,8 +153,7 @@ class EmbedderConfig:
         """``role`` when the model has that prompt (for ``document``: else ``passage`` or ``corpus``,
         as sentence-transformers' ``encode_document``), else None, its general prompt: what index
         building, search, training and ``encode_query`` use, so a model without roles embeds as before."""
-        candidates = DOCUMENT_ROLES if role == "document" else (role,)
-        return next((name for name in candidates if self.has_role(name)), None)
+        return present_role(role, self.roles)
 
     def template(self, role: str | None = None) -> str | None:
         """The template for ``role`` (a named prompt), or the general ``prompt`` for None; a role
@@ -206,6 +206,13 @@ class EmbedderConfig:
         # Files written before prompt_preprocess existed applied templates literally.
         data.setdefault("prompt_preprocess", False)
         return cls.from_dict(data, source=str(path))
+
+
+def present_role(role: str, roles: Sequence[str]) -> str | None:
+    """The prompt of ``roles`` (a model's prompt names) that stands for ``role``: ``role`` itself
+    (for ``document``: else ``passage`` or ``corpus``), else None, the general prompt."""
+    candidates = DOCUMENT_ROLES if role == "document" else (role,)
+    return next((name for name in candidates if name in roles), None)
 
 
 def named_template(name: Any, value: Any) -> str:

@@ -24,6 +24,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from anglekit.errors import AnglekitError
+from anglekit.model.config import present_role
 from anglekit.serve.backends import Backend
 from anglekit.serve.batcher import Batcher
 from anglekit.serve.errors import (
@@ -49,7 +50,9 @@ from anglekit.serve.schemas import (
     dumps,
     embeddings_response,
     finish,
+    input_type_prompts,
     parse_json,
+    prompt_headers,
     search_response,
 )
 from anglekit.serve.search import ServedIndex, load_indexes
@@ -296,7 +299,7 @@ def _roles(backend: Any) -> tuple[str, ...]:
 
 async def _embeddings(state: ServerState, request: Request) -> Response:
     """OpenAI embeddings: ``input``, ``model``, ``encoding_format``, ``dimensions``, ``user``; ``layer``, ``index``,
-    ``input_type``, ``prompt_name``."""
+    ``input_type``, ``prompt_name``. The prompt applied is in the body's ``prompt_name`` and the headers."""
     settings = state.settings
     batcher, data = await state.begin(request)
     backend = batcher.backend
@@ -311,8 +314,10 @@ async def _embeddings(state: ServerState, request: Request) -> Response:
     if calibration is not None:
         quantization = describe(parsed.encoding_format, calibration, vectors.shape[1])
         vectors = quantize(vectors, parsed.encoding_format, calibration)
-    body = embeddings_response(vectors, encoding_format=parsed.encoding_format, model=state.model_name, tokens=result.tokens, quantization=quantization)
-    return Response(body, media_type="application/json")
+    body = embeddings_response(
+        vectors, encoding_format=parsed.encoding_format, model=state.model_name, tokens=result.tokens, role=parsed.role, quantization=quantization
+    )
+    return Response(body, media_type="application/json", headers=prompt_headers(parsed.role))
 
 
 async def _search(state: ServerState, request: Request) -> Response:
@@ -323,14 +328,14 @@ async def _search(state: ServerState, request: Request) -> Response:
     served = state.served_index(parsed.index)
     if parsed.k > served.size:
         raise InvalidRequest(f"k is {parsed.k}, more than the {served.size} documents of index {served.name!r}", param="k")
-    query_role = "query" if "query" in _roles(batcher.backend) else None  # the model's query prompt, else its general one
+    query_role = present_role("query", _roles(batcher.backend))  # the model's query prompt, else its general one (as encode_query)
     result = await batcher.embed(parsed.queries, query_role, truncate=state.settings.auto_truncate)
     started = time.perf_counter()
     hits = await asyncio.to_thread(served.search, result.vectors, parsed.k)
     state.metrics.search_latency.labels(served.name).observe(time.perf_counter() - started)
     state.metrics.search_queries.labels(served.name).inc(len(parsed.queries))
-    body = search_response(parsed.queries, hits, index=served.name, model=state.model_name, tokens=result.tokens)
-    return Response(body, media_type="application/json")
+    body = search_response(parsed.queries, hits, index=served.name, model=state.model_name, tokens=result.tokens, role=query_role)
+    return Response(body, media_type="application/json", headers=prompt_headers(query_role))
 
 
 async def _embed(state: ServerState, request: Request) -> Response:
@@ -339,7 +344,7 @@ async def _embed(state: ServerState, request: Request) -> Response:
     parsed = EmbedRequest.parse(data, max_inputs=state.settings.max_client_batch, roles=_roles(batcher.backend))
     result = await batcher.embed(parsed.texts, parsed.role, truncate=state.settings.auto_truncate)
     normalize = batcher.backend.normalize if parsed.normalize is None else parsed.normalize
-    return Response(dumps(finish(result.vectors, normalize=normalize)), media_type="application/json")
+    return Response(dumps(finish(result.vectors, normalize=normalize)), media_type="application/json", headers=prompt_headers(parsed.role))
 
 
 async def _models(state: ServerState, request: Request) -> Response:
@@ -357,8 +362,9 @@ async def _models(state: ServerState, request: Request) -> Response:
 
 
 async def _info(state: ServerState, request: Request) -> Response:
-    """What the page needs (503 while loading): the model's name, dimension, prompt names, layers
-    (early exit), the encoding formats, the search depth and every served index."""
+    """What the page needs (503 while loading): the model's name, dimension, prompt names, the
+    prompt each ``input_type`` applies (null: the general one), layers (early exit), the encoding
+    formats, the search depth and every served index."""
     state.authorize(request)
     backend = state.ready_batcher().backend
     early_exit = bool(getattr(backend, "early_exit", False))
@@ -366,7 +372,7 @@ async def _info(state: ServerState, request: Request) -> Response:
                 "max_k": min(MAX_K, s.size)} for s in state.indexes.values()]  # fmt: skip
     return _json({
         "object": "info", "model": state.model_name, "dimensions": backend.dim, "max_input_tokens": backend.max_length,
-        "normalize": bool(backend.normalize), "prompts": list(_roles(backend)), "layers": getattr(backend, "layers", None) if early_exit else None,
+        "normalize": bool(backend.normalize), "prompts": list(_roles(backend)), "input_types": input_type_prompts(_roles(backend)), "layers": getattr(backend, "layers", None) if early_exit else None,
         "encoding_formats": list(ENCODING_FORMATS), "max_k": MAX_K, "max_client_batch": state.settings.max_client_batch,
         "auto_truncate": state.settings.auto_truncate, "indexes": indexes,
     })  # fmt: skip

@@ -7,19 +7,29 @@ import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import orjson
 
 from anglekit.io.text import is_blank
-from anglekit.model.config import DOCUMENT_ROLES
+from anglekit.model.config import present_role
 from anglekit.serve.backends import Role
 from anglekit.serve.errors import InvalidRequest
 from anglekit.serve.quantized import QUANTIZED_FORMATS
 
 ENCODING_FORMATS = ("float", "base64", *QUANTIZED_FORMATS)
-INPUT_TYPES = ("query", "document")
-"""``input_type`` values of ``/v1/embeddings`` (as several hosted embedding APIs name them)."""
+INPUT_TYPES = {
+    "query": "query", "document": "document",  # Voyage, most OpenAI-compatible servers
+    "passage": "document",  # NVIDIA NIM (with query)
+    "search_query": "query", "search_document": "document", "classification": "classification", "clustering": "clustering",  # Cohere
+    "retrieval.query": "query", "retrieval.passage": "document",  # Jina
+}  # fmt: skip
+"""``input_type`` values of ``/v1/embeddings``, as the hosted embedding APIs name the two sides (and
+Cohere's other tasks) -> the role each stands for; :func:`input_type_prompts` resolves a role to the
+model's prompt, its general prompt where it lacks the role (as ``encode_query`` / ``encode_document``)."""
+SHOWN_CHARS = 60
+"""A value echoed in an error message is cut to this many characters."""
 MAX_K = 10_000
 """Results per search query at most."""
 
@@ -60,32 +70,59 @@ def _has_none(roles: Sequence[str]) -> str:
     return f"its prompts: {', '.join(roles) or 'none'}"
 
 
+def shown(value: str) -> str:
+    """``repr(value)``, cut to :data:`SHOWN_CHARS` characters (with the full length) when longer."""
+    if len(value) <= SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
+
+
+def _prompt(role: str | None) -> str:
+    return "the general prompt" if role is None else f"the model's prompt {role!r}"
+
+
 def check_role(value: Any, name: str, roles: Sequence[str]) -> str | None:
     """``value`` (the field ``name``) when it names one of the model's prompts ``roles``; a 400 naming them otherwise."""
     value = _optional({name: value}, name, str, f"a string (the name of one of the model's prompts; {_has_none(roles)})")
     if value is not None and value not in roles:
-        raise InvalidRequest(f"{name} {value!r}: the model has no prompt of that name; {_has_none(roles)}", param=name)
+        raise InvalidRequest(f"{name} {shown(value)}: the model has no prompt of that name; {_has_none(roles)}", param=name)
     return value
 
 
+def input_type_prompts(roles: Sequence[str]) -> dict[str, str | None]:
+    """Each accepted ``input_type`` -> the prompt it applies on a model with the prompts ``roles``
+    (None: the general prompt, where the model lacks the role; as :func:`present_role`)."""
+    return {input_type: present_role(role, roles) for input_type, role in INPUT_TYPES.items()}
+
+
+def _accepted_input_types() -> str:
+    return ", ".join(repr(t) for t in INPUT_TYPES)
+
+
+def check_input_type(value: Any, roles: Sequence[str]) -> tuple[bool, str | None]:
+    """(whether ``input_type`` was given, the prompt it applies: None for the general one); a 400
+    naming the accepted values for anything but one of them (or null, as if not given)."""
+    if value is None:
+        return False, None
+    if not isinstance(value, str):
+        raise InvalidRequest(f"input_type must be a string, one of {_accepted_input_types()}; got {_kind(value)}", param="input_type")
+    if value not in INPUT_TYPES:
+        got = "an empty string" if not value else shown(value)
+        hint = f" (did you mean {value.strip().lower()!r}?)" if value.strip().lower() in INPUT_TYPES else ""
+        raise InvalidRequest(f"input_type must be one of {_accepted_input_types()}; got {got}{hint}", param="input_type")
+    return True, present_role(INPUT_TYPES[value], roles)
+
+
 def pick_role(data: dict[str, Any], roles: Sequence[str]) -> str | None:
-    """The prompt a ``/v1/embeddings`` request asks for: ``input_type`` (``query`` or ``document``:
-    the model's prompt of that name, for documents else ``passage`` or ``corpus``) and/or
-    ``prompt_name`` (any of its prompts, as text-embeddings-inference names the field); both
-    given must agree. None: the model's general prompt."""
-    input_type = _optional(data, "input_type", str, "'query' or 'document'")
-    by_type = None
-    if input_type is not None:
-        if input_type not in INPUT_TYPES:
-            raise InvalidRequest(f"input_type must be 'query' or 'document', got {input_type!r}", param="input_type")
-        candidates = DOCUMENT_ROLES if input_type == "document" else (input_type,)
-        by_type = next((role for role in candidates if role in roles), None)
-        if by_type is None:
-            raise InvalidRequest(f"input_type {input_type!r}: the model has no {input_type} prompt; {_has_none(roles)}", param="input_type")
+    """The prompt a ``/v1/embeddings`` request asks for: ``input_type`` (any value of
+    :data:`INPUT_TYPES`: the model's prompt for that role, else its general prompt) and/or
+    ``prompt_name`` (one of its prompts, strictly, as text-embeddings-inference names the field);
+    both given must apply the same prompt. None: the model's general prompt."""
+    typed, by_type = check_input_type(data.get("input_type"), roles)
     prompt_name = check_role(data.get("prompt_name"), "prompt_name", roles)
-    if prompt_name is not None and by_type is not None and prompt_name != by_type:
+    if typed and prompt_name is not None and prompt_name != by_type:
         raise InvalidRequest(
-            f"input_type {input_type!r} (the model's prompt {by_type!r}) and prompt_name {prompt_name!r} disagree; give one of them", param="prompt_name"
+            f"input_type {data['input_type']!r} ({_prompt(by_type)}) and prompt_name {prompt_name!r} disagree; give one of them", param="prompt_name"
         )
     return prompt_name if prompt_name is not None else by_type
 
@@ -119,7 +156,7 @@ class EmbeddingsRequest:
     """``POST /v1/embeddings`` (OpenAI), with fields of anglekit's: ``layer`` (a model trained
     with ESE embeds from that layer, the layers after it not run), ``index`` (the served int8
     index whose scale calibrates ``encoding_format`` int8/uint8), and the prompt to embed with:
-    ``input_type`` (``query`` / ``document``) or ``prompt_name`` (see :func:`pick_role`)."""
+    ``input_type`` (a value of :data:`INPUT_TYPES`) or ``prompt_name`` (see :func:`pick_role`)."""
 
     texts: list[str]
     model: str | None
@@ -139,7 +176,7 @@ class EmbeddingsRequest:
         encoding_format = _optional(data, "encoding_format", str, "a string") or "float"
         if encoding_format not in ENCODING_FORMATS:
             known = ", ".join(repr(f) for f in ENCODING_FORMATS)
-            raise InvalidRequest(f"encoding_format must be one of {known}, got {encoding_format!r}", param="encoding_format")
+            raise InvalidRequest(f"encoding_format must be one of {known}, got {shown(encoding_format)}", param="encoding_format")
         dimensions = _optional(data, "dimensions", int, "an integer")
         if dimensions is not None and not 1 <= dimensions <= dim:
             raise InvalidRequest(f"dimensions must be between 1 and the model's dimension {dim}, got {dimensions}", param="dimensions")
@@ -209,29 +246,41 @@ def finish(vectors: np.ndarray, *, normalize: bool, dimensions: int | None = Non
     return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
-def embeddings_response(vectors: np.ndarray, *, encoding_format: str, model: str, tokens: int, quantization: dict[str, Any] | None = None) -> bytes:
+def prompt_headers(role: str | None) -> dict[str, str]:
+    """The headers that say which prompt a response's vectors were embedded with:
+    ``X-Anglekit-Prompt`` ``general`` or ``named``, and for a named one ``X-Anglekit-Prompt-Name``
+    (percent-encoded UTF-8, as a name need not be ASCII)."""
+    if role is None:
+        return {"X-Anglekit-Prompt": "general"}
+    return {"X-Anglekit-Prompt": "named", "X-Anglekit-Prompt-Name": quote(role, safe="")}
+
+
+def embeddings_response(
+    vectors: np.ndarray, *, encoding_format: str, model: str, tokens: int, role: str | None = None, quantization: dict[str, Any] | None = None
+) -> bytes:
     """The OpenAI embeddings response; ``base64`` is the little-endian float32 bytes of each vector;
-    quantized codes (``vectors`` holding them) come with their ``quantization`` object."""
+    quantized codes (``vectors`` holding them) come with their ``quantization`` object.
+    ``prompt_name`` (a field OpenAI clients ignore) is the prompt applied, null for the general one."""
     if encoding_format == "base64":
         rows: list[Any] = [base64.b64encode(row.astype("<f4").tobytes()).decode("ascii") for row in vectors]
     else:
         rows = list(vectors)
     data = [{"object": "embedding", "embedding": row, "index": i} for i, row in enumerate(rows)]
-    body: dict[str, Any] = {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    body: dict[str, Any] = {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}, "prompt_name": role}
     if quantization is not None:
         body["quantization"] = quantization
     return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def search_response(queries: list[str], results: list[list[Any]], *, index: str, model: str, tokens: int) -> bytes:
+def search_response(queries: list[str], results: list[list[Any]], *, index: str, model: str, tokens: int, role: str | None = None) -> bytes:
     """The search response: for each query, its results as ``anglekit search --json`` prints them
-    (rank, id, score, text)."""
+    (rank, id, score, text); ``prompt_name``: the queries' prompt (null: the general one)."""
     data = [
         {"object": "search_result", "index": i, "query": q, "results": [{"rank": r + 1, "id": h.id, "score": h.score, "text": h.text}
                                                                         for r, h in enumerate(hits)]}
         for i, (q, hits) in enumerate(zip(queries, results, strict=True))
     ]  # fmt: skip
-    body = {"object": "list", "index": index, "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    body = {"object": "list", "index": index, "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}, "prompt_name": role}
     return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
@@ -241,5 +290,5 @@ def dumps(value: Any) -> bytes:
 
 __all__ = [
     "ENCODING_FORMATS", "INPUT_TYPES", "MAX_K", "EmbedRequest", "EmbeddingsRequest", "SearchRequest", "dumps", "embeddings_response", "finish",
-    "parse_json", "parse_texts", "search_response",
+    "input_type_prompts", "parse_json", "parse_texts", "prompt_headers", "search_response",
 ]  # fmt: skip
