@@ -215,3 +215,19 @@ def test_native_and_search_routes_say_their_prompt(
     assert response.json()["prompt_name"] is None and response.headers["X-Anglekit-Prompt"] == "general"
     for row, query_scores in zip(response.json()["data"], scores, strict=True):
         np.testing.assert_allclose([hit["score"] for hit in row["results"]], np.sort(query_scores)[::-1][:3], atol=1e-4)
+
+
+def test_a_non_ascii_prompt_name_travels_percent_encoded(tiny_backend: Callable[..., Any], models: dict[str, Any]) -> None:
+    """Header values are latin-1 at best: a prompt name outside ASCII is percent-encoded UTF-8 there, as is in the body."""
+    from urllib.parse import unquote
+
+    name = "запрос café"
+    texts = sentences(2, seed=28)
+    with start_server(lambda: tiny_backend(prompts={name: "q: "})) as running:
+        response = httpx.post(f"{running.url}/v1/embeddings", json={"input": texts, "prompt_name": name}, timeout=60)
+    assert response.status_code == 200, response.text
+    assert response.json()["prompt_name"] == name and response.headers["X-Anglekit-Prompt"] == "named"
+    encoded = response.headers["X-Anglekit-Prompt-Name"]
+    assert encoded.isascii() and unquote(encoded) == name
+    expected = models["bare"].encode([f"q: {t}" for t in texts])
+    np.testing.assert_allclose(np.array([d["embedding"] for d in response.json()["data"]]), expected, **TOL)
