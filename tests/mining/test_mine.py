@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,19 +38,20 @@ def _read(path: Path) -> list[dict[str, Any]]:
 
 
 def brute_force(model: Any, rows: list[dict[str, str]], corpus: list[str], s: MineSettings) -> dict[tuple[str, str], list[str]]:
-    """sentence-transformers' rules written out with explicit loops over the full score matrix."""
+    """sentence-transformers' rules written out with explicit loops over the full score matrix: the
+    pool is the corpus then the positives it lacks; neither the anchor nor its positives are negatives."""
     anchors = list(dict.fromkeys(r["anchor"] for r in rows))
     positives: dict[str, list[str]] = {a: [] for a in anchors}
     for r in rows:
         if r["positive"] not in positives[r["anchor"]]:
             positives[r["anchor"]].append(r["positive"])
-    unique = list(dict.fromkeys(corpus))
+    unique = list(dict.fromkeys(corpus + [r["positive"] for r in rows]))
     q = model.encode_query(anchors, 16, normalize=True).astype(np.float64)
     c = model.encode_document(unique, 16, normalize=True).astype(np.float64)
     vec = {t: c[i] for i, t in enumerate(unique)}
     max_pos = max(len(p) for p in positives.values())
     window = s.window(max_pos)
-    width = min(len(unique), window + max_pos)
+    width = min(len(unique), window + max_pos + 1)
     out: dict[tuple[str, str], list[str]] = {}
     for qi, anchor in enumerate(anchors):
         scores = c @ q[qi]
@@ -57,7 +60,7 @@ def brute_force(model: Any, rows: list[dict[str, str]], corpus: list[str], s: Mi
         kept = []
         for j in ranked:
             score = scores[j]
-            if unique[j] in positives[anchor]:
+            if unique[j] in positives[anchor] or unique[j] == anchor:
                 continue
             if s.absolute_margin is not None and score + s.absolute_margin > low:
                 continue
@@ -90,7 +93,7 @@ def test_exact_mining_equals_brute_force(tmp_path: Path, load_bert: Any, setting
     rows += [{"anchor": rows[0]["anchor"], "positive": rows[5]["positive"]}]  # a second positive for one anchor
     rng = random.Random(9)
     extra = [random_sentence(rng, 3, 10) for _ in range(60)] + [rows[3]["positive"], rows[7]["anchor"]] * 2  # repeats, as in real corpora
-    corpus = [r["positive"] for r in rows] + extra
+    corpus = [r["positive"] for r in rows[:25]] + extra + [r["anchor"] for r in rows[10:20]]  # without 15 positives, with 11 anchors
     corpus_file = _write_jsonl(tmp_path / "corpus.jsonl", [{"id": f"d{i}", "text": t} for i, t in enumerate(corpus)])
     pairs = _write_jsonl(tmp_path / "pairs.jsonl", rows)
     report = mine_hard_negatives(model, pairs, tmp_path / "out.jsonl", corpus=corpus_file, settings=settings, shard_size=32)
@@ -98,10 +101,16 @@ def test_exact_mining_equals_brute_force(tmp_path: Path, load_bert: Any, setting
     got = {(r["anchor"], r["positive"]): [r[f"negative_{j + 1}"] for j in range(settings.num_negatives)] for r in _read(report.output)}
     assert got == expected
     assert report.rows == len(expected) > 0
+    added = {r["positive"] for r in rows} - set(corpus)
+    assert len(added) == 15 and report.summary["positives_added_to_pool"] == 15 and report.summary["corpus_rows"] == len(corpus)
+    assert report.summary["pool_rows"] == len(corpus) + 15 and "15 positives not in the corpus" in report.text()
+    assert any(r["positive"] in added for r in _read(report.output))  # pairs whose positive the corpus lacks are mined too
     for r in _read(report.output):
         scores = [r[f"negative_{j + 1}_score"] for j in range(settings.num_negatives)]
         assert scores == sorted(scores, reverse=True)
         assert r["positive"] not in [r[f"negative_{j + 1}"] for j in range(settings.num_negatives)]
+        assert r["anchor"] not in [r[f"negative_{j + 1}"] for j in range(settings.num_negatives)]
+    assert report.summary["skipped"].get("anchor", 0) > 0  # the anchors in the corpus were candidates of their own, and left out
 
 
 @pytest.mark.slow
@@ -232,14 +241,12 @@ def test_bad_input_is_one_clear_error_and_writes_nothing(tmp_path: Path, load_be
     empty.write_text("")
     with pytest.raises(DataError, match="empty"):
         mine_hard_negatives(model, pairs, tmp_path / "out.jsonl", corpus=empty)
-    partial = _write_jsonl(tmp_path / "partial.jsonl", [{"id": str(i), "text": r["positive"]} for i, r in enumerate(rows[:-1])])
-    with pytest.raises(DataError, match=r"pairs.jsonl, row 10, field 'positive': positive .* is not in the corpus"):
-        mine_hard_negatives(model, pairs, tmp_path / "out.jsonl", corpus=partial)
     duplicated = _write_jsonl(tmp_path / "dup.jsonl", [{"id": "x" if i in (2, 5) else str(i), "text": r["positive"]} for i, r in enumerate(rows)])
     with pytest.raises(DataError, match=r"duplicate id 'x' \(records 3 and 6\)"):
         mine_hard_negatives(model, pairs, tmp_path / "out.jsonl", corpus=duplicated)
-    with pytest.raises(DataError, match="no .anchor, positive. pair got 2 negatives"):
+    with pytest.raises(DataError, match=r"no .anchor, positive. pair got 2 negatives \(negatives found per pair: min 0, median 0, max 0; ") as caught:
         mine_hard_negatives(model, pairs, tmp_path / "out.jsonl", settings=MineSettings(num_negatives=2, max_score=-1.0))
+    assert len(str(caught.value)) < 400 and "\n" not in str(caught.value)
     (tmp_path / "no-pairs.jsonl").write_text("")
     with pytest.raises(DataError, match="no-pairs.jsonl"):
         mine_hard_negatives(model, tmp_path / "no-pairs.jsonl", tmp_path / "out.jsonl")
@@ -280,3 +287,93 @@ def test_cli_mines_and_fails_in_one_line(tmp_path: Path, tiny_bert_dir: Path, ca
             main(["mine", str(tiny_bert_dir), "--input", str(pairs), "--output", str(out), *flags])
         assert exit_info.value.code == 2
     assert not (tmp_path / "out2.jsonl").exists()
+
+
+def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from anglekit.cli import main
+
+    code = main(["mine", *args, "--device", "cpu", "--quiet"])
+    return code, capsys.readouterr().err.strip()
+
+
+def test_a_corpus_without_some_positives_mines_them_too(tmp_path: Path, load_bert: Any) -> None:
+    rows = _pairs(30)
+    rng = random.Random(4)
+    corpus = [random_sentence(rng, 3, 10) for _ in range(40)] + [r["positive"] for r in rows[:10]]  # 20 positives missing
+    corpus_file = _write_jsonl(tmp_path / "corpus.jsonl", [{"id": f"c{i}", "text": t} for i, t in enumerate(corpus)])
+    pairs = _write_jsonl(tmp_path / "pairs.jsonl", rows)
+    report = mine_hard_negatives(load_bert(), pairs, tmp_path / "out.jsonl", corpus=corpus_file, settings=MineSettings(num_negatives=4))
+    assert report.rows == 30 and report.summary["positives_added_to_pool"] == 20 and report.summary["pool_rows"] == 70
+    mined = _read(report.output)
+    pool = set(corpus) | {r["positive"] for r in rows}
+    negatives = {r[f"negative_{j + 1}"] for r in mined for j in range(4)}
+    assert negatives <= pool and negatives & {r["positive"] for r in rows[10:]}  # an added positive is another anchor's negative
+    for r in mined:
+        assert r["positive"] not in [r[f"negative_{j + 1}"] for j in range(4)]
+
+
+def test_an_output_that_is_an_input_is_refused_before_anything(tmp_path: Path, tiny_bert_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _pairs(12)
+    pairs = _write_jsonl(tmp_path / "pairs.jsonl", [dict(r, note="kept") for r in rows])
+    corpus = _write_jsonl(tmp_path / "corpus.jsonl", [{"id": str(i), "text": r["positive"]} for i, r in enumerate(rows)])
+    before = {p.name: p.read_bytes() for p in (pairs, corpus)}
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.jsonl").symlink_to(pairs)
+    os.link(corpus, tmp_path / "hard.jsonl")
+    cases = [
+        (["--input", str(pairs), "--output", str(pairs)], "--output .*pairs.jsonl is the --input file"),
+        (["--input", str(pairs), "--output", str(tmp_path / "sub" / ".." / "pairs.jsonl")], "is the --input file"),
+        (["--input", str(pairs), "--output", str(tmp_path / "link.jsonl")], r"link.jsonl is the --input file .*pairs.jsonl"),
+        (["--input", str(tmp_path / "link.jsonl"), "--output", str(pairs)], "is the --input file"),
+        (["--input", str(pairs), "--corpus", str(corpus), "--output", str(corpus)], "is the --corpus file"),
+        (["--input", str(pairs), "--corpus", str(corpus), "--output", str(tmp_path / "hard.jsonl")], "is the --corpus file"),
+        (["--input", str(pairs), "--corpus", str(corpus), "--output", str(tmp_path / "corpus.parquet")], None),  # another file: runs
+        (["--input", str(tmp_path / "m.summary.json"), "--output", str(tmp_path / "m.jsonl")], "the summary beside --output.* is the --input file"),
+        (["--input", str(tmp_path / "queries.jsonl"), "--output", str(tmp_path / "q.jsonl"), "--work-dir", str(tmp_path)], "writes queries.jsonl there"),
+    ]
+    (tmp_path / "m.summary.json").write_text(pairs.read_text())
+    (tmp_path / "queries.jsonl").write_text(pairs.read_text())
+    for args, message in cases:
+        listing = sorted(p.name for p in tmp_path.iterdir())
+        code, err = _cli([str(tiny_bert_dir), *args, "--num-negatives", "2"], capsys)
+        if message is None:
+            assert code == 0, err
+            continue
+        assert code == 2 and err.count("\n") == 0 and re.search(message, err), (args, err)
+        assert err.startswith("anglekit mine: error: ") and "Traceback" not in err
+        assert sorted(p.name for p in tmp_path.iterdir()) == listing  # nothing created: no work folder, no output
+    assert {p.name: p.read_bytes() for p in (pairs, corpus)} == before
+    assert _read(tmp_path / "queries.jsonl")[0]["note"] == "kept"
+    with pytest.raises(ConfigError, match="is the --input file"):
+        mine_hard_negatives(str(tiny_bert_dir), pairs, pairs)
+
+
+def test_a_missing_or_unreadable_corpus_creates_nothing(tmp_path: Path, tiny_bert_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pairs = _write_jsonl(tmp_path / "pairs.jsonl", _pairs(10))
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "corpus.json").write_text("[]")
+    for corpus, message in (("nope.jsonl", r"nope.jsonl: --corpus: no such file"), ("folder", "--corpus is a folder"), ("corpus.json", "JSON Lines")):
+        listing = sorted(p.name for p in tmp_path.iterdir())
+        code, err = _cli([str(tiny_bert_dir), "--input", str(pairs), "--output", str(tmp_path / "out.jsonl"), "--corpus", str(tmp_path / corpus)], capsys)
+        assert code == 2 and err.count("\n") == 0 and re.search(message, err), err
+        assert sorted(p.name for p in tmp_path.iterdir()) == listing  # no out.jsonl.mine work folder
+    with pytest.raises(DataError, match="no such file"):
+        mine_hard_negatives(str(tiny_bert_dir), pairs, tmp_path / "out.jsonl", corpus=tmp_path / "nope.jsonl", work_dir=tmp_path / "w")
+    assert not (tmp_path / "w").exists()
+
+
+def test_more_negatives_than_the_pool_is_one_short_line(tmp_path: Path, tiny_bert_dir: Path, load_bert: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _pairs(20)
+    rows.append({"anchor": rows[0]["anchor"], "positive": rows[1]["positive"]})  # anchor 0: two positives, so one candidate fewer
+    pairs = _write_jsonl(tmp_path / "pairs.jsonl", rows)
+    code, err = _cli([str(tiny_bert_dir), "--input", str(pairs), "--output", str(tmp_path / "out.jsonl"), "--num-negatives", "100000"], capsys)
+    assert code == 2 and err.count("\n") == 0 and len(err) < 400, err
+    assert "--num-negatives 100000: no anchor has that many candidates; the pool holds 20 distinct texts" in err
+    assert "number min 18, median 19, max 19; ask at most 19" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs.jsonl"]
+    # 19: every anchor but the one with two positives can get them; that one's pairs are left out, and said so
+    said: list[str] = []
+    report = mine_hard_negatives(load_bert(), pairs, tmp_path / "out.jsonl", settings=MineSettings(num_negatives=19), say=said.append)
+    assert "1 of 20 anchors have fewer than 19 candidates (min 18, median 18, max 18); their pairs are left out" in said
+    assert report.rows == 19 and report.summary["negatives_per_row"] == {"18": 2, "19": 19}
+    assert rows[0]["anchor"] not in {r["anchor"] for r in _read(report.output)}
