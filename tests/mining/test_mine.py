@@ -146,6 +146,50 @@ def test_same_negatives_as_sentence_transformers(tmp_path: Path) -> None:
             assert ours == pytest.approx(their_scores[(r["anchor"], r["positive"])], abs=2e-4)
 
 
+@pytest.mark.slow
+def test_same_negatives_as_sentence_transformers_with_a_corpus(tmp_path: Path) -> None:
+    """``--corpus`` as sentence-transformers' ``corpus=``: the positives it lacks join the pool, and
+    neither an anchor in it nor a positive is a negative. Exact search on both sides (no faiss),
+    ``sampling_strategy="top"`` (random sampling draws from other generators), each range, margin,
+    score bound and count the same, given explicitly or left to both defaults."""
+    datasets = pytest.importorskip("datasets")
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.util import mine_hard_negatives as st_mine
+
+    from anglekit.model.embedder import Embedder
+    from anglekit.model.offline import minilm_dir
+
+    captions = [(FLICKR / f"test.{k}").read_text(encoding="utf-8").splitlines() for k in range(1, 5)]
+    rows = [{"anchor": a, "positive": p} for a, p in zip(captions[0][:200], captions[1][:200], strict=True)]
+    # other captions of the same images, the last 50 positives, 30 anchors and 5 repeated texts: 385 records
+    corpus = captions[2][:200] + captions[3][:100] + captions[1][150:200] + captions[0][:30] + captions[2][:5]
+    corpus_file = _write_jsonl(tmp_path / "corpus.jsonl", [{"id": f"doc-{i}", "text": t} for i, t in enumerate(corpus)])
+    pairs = _write_jsonl(tmp_path / "pairs.jsonl", rows)
+    model = Embedder.from_pretrained(minilm_dir(), device="cpu")
+    st_model = SentenceTransformer(str(minilm_dir()), device="cpu")
+    added = len(dict.fromkeys(r["positive"] for r in rows if r["positive"] not in set(corpus)))
+    cases = (
+        {"num_negatives": 3},
+        {"num_negatives": 2, "relative_margin": 0.05, "range_min": 1},
+        {"num_negatives": 4, "absolute_margin": 0.0, "max_score": 0.9, "min_score": 0.1, "range_max": 30},
+    )
+    for number, options in enumerate(cases):
+        out = tmp_path / f"out-{number}.jsonl"
+        report = mine_hard_negatives(model, pairs, out, corpus=corpus_file, settings=MineSettings(**options), work_dir=tmp_path / "work")
+        theirs = st_mine(datasets.Dataset.from_list(rows), st_model, corpus=corpus, sampling_strategy="top", output_format="n-tuple", output_scores=True,
+                         verbose=False, **options)  # fmt: skip
+        count = options["num_negatives"]
+        expected = {(r["anchor"], r["positive"]): [r[f"negative_{j + 1}"] for j in range(count)] for r in theirs}
+        mined = _read(out)
+        got = {(r["anchor"], r["positive"]): [r[f"negative_{j + 1}"] for j in range(count)] for r in mined}
+        assert got == expected and len(got) > 100
+        assert report.summary["positives_added_to_pool"] == added >= 140 and report.summary["skipped"].get("anchor", 0) > 0
+        their_scores = {(r["anchor"], r["positive"]): r["scores"] for r in theirs}
+        for r in mined:
+            ours = [r["positive_score"], *(r[f"negative_{j + 1}_score"] for j in range(count))]
+            assert ours == pytest.approx(their_scores[(r["anchor"], r["positive"])], abs=2e-4)
+
+
 def test_rerun_resumes_and_gives_the_same_output(tmp_path: Path, load_bert: Any) -> None:
     model = load_bert(pooling="last_avg")
     pairs = _write_jsonl(tmp_path / "pairs.jsonl", _pairs(50))
