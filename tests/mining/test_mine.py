@@ -6,6 +6,7 @@ import json
 import os
 import random
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -374,7 +375,23 @@ def test_an_output_that_is_an_input_is_refused_before_anything(tmp_path: Path, t
         (["--input", str(pairs), "--corpus", str(corpus), "--output", str(tmp_path / "corpus.parquet")], None),  # another file: runs
         (["--input", str(tmp_path / "m.summary.json"), "--output", str(tmp_path / "m.jsonl")], "the summary beside --output.* is the --input file"),
         (["--input", str(tmp_path / "queries.jsonl"), "--output", str(tmp_path / "q.jsonl"), "--work-dir", str(tmp_path)], "writes queries.jsonl there"),
+        (
+            [
+                "--input",
+                str(pairs),
+                "--corpus",
+                str(tmp_path / "corpus" / "c.jsonl"),
+                "--output",
+                str(tmp_path / "q.jsonl"),
+                "--work-dir",
+                str(tmp_path / "sub" / ".."),
+            ],
+            r"may replace its folder corpus/, which holds the --corpus file",
+        ),
+        (["--input", str(pairs), "--output", str(tmp_path / "q.jsonl"), "--corpus-column", "text"], "give --corpus or leave them out"),
     ]
+    (tmp_path / "corpus").mkdir()
+    shutil.copy(corpus, tmp_path / "corpus" / "c.jsonl")
     (tmp_path / "m.summary.json").write_text(pairs.read_text())
     (tmp_path / "queries.jsonl").write_text(pairs.read_text())
     for args, message in cases:

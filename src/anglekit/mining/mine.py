@@ -434,9 +434,11 @@ def mine_hard_negatives(
     started = time.perf_counter()
     say = say or logger.info
     settings = settings or MineSettings()
+    if corpus is None and (corpus_text_column or corpus_id_column):
+        raise ConfigError("--corpus-column and --corpus-id-column name columns of --corpus; give --corpus or leave them out")
     paths = check_paths(output, work_dir, corpus, pairs)
     data = _read_pairs(pairs, columns)
-    pool = scan_pool(paths.corpus, corpus_text_column if corpus is not None else None, corpus_id_column if corpus is not None else None, data.pair_positive)
+    pool = scan_pool(paths.corpus, corpus_text_column, corpus_id_column, data.pair_positive)
     check_pool_size(pool, data.anchors, data.pair_anchor, data.pair_positive, settings.num_negatives, say)
     paths.work.mkdir(parents=True, exist_ok=True)
     _write_jsonl_texts(paths.work / "queries.jsonl", data.anchors)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ class Pool:
         at = np.clip(np.searchsorted(sorted_hashes, hashes), 0, len(sorted_hashes) - 1)
         return np.where(sorted_hashes[at] == hashes, self.order[at], -1)
 
-    @property
+    @cached_property
     def distinct(self) -> int:
         """How many distinct texts the pool holds."""
         return int(len(np.unique(self.hashes)))
