@@ -1,5 +1,5 @@
 """Files and texts read and written safely: atomic writes and early writability checks
-(:mod:`anglekit.io.atomic`), what counts as a blank text (:mod:`anglekit.io.text`)."""
+(:mod:`anglekit.io.atomic`, with :func:`same_file` to refuse an output that is an input), what counts as a blank text (:mod:`anglekit.io.text`)."""
 
 from anglekit.io.atomic import (
     atomic_path,
@@ -9,6 +9,7 @@ from anglekit.io.atomic import (
     check_writable,
     file_mode,
     folder_mode,
+    same_file,
     settle_modes,
     staging_dir,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "check_writable",
     "file_mode",
     "folder_mode",
+    "same_file",
     "settle_modes",
     "staging_dir",
 ]

@@ -135,6 +135,18 @@ def check_writable(path: str | os.PathLike[str], *, folder: bool = False) -> Pat
     return target
 
 
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same path once symlinks, ``..`` and ``~`` are
+    resolved, or the same inode (a hard link). Paths that do not exist compare resolved."""
+    a, b = os.path.expanduser(os.fspath(a)), os.path.expanduser(os.fspath(b))
+    try:
+        if os.path.samefile(a, b):
+            return True
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it is renamed onto ``path``.

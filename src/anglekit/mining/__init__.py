@@ -5,8 +5,10 @@
 ...                     settings=MineSettings(num_negatives=5, relative_margin=0.05))  # doctest: +SKIP
 
 Selection follows sentence-transformers' ``mine_hard_negatives`` (:mod:`anglekit.mining.select`);
-the corpus streams through the sharded encode (:mod:`anglekit.corpus`) and anglekit's search
-(:mod:`anglekit.index`); an interrupted mine resumes (:mod:`anglekit.mining.mine`).
+the candidates are the corpus and the positives it lacks (:mod:`anglekit.mining.pool`), streamed
+through the sharded encode (:mod:`anglekit.corpus`) and anglekit's search (:mod:`anglekit.index`);
+inputs are checked before anything is created (:mod:`anglekit.mining.checks`); an interrupted mine
+resumes (:mod:`anglekit.mining.mine`).
 """
 
 from __future__ import annotations

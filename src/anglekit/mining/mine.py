@@ -3,10 +3,11 @@
 The work happens in a work folder (default: ``OUTPUT.mine`` beside the output), each step
 resumable after a kill:
 
-1. the corpus (default: the distinct positives of the pairs) and the distinct anchors are encoded
-   into shards by :func:`anglekit.corpus.encode_corpus` (documents and queries: the model's
-   document and query prompts), in constant memory;
-2. the candidates of each query shard (the ``range_max + positives`` best corpus rows) are found
+1. the candidate pool (:mod:`anglekit.mining.pool`: the corpus file, then the distinct positives
+   it lacks, as sentence-transformers adds them; without a corpus, the distinct positives) and the
+   distinct anchors are encoded into shards by :func:`anglekit.corpus.encode_corpus` (documents
+   and queries: the model's document and query prompts), in constant memory;
+2. the candidates of each query shard (the ``range_max + positives + 1`` best pool rows) are found
    with anglekit's search (exact: streamed over the corpus shards; ``hnsw`` / ``int8``: a
    :class:`~anglekit.index.VectorIndex` of them) and saved, one file per query shard;
 3. :func:`~anglekit.mining.select.select_negatives` picks the negatives, the corpus is read once
@@ -16,13 +17,13 @@ resumable after a kill:
 The output has the columns ``anchor``, ``positive``, ``negative_1`` .. ``negative_N`` and the
 cosines ``positive_score``, ``negative_1_score`` .. ``negative_N_score``: one row for each
 distinct (anchor, positive) pair that got N negatives. Texts are matched by content (a 64-bit
-BLAKE2b hash of the text): a corpus text equal to one of the query's positives is never its
-negative.
+BLAKE2b hash of the text): a pool text equal to the anchor or to one of its positives is never
+its negative. Every input is checked before anything is created: the corpus exists and is
+readable, no output (nor the work folder's files) is an input, and ``num_negatives`` fits the pool.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -37,6 +38,8 @@ import numpy as np
 
 from anglekit.errors import ConfigError, DataError
 from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
+from anglekit.mining.checks import OUTPUT_FORMATS, check_paths, check_pool_size
+from anglekit.mining.pool import Pool, PoolShards, scan_pool, text_hash, text_hashes
 from anglekit.mining.select import FILTERS, select_negatives
 from anglekit.mining.settings import MineSettings
 from anglekit.model import DEFAULT_BATCH_SIZE
@@ -45,22 +48,12 @@ __all__ = ["OUTPUT_FORMATS", "MineReport", "mine_hard_negatives", "text_hash"]
 
 logger = logging.getLogger(__name__)
 
-OUTPUT_FORMATS = {".jsonl": "jsonl", ".parquet": "parquet"}
 QUERY_ROLE = "query"
 DOCUMENT_ROLE = "document"
 """The one place where mining names the query/document roles of the model's prompts (anchors are
 embedded as queries, the corpus as documents, through ``EncodeRequest(role=...)``); a model without
 such a prompt embeds that side with its general prompt, as ``encode_query``/``encode_document`` do."""
 _QUERY_BLOCK = 4096
-
-
-def text_hash(text: str) -> int:
-    """The 64-bit BLAKE2b hash of a text (UTF-8) that mining matches texts by."""
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
-
-
-def _hashes(texts: list[str]) -> np.ndarray:
-    return np.fromiter((text_hash(t) for t in texts), dtype=np.uint64, count=len(texts))
 
 
 @dataclass(frozen=True)
@@ -76,18 +69,19 @@ class MineReport:
     def text(self) -> str:
         s = self.summary
         counts = ", ".join(f"{k}: {v}" for k, v in s["negatives_per_row"].items())
+        pool = (
+            f"the {s['positives_added_to_pool']} distinct positives"
+            if s["corpus_rows"] == 0
+            else f"{s['corpus_rows']} corpus rows + {s['positives_added_to_pool']} positives not in the corpus"
+        )
         return (
             f"{self.rows} of {s['pairs']} (anchor, positive) pairs got {s['settings']['num_negatives']} negatives -> {self.output}\n"
+            f"candidate pool: {pool}\n"
             f"rows by negatives found: {counts}\n"
             f"scores: positive mean {s['scores']['positive']['mean']:.4f}, negative mean {s['scores']['negative']['mean']:.4f}; "
             f"skipped candidates: {s['skipped'] or 'none'}\n"
             f"summary {self.summary_path}, histogram {self.histogram_path} ({s['seconds']['total']:.1f} s)"
         )
-
-
-def _side_paths(output: Path) -> tuple[Path, Path]:
-    stem = output.with_suffix("")
-    return stem.with_name(stem.name + ".summary.json"), stem.with_name(stem.name + ".scores.png")
 
 
 @dataclass
@@ -135,109 +129,31 @@ def _write_jsonl_texts(path: Path, texts: list[str]) -> None:
     atomic_write(path, lambda handle: handle.write(content))
 
 
-@dataclass
-class _Corpus:
-    """The corpus file: its size, the text hash of each row, and the row of each hash."""
-
-    path: Path
-    text_column: str | None
-    id_column: str | None
-    hashes: np.ndarray
-    order: np.ndarray
-
-    def rows_of(self, hashes: np.ndarray) -> np.ndarray:
-        """The first corpus row holding each hash (-1: not in the corpus)."""
-        sorted_hashes = self.hashes[self.order]
-        at = np.clip(np.searchsorted(sorted_hashes, hashes), 0, max(0, len(sorted_hashes) - 1))
-        found = (sorted_hashes[at] == hashes) if len(sorted_hashes) else np.zeros(len(hashes), bool)
-        return np.where(found, self.order[at] if len(sorted_hashes) else -1, -1)
-
-    @property
-    def distinct(self) -> int:
-        """How many distinct texts the corpus holds."""
-        return int(len(np.unique(self.hashes)))
-
-    def first(self) -> np.ndarray:
-        """True for the first row of each distinct text (mining searches those, as a corpus without repeats)."""
-        out = np.zeros(len(self.hashes), bool)
-        sorted_hashes = self.hashes[self.order]
-        starts = np.ones(len(sorted_hashes), bool)
-        starts[1:] = sorted_hashes[1:] != sorted_hashes[:-1]
-        out[self.order[starts]] = True
-        return out
-
-    def texts_of(self, rows: np.ndarray) -> dict[int, str]:
-        """The texts of ``rows`` (one more pass over the corpus)."""
-        from anglekit.corpus.reader import iter_corpus
-
-        wanted = np.unique(rows[rows >= 0])
-        out: dict[int, str] = {}
-        for chunk in iter_corpus(self.path, text_column=self.text_column, id_column=self.id_column):
-            lo, hi = np.searchsorted(wanted, [chunk.start, chunk.start + len(chunk)])
-            for row in wanted[lo:hi]:
-                out[int(row)] = chunk.texts[int(row) - chunk.start]
-        return out
-
-
-def _scan_corpus(path: Path, text_column: str | None, id_column: str | None) -> _Corpus:
-    """Hash every corpus text; duplicate ids are a DataError naming the id and its records."""
-    from anglekit.corpus.reader import iter_corpus
-
-    parts: list[np.ndarray] = []
-    id_parts: list[np.ndarray] = []
-    for chunk in iter_corpus(path, text_column=text_column, id_column=id_column):
-        parts.append(_hashes(chunk.texts))
-        id_parts.append(_hashes(chunk.ids))
-    hashes = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
-    if not len(hashes):
-        raise DataError("the corpus has no records", source=str(path))
-    ids = np.concatenate(id_parts)
-    order = np.argsort(ids, kind="stable")
-    repeated = np.nonzero(ids[order][1:] == ids[order][:-1])[0]
-    if len(repeated):
-        first, second = sorted((int(order[repeated[0]]), int(order[repeated[0] + 1])))
-        ident = next(c.ids[first - c.start] for c in iter_corpus(path, text_column=text_column, id_column=id_column) if c.start <= first < c.start + len(c))
-        raise DataError(f"duplicate id {ident!r} (records {first + 1} and {second + 1}); ids must be unique", source=str(path))
-    return _Corpus(path, text_column, id_column, hashes, np.argsort(hashes, kind="stable"))
-
-
-def _gather(shards: Any, rows: np.ndarray) -> np.ndarray:
-    """The vectors of corpus ``rows`` (any order) from the shards, one shard in memory at a time."""
-    out = np.zeros((len(rows), shards.dim), np.float32)
-    size = int(shards.manifest["shard_size"])
-    for index, (_, vectors) in enumerate(shards):
-        mask = (rows // size) == index
-        if mask.any():
-            out[mask] = vectors[rows[mask] - index * size]
-    return out
-
-
 def _unit(x: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
 
 
-def _search_exact(queries: np.ndarray, shards: Any, width: int, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, rows) of the ``width`` best corpus rows per query (rows whose ``first`` is False,
+def _search_exact(queries: np.ndarray, pool: PoolShards, width: int, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, rows) of the ``width`` best pool rows per query (rows whose ``first`` is False,
     repeated texts, are left out; -1 pads), streamed shard by shard."""
     import torch
 
     from anglekit.index.quantize import block_scorer, top_k
 
-    size = int(shards.manifest["shard_size"])
     best_s = np.full((len(queries), 0), -np.inf, np.float32)
     best_r = np.zeros((len(queries), 0), np.int64)
-    for index, (_, vectors) in enumerate(shards):
-        unit = _unit(np.asarray(vectors, dtype=np.float32))
+    for offset, vectors in pool.blocks():
+        unit = _unit(vectors)
         score = block_scorer("none", unit, unit.shape[1], None)
-        repeated = torch.from_numpy(~first[index * size : index * size + len(unit)])
+        repeated = torch.from_numpy(~first[offset : offset + len(unit)])
 
         def masked(q: Any, start: int, stop: int, score: Any = score, repeated: Any = repeated) -> Any:
             return score(q, start, stop).masked_fill(repeated[start:stop], float("-inf"))
 
         s, r = top_k(queries, len(unit), width, masked)
-        r = np.where(np.isfinite(s), r, -1 - index * size)
-        best_s, best_r = np.concatenate([best_s, s], axis=1), np.concatenate([best_r, r + index * size], axis=1)
+        r = np.where(np.isfinite(s), r, -1 - offset)
+        best_s, best_r = np.concatenate([best_s, s], axis=1), np.concatenate([best_r, r + offset], axis=1)
         if best_s.shape[1] > width:
             order = np.lexsort((best_r, -best_s), axis=1)[:, :width]
             best_s, best_r = np.take_along_axis(best_s, order, axis=1), np.take_along_axis(best_r, order, axis=1)
@@ -245,18 +161,17 @@ def _search_exact(queries: np.ndarray, shards: Any, width: int, first: np.ndarra
     return np.take_along_axis(best_s, order, axis=1), np.take_along_axis(best_r, order, axis=1)
 
 
-def _build_index(shards: Any, kind: str, first: np.ndarray) -> Any:
-    """A :class:`~anglekit.index.VectorIndex` (HNSW, or exact over int8 codes) of the corpus vectors, ids = rows."""
+def _build_index(pool: PoolShards, kind: str, first: np.ndarray) -> Any:
+    """A :class:`~anglekit.index.VectorIndex` (HNSW, or exact over int8 codes) of the pool vectors, ids = rows."""
     from anglekit.index.store import IndexSettings, VectorIndex
 
     settings = IndexSettings(kind="hnsw") if kind == "hnsw" else IndexSettings(kind="exact", quantize="int8")
-    info = {"name": str(shards.manifest.get("model")), "fingerprint": shards.manifest.get("model_fingerprint"), "dim": shards.dim}
+    info = {"name": str(pool.manifest.get("model")), "fingerprint": pool.manifest.get("model_fingerprint"), "dim": pool.dim}
     index = VectorIndex(info, settings)
     index._model_checked = True
-    size = int(shards.manifest["shard_size"])
-    for shard, (ids, vectors) in enumerate(shards):
-        rows = np.nonzero(first[shard * size : shard * size + len(ids)])[0]
-        index.add_vectors([str(shard * size + i) for i in rows], np.asarray(vectors)[rows])
+    for offset, vectors in pool.blocks():
+        rows = np.nonzero(first[offset : offset + len(vectors)])[0]
+        index.add_vectors([str(offset + i) for i in rows], vectors[rows])
     return index
 
 
@@ -270,13 +185,13 @@ def _search_index(index: Any, queries: np.ndarray, width: int) -> tuple[np.ndarr
     return out, rows
 
 
-def _candidates(work: Path, queries: Any, corpus_shards: Any, settings: MineSettings, width: int, first: np.ndarray,
+def _candidates(work: Path, queries: Any, pool: PoolShards, settings: MineSettings, width: int, first: np.ndarray,
                 say: Callable[[str], None]) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """The candidates of every query among the first rows of each corpus text, one saved file per
+    """The candidates of every query among the first rows of each pool text, one saved file per
     query shard (kept on a rerun of the same search)."""
     folder = work / "candidates"
-    key = {"index": settings.index, "width": width, "corpus": corpus_shards.manifest.get("input"), "rows": corpus_shards.rows,
-           "model": corpus_shards.manifest.get("model_fingerprint"), "queries": queries.manifest.get("input")}  # fmt: skip
+    key = {"index": settings.index, "width": width, "pool": pool.key(), "model": pool.manifest.get("model_fingerprint"),
+           "queries": queries.manifest.get("input")}  # fmt: skip
     manifest = folder / "candidates.json"
     if manifest.is_file():
         try:
@@ -306,9 +221,9 @@ def _candidates(work: Path, queries: Any, corpus_shards: Any, settings: MineSett
                 pass
         unit = _unit(np.asarray(vectors, dtype=np.float32))
         if settings.index == "exact":
-            s, r = _search_exact(unit, corpus_shards, width, first)
+            s, r = _search_exact(unit, pool, width, first)
         else:
-            index = index if index is not None else _build_index(corpus_shards, settings.index, first)
+            index = index if index is not None else _build_index(pool, settings.index, first)
             s, r = _search_index(index, unit, width)
         s = np.pad(s, ((0, 0), (0, width - s.shape[1])), constant_values=-np.inf)
         r = np.pad(r, ((0, 0), (0, width - r.shape[1])), constant_values=-1)
@@ -365,33 +280,22 @@ def _write_output(path: Path, columns: dict[str, list[Any]]) -> None:
     atomic_write(path, write)
 
 
-def _check_positives(pairs: _Pairs, scanned: _Corpus, corpus_path: Path) -> np.ndarray:
-    """The corpus row of each pair's positive; a DataError naming the first that is missing."""
-    positive_rows = scanned.rows_of(_hashes(pairs.pair_positive))
-    missing = np.nonzero(positive_rows < 0)[0]
-    if len(missing):
-        first = int(missing[0])
-        raise DataError(
-            f"positive {pairs.pair_positive[first][:80]!r} is not in the corpus {corpus_path} ({len(missing)} of {len(positive_rows)} positives are not); "
-            "give a corpus that holds every positive, or leave --corpus out to mine among the positives",
-            source=pairs.source,
-            row=pairs.pair_row[first],
-            field="positive",
-        )
-    return positive_rows
-
-
-def _encode(embedder: Any, work: Path, corpus: tuple[Path, str | None, str | None], queries_file: Path, shard_size: int, batch_size: int,
-            show_progress: bool, say: Callable[[str], None]) -> tuple[Any, Any]:  # fmt: skip
-    """The corpus (documents) and queries encoded into shards under ``work`` (resumed on a rerun)."""
+def _encode(embedder: Any, work: Path, pool: Pool, queries_file: Path, shard_size: int, batch_size: int, show_progress: bool,
+            say: Callable[[str], None]) -> tuple[PoolShards, Any]:  # fmt: skip
+    """The pool (documents: the corpus file, then the positives it lacks) and the queries encoded
+    into shards under ``work`` (resumed on a rerun)."""
     from anglekit.corpus.encode import EncodeRequest, encode_corpus
     from anglekit.corpus.shards import open_shards
 
-    corpus_path, text_column, id_column = corpus
-    for folder, source, role, text, ident in (
-        (work / "corpus", corpus_path, DOCUMENT_ROLE, text_column, id_column),
-        (work / "queries", queries_file, QUERY_ROLE, None, None),
-    ):
+    jobs = []
+    if pool.path is not None:
+        jobs.append((0, work / "corpus", pool.path, DOCUMENT_ROLE, pool.text_column, pool.id_column))
+    if pool.added:
+        _write_jsonl_texts(work / "positives.jsonl", pool.added)
+        jobs.append((pool.file_rows, work / "positives", work / "positives.jsonl", DOCUMENT_ROLE, None, None))
+    jobs.append((-1, work / "queries", queries_file, QUERY_ROLE, None, None))
+    parts = []
+    for start, folder, source, role, text, ident in jobs:
         request = EncodeRequest(source, folder, text_column=text, id_column=ident, shard_size=shard_size, batch_size=batch_size, normalize=True,
                                 role=embedder.config.role_if_present(role), show_progress=show_progress)  # fmt: skip
         try:
@@ -406,7 +310,8 @@ def _encode(embedder: Any, work: Path, corpus: tuple[Path, str | None, str | Non
             report = encode_corpus(embedder, request, say=say)
         if report.reused:
             say(f"{folder}: {report.reused} of {report.shards} shard(s) were already encoded; reused")
-    return open_shards(work / "corpus", hashes=False), open_shards(work / "queries", hashes=False)
+        parts.append((start, open_shards(folder, hashes=False)))
+    return PoolShards(parts[:-1]), parts[-1][1]
 
 
 def _positive_sets(pairs: _Pairs, positive_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -416,7 +321,7 @@ def _positive_sets(pairs: _Pairs, positive_scores: np.ndarray) -> tuple[np.ndarr
     for pair, anchor in enumerate(pairs.pair_anchor):
         positives_of[int(anchor)].append(pair)
     width = max(len(p) for p in positives_of)
-    hashes = _hashes(pairs.pair_positive)
+    hashes = text_hashes(pairs.pair_positive)
     matrix = np.zeros((n_queries, width), np.uint64)
     mask = np.zeros((n_queries, width), bool)
     for q, pairs_of_q in enumerate(positives_of):
@@ -427,71 +332,78 @@ def _positive_sets(pairs: _Pairs, positive_scores: np.ndarray) -> tuple[np.ndarr
     return matrix, mask, lowest
 
 
-def _select_all(rows: np.ndarray, scores: np.ndarray, scanned: _Corpus, positives: tuple[np.ndarray, np.ndarray, np.ndarray],
+def _select_all(rows: np.ndarray, scores: np.ndarray, pool: Pool, anchors: list[str], positives: tuple[np.ndarray, np.ndarray, np.ndarray],
                 settings: MineSettings) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:  # fmt: skip
     """:func:`select_negatives` over every query, in blocks; (rows, scores, skipped counts)."""
     matrix, mask, lowest = positives
     n_queries = len(rows)
-    cand_hashes = np.where(rows >= 0, scanned.hashes[np.clip(rows, 0, None)], np.uint64(0))
+    cand_hashes = np.where(rows >= 0, pool.hashes[np.clip(rows, 0, None)], np.uint64(0))
+    anchor_hashes = text_hashes(anchors)
     rng = np.random.default_rng(settings.seed)
     neg_rows = np.full((n_queries, settings.num_negatives), -1, np.int64)
     neg_scores = np.full((n_queries, settings.num_negatives), np.nan, np.float32)
     skipped: dict[str, int] = {}
     for lo in range(0, n_queries, _QUERY_BLOCK):
         hi = min(n_queries, lo + _QUERY_BLOCK)
-        chosen = select_negatives(rows[lo:hi], scores[lo:hi], cand_hashes[lo:hi], matrix[lo:hi], mask[lo:hi], lowest[lo:hi], settings, matrix.shape[1], rng)
+        chosen = select_negatives(rows[lo:hi], scores[lo:hi], cand_hashes[lo:hi], matrix[lo:hi], mask[lo:hi], lowest[lo:hi], settings, matrix.shape[1], rng,
+                                  anchor_hashes=anchor_hashes[lo:hi])  # fmt: skip
         neg_rows[lo:hi], neg_scores[lo:hi] = chosen.rows, chosen.scores
         for name, value in chosen.skipped.items():
             skipped[name] = skipped.get(name, 0) + value
     return neg_rows, neg_scores, skipped
 
 
-def _table(
-    pairs: _Pairs, keep: np.ndarray, kept_rows: np.ndarray, kept_scores: np.ndarray, positive_scores: np.ndarray, scanned: _Corpus
-) -> dict[str, list[Any]]:
+def _table(pairs: _Pairs, keep: np.ndarray, kept_rows: np.ndarray, kept_scores: np.ndarray, positive_scores: np.ndarray, pool: Pool) -> dict[str, list[Any]]:
     """The output's columns: anchor, positive, negative_1..N, positive_score, negative_1..N_score."""
     count = kept_rows.shape[1]
-    texts = scanned.texts_of(kept_rows)
+    texts = pool.texts_of(kept_rows)
     table: dict[str, list[Any]] = {
         "anchor": [pairs.anchors[int(pairs.pair_anchor[i])] for i in keep],
         "positive": [pairs.pair_positive[int(i)] for i in keep],
     }
     for j in range(count):
         table[f"negative_{j + 1}"] = [texts[int(r)] for r in kept_rows[:, j]]
-    for i, positive in enumerate(table["positive"]):
-        same = [j + 1 for j in range(count) if table[f"negative_{j + 1}"][i] == positive]
-        if same:  # a hash collision: never write a negative equal to its positive
-            raise DataError(f"negative_{same[0]} equals the positive {positive[:80]!r}", source=pairs.source, row=pairs.pair_row[int(keep[i])])
+    for i, (anchor, positive) in enumerate(zip(table["anchor"], table["positive"], strict=True)):
+        same = [j + 1 for j in range(count) if table[f"negative_{j + 1}"][i] in (positive, anchor)]
+        if same:  # a hash collision: never write a negative equal to its positive or anchor
+            raise DataError(f"negative_{same[0]} equals the positive or the anchor {table[f'negative_{same[0]}'][i][:80]!r}", source=pairs.source,
+                            row=pairs.pair_row[int(keep[i])])  # fmt: skip
     table["positive_score"] = [float(s) for s in positive_scores[keep]]
     for j in range(count):
         table[f"negative_{j + 1}_score"] = [float(s) for s in kept_scores[:, j]]
     return table
 
 
-def _corpus_path(corpus: str | os.PathLike[str] | None, data: _Pairs, work: Path, outputs: tuple[Path, ...]) -> Path:
-    """The corpus file: the one given, else the distinct positives written into ``work``."""
-    if corpus is None:
-        path = work / "positives.jsonl"
-        _write_jsonl_texts(path, list(dict.fromkeys(data.pair_positive)))
-        return path
-    path = Path(os.fspath(corpus)).expanduser()
-    if any(path.resolve() == o.resolve() for o in outputs):
-        raise ConfigError(f"--corpus {path} is one of the files the mine writes ({', '.join(map(str, outputs))})")
-    return path
-
-
 def _complete_rows(neg_rows: np.ndarray, data: _Pairs, count: int, skipped: dict[str, int]) -> tuple[np.ndarray, dict[str, int]]:
-    """The pairs whose anchor got ``count`` negatives, and how many pairs got how many; a DataError when none did."""
+    """The pairs whose anchor got ``count`` negatives, and how many pairs got how many (the counts
+    that occur); a DataError when none did."""
     found = (neg_rows >= 0).sum(axis=1)[data.pair_anchor]
-    per_row = {str(k): int((found == k).sum()) for k in range(count + 1)}
+    values, numbers = np.unique(found, return_counts=True)
+    per_row = {str(int(k)): int(v) for k, v in zip(values, numbers, strict=True)}
+    per_row.setdefault(str(count), 0)
     keep = np.nonzero(found == count)[0]
     if not len(keep):
         raise DataError(
-            f"no (anchor, positive) pair got {count} negatives (rows by negatives found: {per_row}; skipped candidates: {skipped}); "
-            "the range or the margins leave too few candidates: widen range_max, lower range_min, loosen the margins or max_score, or ask fewer negatives",
+            f"no (anchor, positive) pair got {count} negatives (negatives found per pair: min {int(found.min())}, median {float(np.median(found)):g}, "
+            f"max {int(found.max())}; skipped candidates: {skipped}); the range or the margins leave too few candidates: widen range_max, lower "
+            "range_min, loosen the margins or max_score, or ask fewer negatives",
             source=data.source,
         )
     return keep, per_row
+
+
+def _search(work: Path, data: _Pairs, pool: Pool, shards: tuple[PoolShards, Any], settings: MineSettings,
+            say: Callable[[str], None]) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray, int]:  # fmt: skip
+    """Positive scores, the positive sets, and the candidates (scores, rows) of every anchor, with their width."""
+    pool_shards, query_shards = shards
+    query_vectors = _unit(query_shards.load()[1])
+    positive_rows = pool.rows_of(text_hashes(data.pair_positive))  # every positive is in the pool
+    positive_scores = np.einsum("ij,ij->i", query_vectors[data.pair_anchor], _unit(pool_shards.gather(positive_rows)))
+    positives = _positive_sets(data, positive_scores)
+    max_positives = positives[0].shape[1]
+    width = min(pool.distinct, settings.window(max_positives) + max_positives + 1)  # room for the positives and the anchor, as sentence-transformers
+    scores, rows = _candidates(work, query_shards, pool_shards, settings, width, pool.first(), say)
+    return positive_scores, positives, scores, rows, width
 
 
 def mine_hard_negatives(
@@ -513,62 +425,55 @@ def mine_hard_negatives(
 ) -> MineReport:
     """Mine hard negatives for the (anchor, positive) ``pairs`` (a file or anything
     :func:`~anglekit.data.triplets.read_triplets` reads; ``columns`` maps anchor/positive to its
-    names) from ``corpus`` (a .txt/.jsonl/.csv/.tsv/.parquet corpus; default: the distinct
-    positives) with ``model`` (an Embedder or a name loaded with ``model_kwargs``), and write
-    ``output`` (.jsonl or .parquet) with its summary and histogram (see the module doc)."""
+    names) from ``corpus`` (a .txt/.jsonl/.csv/.tsv/.parquet corpus, the positives it lacks added
+    to it; default: the distinct positives) with ``model`` (an Embedder or a name loaded with
+    ``model_kwargs``), and write ``output`` (.jsonl or .parquet) with its summary and histogram
+    (see the module doc). Bad input is refused before anything is created."""
     from anglekit.model.embedder import Embedder
 
     started = time.perf_counter()
     say = say or logger.info
     settings = settings or MineSettings()
-    out = Path(os.fspath(output)).expanduser()
-    if out.suffix.lower() not in OUTPUT_FORMATS:
-        raise ConfigError(f"--output {out}: must end in {' or '.join(OUTPUT_FORMATS)} (the n-tuple layout anglekit train reads)")
-    summary_path, histogram_path = _side_paths(out)
-    work = Path(os.fspath(work_dir)).expanduser() if work_dir is not None else out.with_name(out.name + ".mine")
+    if corpus is None and (corpus_text_column or corpus_id_column):
+        raise ConfigError("--corpus-column and --corpus-id-column name columns of --corpus; give --corpus or leave them out")
+    paths = check_paths(output, work_dir, corpus, pairs)
     data = _read_pairs(pairs, columns)
-    work.mkdir(parents=True, exist_ok=True)
-    _write_jsonl_texts(work / "queries.jsonl", data.anchors)
-    corpus_path = _corpus_path(corpus, data, work, (out, summary_path, histogram_path))
-    if corpus is None:
-        corpus_text_column = corpus_id_column = None
-    scanned = _scan_corpus(corpus_path, corpus_text_column, corpus_id_column)
-    positive_rows = _check_positives(data, scanned, corpus_path)
+    pool = scan_pool(paths.corpus, corpus_text_column, corpus_id_column, data.pair_positive)
+    check_pool_size(pool, data.anchors, data.pair_anchor, data.pair_positive, settings.num_negatives, say)
+    paths.work.mkdir(parents=True, exist_ok=True)
+    _write_jsonl_texts(paths.work / "queries.jsonl", data.anchors)
     timings: dict[str, float] = {"read": time.perf_counter() - started}
 
     t0 = time.perf_counter()
     embedder = model if isinstance(model, Embedder) else Embedder.from_pretrained(os.fspath(model), **(model_kwargs or {}))
-    corpus_shards, query_shards = _encode(embedder, work, (corpus_path, corpus_text_column, corpus_id_column), work / "queries.jsonl", shard_size,
-                                          batch_size, show_progress, say)  # fmt: skip
+    shards = _encode(embedder, paths.work, pool, paths.work / "queries.jsonl", shard_size, batch_size, show_progress, say)
     timings["encode"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    query_vectors = _unit(query_shards.load()[1])
-    positive_scores = np.einsum("ij,ij->i", query_vectors[data.pair_anchor], _unit(_gather(corpus_shards, positive_rows)))
-    positives = _positive_sets(data, positive_scores)
-    width = min(scanned.distinct, settings.window(positives[0].shape[1]) + positives[0].shape[1])
-    scores, rows = _candidates(work, query_shards, corpus_shards, settings, width, scanned.first(), say)
+    positive_scores, positives, scores, rows, width = _search(paths.work, data, pool, shards, settings, say)
     timings["search"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    neg_rows, neg_scores, skipped = _select_all(rows, scores, scanned, positives, settings)
+    neg_rows, neg_scores, skipped = _select_all(rows, scores, pool, data.anchors, positives, settings)
     keep, per_row = _complete_rows(neg_rows, data, settings.num_negatives, skipped)
     kept_rows, kept_scores = neg_rows[data.pair_anchor[keep]], neg_scores[data.pair_anchor[keep]]
-    table = _table(data, keep, kept_rows, kept_scores, positive_scores, scanned)
+    table = _table(data, keep, kept_rows, kept_scores, positive_scores, pool)
     timings["select"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - started
 
+    out = paths.output
     summary = {
         "output": str(out), "format": OUTPUT_FORMATS[out.suffix.lower()], "model": embedder.source, "model_fingerprint": embedder.fingerprint(),
         "pairs_source": data.source, "rows_read": data.read, "duplicate_pairs": data.duplicates, "pairs": len(data.pair_positive),
-        "anchors": len(data.anchors), "corpus": str(corpus_path) if corpus is not None else "the distinct positives",
-        "corpus_rows": corpus_shards.rows, "corpus_repeated_texts": corpus_shards.rows - scanned.distinct, "candidates_per_query": width,
+        "anchors": len(data.anchors), "corpus": str(paths.corpus) if paths.corpus is not None else "the distinct positives",
+        "corpus_rows": pool.file_rows, "positives_added_to_pool": len(pool.added), "pool_rows": len(pool.hashes),
+        "corpus_repeated_texts": len(pool.hashes) - pool.distinct, "candidates_per_query": width,
         "rows_written": int(len(keep)), "negatives_per_row": per_row, "skipped": {name: skipped[name] for name in FILTERS if skipped.get(name)},
         "scores": {"positive": _stats(positive_scores[keep]), "negative": _stats(kept_scores.reshape(-1)),
                    "difference": _stats((positive_scores[keep][:, None] - kept_scores).reshape(-1))},
-        "settings": asdict(settings), "work_dir": str(work), "seconds": {k: round(v, 3) for k, v in timings.items()},
+        "settings": asdict(settings), "work_dir": str(paths.work), "seconds": {k: round(v, 3) for k, v in timings.items()},
     }  # fmt: skip
-    _histogram(histogram_path, positive_scores[keep], kept_scores.reshape(-1), f"{out.name}: {len(keep)} rows x {settings.num_negatives} negatives")
+    _histogram(paths.histogram, positive_scores[keep], kept_scores.reshape(-1), f"{out.name}: {len(keep)} rows x {settings.num_negatives} negatives")
     _write_output(out, table)
-    atomic_write_json(summary_path, summary)  # last: a summary means the output beside it is complete
-    return MineReport(out, summary_path, histogram_path, int(len(keep)), summary)
+    atomic_write_json(paths.summary, summary)  # last: a summary means the output beside it is complete
+    return MineReport(out, paths.summary, paths.histogram, int(len(keep)), summary)

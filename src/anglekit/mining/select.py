@@ -2,7 +2,8 @@
 
 Per query, candidates come best first (cosine; ties: lower corpus row first). In this order:
 
-1. a candidate whose text is one of the query's positives is never a negative (nor is padding);
+1. a candidate whose text is the query's own (its anchor) or one of its positives is never a
+   negative (nor is padding);
 2. a text already seen higher in the list is dropped (a corpus with the same text twice);
 3. ``absolute_margin``: dropped when ``score + margin > p``; ``relative_margin``: when
    ``score > p - |p| x margin``; ``p`` is the query's lowest positive score (the safe side when a
@@ -25,7 +26,7 @@ from anglekit.mining.settings import MineSettings
 
 __all__ = ["Selection", "select_negatives"]
 
-FILTERS = ("positive", "duplicate_text", "absolute_margin", "relative_margin", "max_score", "min_score")
+FILTERS = ("anchor", "positive", "duplicate_text", "absolute_margin", "relative_margin", "max_score", "min_score")
 
 
 @dataclass
@@ -48,12 +49,14 @@ def select_negatives(
     settings: MineSettings,
     max_positives: int,
     rng: np.random.Generator | None = None,
+    anchor_hashes: np.ndarray | None = None,
 ) -> Selection:
     """Negatives of ``len(rows)`` queries from their candidates (see the module doc).
 
     ``rows``/``scores``/``hashes``: ``[q, w]`` candidates best first (row -1: no candidate), with
     the hash of each candidate's text; ``positive_hashes``/``positive_mask``: ``[q, p]`` the text
-    hashes of each query's positives (mask False: padding); ``lowest_positive``: ``[q]``.
+    hashes of each query's positives (mask False: padding); ``lowest_positive``: ``[q]``;
+    ``anchor_hashes``: ``[q]`` the hash of each query's own text (None: not checked).
     """
     n, width = rows.shape
     count = settings.num_negatives
@@ -66,6 +69,8 @@ def select_negatives(
         skipped[name] = skipped.get(name, 0) + int(removed.sum())
         alive = alive & ~mask
 
+    if anchor_hashes is not None:
+        drop("anchor", hashes == anchor_hashes[:, None])
     if positive_hashes.shape[1]:
         is_positive = ((hashes[:, :, None] == positive_hashes[:, None, :]) & positive_mask[:, None, :]).any(axis=2)
         drop("positive", is_positive)
