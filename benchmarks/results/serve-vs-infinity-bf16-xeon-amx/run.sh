@@ -5,10 +5,10 @@
 # then the cell-by-cell summary (summary.json).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-out=benchmarks/results/issue31-amx
+out=benchmarks/results/serve-vs-infinity-bf16-xeon-amx
 for run in 1 2 3; do
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_serve.py \
         --peers anglekit-int8 anglekit-bf16 infinity-torch infinity-torch-bf16 infinity-onnx infinity-onnx-int8 \
         --sentences 1024 --max-seconds 30 --out $out/bench_serve_run$run.json > $out/bench_serve_run$run.log 2>&1
 done
-.venv/bin/python benchmarks/results/issue31/summarise.py $out
+.venv/bin/python benchmarks/results/serve-vs-infinity-int8/summarise.py $out

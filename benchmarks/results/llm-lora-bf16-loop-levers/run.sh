@@ -7,7 +7,7 @@
 #   issue 27: fp32, torch's dropout).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-out=benchmarks/results/issue27-llm-levers
+out=benchmarks/results/llm-lora-bf16-loop-levers
 common=(--objective paper --max-steps "${STEPS:-60}" --threads 2 --no-zero-shot --quiet)
 bf16=(--model-dtype auto --precision auto)
 .venv/bin/python benchmarks/bench_llm.py "${common[@]}" "${bf16[@]}" --gradient-checkpointing --out $out/ckpt-every1.json

@@ -7,7 +7,7 @@
 # interleaved twice, for the spread of the ratio.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-out=benchmarks/results/issue27-fused
+out=benchmarks/results/llm-lora-fused-layers
 common=(--objective paper --max-steps "${STEPS:-60}" --threads 2 --no-zero-shot --quiet)
 bf16=(--model-dtype auto --precision auto)
 reference=(--precision fp32 --no-fast-dropout --no-fused-layers)

@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_
 # fp32 on every CPU: the committed CPU cells trained in fp32 on AVX2-only cores, and on a CPU with
 # native bf16 `precision: auto` would train in bf16, which the cells' keys (auto) do not tell apart.
 export ANGLEKIT_AUTO_BF16="${ANGLEKIT_AUTO_BF16:-0}"
-out=benchmarks/results/issue42
+out=benchmarks/results/angle-term-worth
 data="${ANGLEKIT_DATA:-$(cd .. && pwd)/shared/data}"
 device=(); [ -n "${DEVICE:-}" ] && device=(--device "$DEVICE")
 anglekit=(.venv/bin/python -m anglekit)
