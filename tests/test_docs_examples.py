@@ -280,7 +280,8 @@ def test_readme_is_short() -> None:
 
 
 def _results_copy(tmp_path: Path) -> Path:
-    """A copy of the results files the claims read (small JSON only), to break one at a time."""
+    """A copy of the results files the claims read (small JSON only) and of the run.sh files that say
+    what produced them, to break one at a time."""
     make_results = load_make_results()
     dest = tmp_path / "results"
     sources = set()
@@ -288,6 +289,7 @@ def _results_copy(tmp_path: Path) -> Path:
         sources.add(claim.source)
     sources |= {f"llm-lora-numpy-masks/run{i}-{kind}.json" for i in (1, 2, 3, 4) for kind in ("default", "fp32-reference")}
     sources |= {"gpu/varlen-4bit/train_bf16.json", "gpu/varlen-4bit/lora_bf16.json", "train-minilm-loop-levers-xeon-amx/bench_train.json"}
+    sources |= {script.relative_to(make_results.RESULTS).as_posix() for name in make_results.RUN_SCRIPTS for script in make_results.RESULTS.rglob(name)}
     for source in sources:
         target = dest / source
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -320,9 +322,17 @@ def test_a_claim_cannot_keep_a_date_by_hand_once_its_results_file_records_one(tm
         ("bench_search.json", "[1, 2]", "bench_search.json: no field 'rows.hnsw.queries_per_s'"),
         ("quickstart/quickstart.json", None, "quickstart.json: no such results file"),
         ("quickstart/quickstart.json", '{"date": "yesterday"}', "quickstart.json: no field 'before.spearman'"),
-        ("serve-vs-infinity-ov-pad8/summary.json", '{"cells": [{"runs": [{"ratio": 2.0}]}]}', "cells[0].runs must be a non-empty list of runs with numeric anglekit_sps"),
+        (
+            "serve-vs-infinity-ov-pad8/summary.json",
+            '{"cells": [{"runs": [{"ratio": 2.0}]}]}',
+            "cells[0].runs must be a non-empty list of runs with numeric anglekit_sps",
+        ),
         ("serve-vs-infinity-ov-pad8/summary.json", '{"cells": {}}', "summary.json: field 'cells' is not a non-empty list"),
-        ("angle-term-worth/smollm2/ese.json", '{"rows": []}', "ese.json: field 'rows[row=AnglE + ESE (k = 128, T = 1.0)].paired_other.STS-B test.mean_diff': 0 items"),
+        (
+            "angle-term-worth/smollm2/ese.json",
+            '{"rows": []}',
+            "ese.json: field 'rows[row=AnglE + ESE (k = 128, T = 1.0)].paired_other.STS-B test.mean_diff': 0 items",
+        ),
         (
             "angle-term-worth/smollm2/ese.json",
             json.dumps(
