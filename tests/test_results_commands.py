@@ -116,3 +116,20 @@ def test_results_paths_named_in_docs_and_scripts_exist() -> None:
             if not (RESULTS / name).exists() and not _ignored(f"benchmarks/results/{name}"):
                 missing.add(f"{text_file.relative_to(ROOT)}: benchmarks/results/{name}")
     assert not missing, sorted(missing)
+
+
+def test_a_benchmark_records_the_command_it_ran() -> None:
+    """What the benchmarks write into their results' ``command`` field (peers/common.invocation)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("bench_common", ROOT / "benchmarks" / "peers" / "common.py")
+    assert spec is not None and spec.loader is not None
+    common = importlib.util.module_from_spec(spec)
+    sys.modules["bench_common"] = common
+    spec.loader.exec_module(common)
+    script = str(ROOT / "benchmarks" / "bench_mine.py")
+    assert common.invocation([script, "--rows", "2000", "--note", "idle: run paused"]) == (
+        ".venv/bin/python benchmarks/bench_mine.py --rows 2000 --note 'idle: run paused'"
+    )
+    assert common.invocation(["/elsewhere/x.py"]) == ".venv/bin/python /elsewhere/x.py"
