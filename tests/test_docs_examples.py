@@ -247,6 +247,9 @@ def test_marked_figures_match_their_results_files() -> None:
                 failures.append(f"{page.relative_to(ROOT)}:{line}: no claim {key!r} in benchmarks/make_results.py")
             elif shown != figures[key]:
                 failures.append(f"{page.relative_to(ROOT)}:{line}: {key} shows {shown!r}, its results file gives {figures[key]!r}")
+        # A marker the pattern does not read (a typo, a missing close) would leave its figure unchecked.
+        for stray in re.finditer(r"<!--\s*/?\s*fig\b", make_results.MARKER.sub("", text)):
+            failures.append(f"{page.relative_to(ROOT)}: a figure marker that is not <!--fig:KEY-->VALUE<!--/fig--> near {stray.group(0)!r}")
     assert not failures, "\n".join(failures)
     assert seen >= 20
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
