@@ -699,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps({"date": datetime.date.today().isoformat(), **result}, indent=2) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps({"date": datetime.date.today().isoformat(), "command": common.invocation(), **result}, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, out)
         print(f"results: {out}")
     return 0 if all("error" not in r for r in ordered.values()) else 1

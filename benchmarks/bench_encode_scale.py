@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"date": datetime.date.today().isoformat(), **result}, indent=2) + "\n")
+    tmp.write_text(json.dumps({"date": datetime.date.today().isoformat(), "command": common.invocation(), **result}, indent=2) + "\n")
     os.replace(tmp, args.out)
     return 0
 

@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peers"))
 import common  # noqa: E402
 
-STARTS = {  # as the issue 42 ese tables train them (benchmarks/results/issue42/<start>/cells/*.json "spec")
+STARTS = {  # as the issue 42 ese tables train them (benchmarks/results/angle-term-worth/<start>/cells/*.json "spec")
     "minilm": {"model": "pypi:all-minilm-l6-v2", "pooling": "last_avg", "prompt": None, "max_length": 64},
     "smollm2": {"model": "pypi:smollm2-135m-instruct", "pooling": "last_token", "prompt": "paper", "max_length": 96},
 }
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             s = row["singular_values"]
             print(f"{result['start']:>8} {row['layer']:>5} {row['max_abs']:>9.1f} {row['row_norm']:>9.1f} {s[0]:>7.3f} {s[1]:>7.3f} {s[2]:>7.3f} "
                   f"{row['target_to_slice_norm']:>14.3f} {row['compression_loss']:>12.4f} {row['compression_loss_unit']:>10.4f}")  # fmt: skip
-    record = {"benchmark": "bench_ese_scale", "date": datetime.date.today().isoformat(), "texts": len(texts), "compression_size": args.compression_size,
+    record = {"benchmark": "bench_ese_scale", "date": datetime.date.today().isoformat(), "command": common.invocation(), "texts": len(texts), "compression_size": args.compression_size,
               "kl_temperature": args.kl_temperature, "threads": args.threads, "results": results}  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".json.tmp")

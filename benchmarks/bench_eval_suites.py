@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "peers"))
+import common  # noqa: E402  (the command a results file records)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The suites read the data root; anglekit's default is $ANGLEKIT_DATA, else the per-user folder.
@@ -81,7 +84,17 @@ def main(argv: list[str] | None = None) -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".json.tmp")
     tmp.write_text(
-        json.dumps({"date": datetime.date.today().isoformat(), "model": "all-MiniLM-L6-v2", "threads": torch.get_num_threads(), "rows": rows}, indent=2) + "\n"
+        json.dumps(
+            {
+                "date": datetime.date.today().isoformat(),
+                "command": common.invocation(),
+                "model": "all-MiniLM-L6-v2",
+                "threads": torch.get_num_threads(),
+                "rows": rows,
+            },
+            indent=2,
+        )
+        + "\n"
     )
     os.replace(tmp, target)
     return 0

@@ -29,6 +29,9 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "peers"))
+import common  # noqa: E402  (the command a results file records)
+
 ROOT = HERE.parent
 RESULTS = HERE / "results"
 MODEL = "pypi:smollm2-135m-instruct"
@@ -103,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         "note": args.note,
     }  # fmt: skip
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    args.output.write_text(json.dumps({"command": common.invocation(), **record}, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.output}")
     return 0 if len(prints) == 1 else 1
 

@@ -45,6 +45,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peers"))
 sys.path.insert(0, str(HERE.parent / "tests"))
+import common  # noqa: E402  (the command a results file records; peers/common.py)
 
 TEMPLATE = (
     "### Describe the bug\nA clear and concise description of what the bug is.\n\n"
@@ -301,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         result["long_text"] = bench_long_text(args.pairs, args.tiny, args.long_context_model or None)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"date": datetime.date.today().isoformat(), **result}, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps({"date": datetime.date.today().isoformat(), "command": common.invocation(), **result}, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, args.out)
     print(f"-> {args.out}")
     return 0

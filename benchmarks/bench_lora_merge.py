@@ -34,6 +34,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "peers"))
+import common  # noqa: E402  (the command a results file records)
+
 ROOT = HERE.parent
 RESULTS = HERE / "results"
 MODEL = "pypi:smollm2-135m-instruct"
@@ -133,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"date": datetime.date.today().isoformat(), **result}, indent=2) + "\n", encoding="utf-8")
+    out.write_text(json.dumps({"date": datetime.date.today().isoformat(), "command": common.invocation(), **result}, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

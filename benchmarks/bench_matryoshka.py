@@ -232,10 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--model-zip", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.worker:
-        sys.path.insert(0, str(HERE / "peers"))
-        import common  # type: ignore[import-not-found]
+    sys.path.insert(0, str(HERE / "peers"))
+    import common  # type: ignore[import-not-found]  (workers write their run; main the command it ran)
 
+    if args.worker:
         result = worker_angle_emb(args) if args.row.startswith("angle-emb") else worker_anglekit(args)
         common.write_result(result, args.out)
         return 0
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_steps": args.max_steps, "seconds": time.perf_counter() - started, "rows": table,
     }  # fmt: skip
     name = "bench_matryoshka.json" if not args.max_steps else f"bench_matryoshka-steps{args.max_steps}.json"
-    (RESULTS / name).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (RESULTS / name).write_text(json.dumps({"command": common.invocation(), **summary}, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {RESULTS / name}")
     return 0
 

@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
               "batch_size": {"anglekit": DEFAULT_BATCH_SIZE, "st-default": 32, "st-best": DEFAULT_BATCH_SIZE}, "results": results,
               "machine": {"cpu": common.cpu_flags(), "started": started, "load_average_start": load_start, "load_average_end": os.getloadavg()},
               "versions": common.versions("torch", "sentence-transformers", "faiss-cpu", "transformers")}  # fmt: skip
-    common.write_result(result, args.out)
+    common.write_result({"command": common.invocation(), **result}, args.out)
     return 0
 
 

@@ -488,7 +488,7 @@ def write_json(out: Path, result: dict[str, Any]) -> None:
     """Write ``result`` to ``out`` atomically (a temporary file, then a rename) and say so."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"date": datetime.date.today().isoformat(), **result}, indent=2) + "\n")
+    tmp.write_text(json.dumps({"date": datetime.date.today().isoformat(), "command": common.invocation(), **result}, indent=2) + "\n")
     os.replace(tmp, out)
     print(f"wrote {out}")
 

@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": table,
     }
     tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps({"command": common.invocation(), **summary}, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, out)
     print(f"wrote {out}")
     if failed:

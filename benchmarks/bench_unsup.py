@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarise(rows)
     text = table(summary)
     print(text)
-    report = {"protocol": protocol(args), "summary": summary, "runs": rows}
+    report = {"command": common.invocation(), "protocol": protocol(args), "summary": summary, "runs": rows}
     (out_dir.parent / "bench_unsup.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
     (out_dir.parent / "bench_unsup.md").write_text(
         "# Unsupervised: SimCSE vs SimACE from all-MiniLM-L6-v2\n\n" + text + "\n\nProtocol: " + json.dumps(protocol(args)) + "\n"

@@ -1,15 +1,17 @@
 """Write docs/results.md and its charts from the results JSON files under benchmarks/results/.
 
 Every benchmarked claim is one :class:`Claim`: what was compared, the file that holds the run,
-how its figure is read from that file, the hardware and the date of the run. The page, the charts
+how its figure is read from that file, the hardware and the date of the run, and the command that
+produced the file, read from the results folder (:func:`producing_command`: the ``run.sh`` of the
+file's folder or of a folder above it, else the file's own ``command`` field). The page, the charts
 and the figures quoted in README.md and docs/*.md (``<!--fig:KEY-->VALUE<!--/fig-->``, checked by
 tests/test_docs_examples.py) all come from here, so a figure cannot drift from its run.
 
     .venv/bin/python benchmarks/make_results.py            # rewrite docs/results.md and docs/img/results/*.png
     .venv/bin/python benchmarks/make_results.py --check    # exit 1 when either would change (CI)
 
-Errors (a missing, empty or malformed results file, a missing field) print one line naming the
-file and the field and exit 2; nothing is written then.
+Errors (a missing, empty or malformed results file, a missing field, a results file that records
+no command) print one line naming the file and the field and exit 2; nothing is written then.
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ class Claim:
     """The run's date, or ``@FIELD``: the date field of ``source``. A literal date is only for results
     files from before the benchmarks recorded their date; one that records it must be read."""
     page: str
+
+    def command(self, results: Results) -> str:
+        """The command that produced ``source``, for the page (``not recorded: WHY`` where it was not)."""
+        command, why = producing_command(results.root, self.source)
+        return command if command is not None else f"not recorded: {why}"
 
     def run_date(self, results: Results) -> str:
         if not self.date.startswith("@"):
@@ -124,6 +131,72 @@ class Results:
         return float(value)
 
 
+RUN_SCRIPTS = ("run.sh", "run_on_device.sh")
+NOT_RECORDED = "# command: not recorded"
+"""The line of a ``run.sh`` that says its folder's command was not recorded (its comments say what is known)."""
+
+
+def _script_command(results_dir: Path, script: Path) -> tuple[str | None, str]:
+    shown = f"benchmarks/results/{script.relative_to(results_dir).as_posix()}"
+    if NOT_RECORDED in script.read_text(encoding="utf-8").splitlines():
+        return None, f"see `{shown}`"
+    return f"bash {shown}", shown
+
+
+def producing_command(results_dir: Path, source: str) -> tuple[str | None, str]:
+    """``(command, where)`` for the results file ``source``: the ``run.sh`` (or ``run_on_device.sh``) of
+    its folder or the nearest folder above it inside ``results_dir``, else the file's own ``command``
+    field; ``(None, why)`` where that says the command was not recorded (a ``run.sh`` holding
+    :data:`NOT_RECORDED`, or ``"command": null`` beside a ``command_not_recorded`` reason). Raises
+    ResultsError naming the file when it records no command at all."""
+    path = results_dir / source
+    folder = path.parent
+    while folder != results_dir and results_dir in folder.parents:
+        for name in RUN_SCRIPTS:
+            if (folder / name).is_file():
+                return _script_command(results_dir, folder / name)
+        folder = folder.parent
+    data: Any = None
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            raise ResultsError(f"{path}: cannot be read as JSON to find its command") from None
+    if isinstance(data, dict) and isinstance(data.get("command"), str) and data["command"].strip():
+        return data["command"], "its command field"
+    if isinstance(data, dict) and "command" in data and data["command"] is None and isinstance(data.get("command_not_recorded"), str):
+        return None, data["command_not_recorded"]
+    raise ResultsError(
+        f'{path}: records no command: add a run.sh to its folder, or a "command" field to the file '
+        f'("command": null with "command_not_recorded": WHY where it cannot be determined)'
+    )
+
+
+def check_commands(results_dir: Path = RESULTS) -> list[str]:
+    """One line per results file whose producing command is not recorded beside it (empty: all are).
+    A JSON file needs a ``run.sh`` above it or its own ``command`` field; any other file in a folder
+    needs a ``run.sh`` above it; a loose non-JSON file at the top (a log, a table) must be named
+    after a top-level JSON file that records its command (``bench_serve-run.log``: ``bench_serve.json``)."""
+    problems = []
+    top = {path.stem for path in results_dir.glob("*.json")}
+    for path in sorted(p for p in results_dir.rglob("*") if p.is_file()):
+        name = path.relative_to(results_dir).as_posix()
+        if path.name in RUN_SCRIPTS or path.name == ".gitignore":
+            continue
+        try:
+            if path.suffix == ".json" or path.parent != results_dir:
+                if path.suffix != ".json" and not any(
+                    (folder / script).is_file() for folder in path.parents if results_dir in folder.parents for script in RUN_SCRIPTS
+                ):
+                    raise ResultsError(f"{path}: no run.sh in its folder or above it says what produced it")
+                producing_command(results_dir, name)
+            elif not any(path.name.startswith(stem) for stem in top):
+                raise ResultsError(f"{path}: a loose file at the top is named after the JSON file whose command made it; none matches")
+        except ResultsError as exc:
+            problems.append(str(exc))
+    return problems
+
+
 def _numbers(values: Any) -> bool:
     return isinstance(values, list) and bool(values) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in values)
 
@@ -151,8 +224,8 @@ def _paired(source: str, row: str, metric: str | None = None) -> Callable[[Resul
 
 def claims() -> list[Claim]:
     """Every benchmarked claim with its current figure's recipe, in the order of the page."""
-    train = "issue27-np-minilm/bench_train.json"
-    levers = "issue27-levers/bench_train.json"
+    train = "train-minilm-numpy-masks-xeon-amx/bench_train.json"
+    levers = "train-minilm-loop-levers-xeon-amx/bench_train.json"
     default, st_best, st_default = "anglekit:paper:grouped:auto", "sentence-transformers:cosent:grouped:bf16", "sentence-transformers:cosent:random"
     amx = "Intel Xeon (AMX), 2 threads"
     epyc = "AMD EPYC, 2 threads"
@@ -172,18 +245,19 @@ def claims() -> list[Claim]:
 
     def llm_recipe(r: Results) -> str:
         ratios = [
-            r.number(f"issue27-np/run{i}-default.json", "pairs_per_second") / r.number(f"issue27-np/run{i}-fp32-reference.json", "pairs_per_second")
+            r.number(f"llm-lora-numpy-masks/run{i}-default.json", "pairs_per_second")
+            / r.number(f"llm-lora-numpy-masks/run{i}-fp32-reference.json", "pairs_per_second")
             for i in (1, 2, 3, 4)
         ]
         return _range(ratios)
 
     def serve_ratio(r: Results) -> str:
-        cells = r.get("issue31-pad8/summary.json", "cells")
+        cells = r.get("serve-vs-infinity-ov-pad8/summary.json", "cells")
         if not isinstance(cells, list) or not cells:
-            raise ResultsError(f"{r.root / 'issue31-pad8/summary.json'}: field 'cells' is not a non-empty list")
+            raise ResultsError(f"{r.root / 'serve-vs-infinity-ov-pad8/summary.json'}: field 'cells' is not a non-empty list")
         ratios = [run["ratio"] for cell in cells for run in cell.get("runs", []) if isinstance(run, dict) and isinstance(run.get("ratio"), (int, float))]
         if not ratios:
-            raise ResultsError(f"{r.root / 'issue31-pad8/summary.json'}: no cell has runs with a numeric 'ratio'")
+            raise ResultsError(f"{r.root / 'serve-vs-infinity-ov-pad8/summary.json'}: no cell has runs with a numeric 'ratio'")
         return _range(ratios)
 
     def mean_std(source: str, method: str) -> Callable[[Results], str]:
@@ -279,8 +353,8 @@ def claims() -> list[Claim]:
             "train.x_st_best_epyc_avx2",
             "Training (MiniLM, STS-B, 3 seeds)",
             "the same on a CPU without bf16, where both train fp32 (sentence-transformers' best there: grouped, fp32), pairs/s per seed, x",
-            "issue41-epyc-avx2-packed/bench_train.json",
-            seed_ratios("issue41-epyc-avx2-packed/bench_train.json", "sentence-transformers:cosent:grouped"),
+            "train-minilm-packed-tokens-epyc-avx2/bench_train.json",
+            seed_ratios("train-minilm-packed-tokens-epyc-avx2/bench_train.json", "sentence-transformers:cosent:grouped"),
             epyc_fp32,
             "2026-11-29",
             "training.md",
@@ -289,8 +363,8 @@ def claims() -> list[Claim]:
             "train.packed_tokens",
             "Training (MiniLM, STS-B, 3 seeds)",
             "packed tokens: anglekit's default against the same loop with encoder layers over the padded batch, pairs/s per seed, x",
-            "issue41-epyc-avx2-packed/bench_train.json",
-            seed_ratios("issue41-epyc-avx2-packed/bench_train.json", f"{default}:levers-unpacked"),
+            "train-minilm-packed-tokens-epyc-avx2/bench_train.json",
+            seed_ratios("train-minilm-packed-tokens-epyc-avx2/bench_train.json", f"{default}:levers-unpacked"),
             epyc_fp32,
             "2026-11-29",
             "training.md#speed",
@@ -409,7 +483,7 @@ def claims() -> list[Claim]:
             "llm.bf16_recipe",
             "Decoder LLM (SmolLM2-135M, LoRA)",
             "the bf16 recipe's pairs/s against the fp32 loop, four interleaved passes, x",
-            "issue27-np/run1-default.json",
+            "llm-lora-numpy-masks/run1-default.json",
             llm_recipe,
             amx,
             "2026-11-27",
@@ -532,7 +606,7 @@ def claims() -> list[Claim]:
             "serve.x_infinity",
             "Encoding and serving",
             "`anglekit serve` against infinity, each at its fastest: sentences/s over 8 cells x 3 runs, x",
-            "issue31-pad8/summary.json",
+            "serve-vs-infinity-ov-pad8/summary.json",
             serve_ratio,
             amx,
             "2026-11-27",
@@ -589,7 +663,7 @@ def angle_term_claims() -> list[Claim]:
     """Issue 42's answers: each a paired difference over 3 seeds from a reproduce table."""
     section = ANGLE_TERM_SECTION
     hardware, date = "AMD EPYC (AVX2, no bf16: fp32), 2 threads", "2026-11-30"
-    tables = {start: (f"issue42/{start}/angle-weight.json", f"issue42/{start}/ese.json") for start in ("minilm", "smollm2")}
+    tables = {start: (f"angle-term-worth/{start}/angle-weight.json", f"angle-term-worth/{start}/ese.json") for start in ("minilm", "smollm2")}
     names = {"minilm": "MiniLM", "smollm2": "SmolLM2 (LoRA, 200 steps)"}
     emb, unit = "AnglE + ESE (k = 128, T = 1.0)", "AnglE + ESE, unit target (k = 128, T = 1.0)"
     every = []
@@ -615,7 +689,12 @@ def table4_claims() -> list[Claim]:
     section = ANGLE_TERM_SECTION
     starts = {
         "minilm": ("reproduce/objectives.json", "MiniLM", "CPU, 2 threads (the CPU and the precision were not recorded)", "2026-11-23"),
-        "smollm2": ("issue42/smollm2/objectives.json", "SmolLM2 (LoRA, 200 steps)", "AMD EPYC (AVX2 and AVX-512 machines, fp32), 2 threads", "2026-11-30"),
+        "smollm2": (
+            "angle-term-worth/smollm2/objectives.json",
+            "SmolLM2 (LoRA, 200 steps)",
+            "AMD EPYC (AVX2 and AVX-512 machines, fp32), 2 threads",
+            "2026-11-30",
+        ),
     }
     rows = {
         "without_angle": ("without angle", -0.96),
@@ -639,6 +718,9 @@ def resolve(results_dir: Path = RESULTS) -> dict[str, str]:
 
 # Charts -------------------------------------------------------------------------------------------
 
+CHART_SOURCES = {"train": "train-minilm-loop-levers-xeon-amx/bench_train.json", "serve": "serve-vs-infinity-ov-pad8/summary.json"}
+"""The results file of each chart."""
+
 CHART_ROWS = [
     ("anglekit:paper:grouped:auto", "anglekit default (bf16)"),
     ("anglekit:paper:grouped", "anglekit fp32"),
@@ -652,7 +734,7 @@ CHART_ROWS = [
 def chart_data(results_dir: Path = RESULTS) -> dict[str, Any]:
     """What the charts plot, read from the results files (their fingerprint decides --check)."""
     r = Results(results_dir)
-    source = "issue27-levers/bench_train.json"
+    source = CHART_SOURCES["train"]
     rows = []
     for row, label in CHART_ROWS:
         runs = r.get(source, f"rows[row={row}].train_pairs_per_s_runs")
@@ -660,9 +742,9 @@ def chart_data(results_dir: Path = RESULTS) -> dict[str, Any]:
         if not (isinstance(runs, list) and isinstance(scores, list) and all(isinstance(x, (int, float)) for x in runs + scores)):
             raise ResultsError(f"{results_dir / source}: row {row}: train_pairs_per_s_runs and spearman_runs must be lists of numbers")
         rows.append({"label": label, "pairs_per_s": [round(float(x), 3) for x in runs], "spearman": [round(float(x), 3) for x in scores]})
-    cells = r.get("issue31-pad8/summary.json", "cells")
+    cells = r.get(CHART_SOURCES["serve"], "cells")
     serve = []
-    summary = results_dir / "issue31-pad8/summary.json"
+    summary = results_dir / CHART_SOURCES["serve"]
     if not isinstance(cells, list) or not cells:
         raise ResultsError(f"{summary}: field 'cells' is not a non-empty list")
     for number, cell in enumerate(cells):
@@ -676,7 +758,7 @@ def chart_data(results_dir: Path = RESULTS) -> dict[str, Any]:
                 "infinity": round(sum(float(x["infinity_sps"]) for x in runs) / len(runs), 1),
             }
         )
-    return {"train": rows, "train_source": source, "serve": serve, "serve_source": "issue31-pad8/summary.json"}
+    return {"train": rows, "train_source": source, "serve": serve, "serve_source": CHART_SOURCES["serve"]}
 
 
 def _fingerprint(data: Any) -> str:
@@ -757,27 +839,34 @@ def render_page(results_dir: Path = RESULTS) -> str:
         "<!-- Written by benchmarks/make_results.py from benchmarks/results/: edit the script, not this page. -->",
         "",
         "The current standing of every benchmarked claim, read from the results file of its run. Timings",
-        "depend on the machine and what else ran on it: each row names its hardware and date. How each",
-        "benchmark runs, and the dated lab notes that led here (superseded figures included), are in",
-        "[the benchmark history](../benchmarks/README.md).",
+        "depend on the machine and what else ran on it: each row names its hardware and date, and the",
+        "command that produced its results file (run from the repository's root; a folder's `run.sh`",
+        "says in its comments what it measured). How each benchmark runs, and the dated lab notes that",
+        "led here (superseded figures included), are in [the benchmark history](../benchmarks/README.md).",
         "",
     ]
     section = None
     for i, claim in enumerate(every):
         if claim.section != section:
             section = claim.section
-            lines += [f"## {section}", "", "| what was compared | figure | hardware | date | results file | details |", "|---|---:|---|---|---|---|"]
+            lines += [
+                f"## {section}",
+                "",
+                "| what was compared | figure | hardware | date | results file | command that produced it | details |",
+                "|---|---:|---|---|---|---|---|",
+            ]
         value = claim.value(results)
         lines.append(
-            f"| {claim.what} | **{value}** | {claim.hardware} | {claim.run_date(results)} | `benchmarks/results/{claim.source}` | [{claim.page[:-3]}]({claim.page}) |"
+            f"| {claim.what} | **{value}** | {claim.hardware} | {claim.run_date(results)} | `benchmarks/results/{claim.source}` "
+            f"| {_command_cell(claim.command(results))} | [{claim.page[:-3]}]({claim.page}) |"
         )
         if i + 1 == len(every) or every[i + 1].section != section:
             lines.append("")
     lines += [
         "## Charts",
         "",
-        "Throughput against the peers per setting (`benchmarks/results/issue27-levers/bench_train.json`,",
-        "the protocol of [training](training.md#speed)):",
+        "Throughput against the peers per setting (`benchmarks/results/train-minilm-loop-levers-xeon-amx/bench_train.json`,",
+        f"made by {_command_cell(chart_command(results, 'train'))}; the protocol of [training](training.md#speed)):",
         "",
         f"![training throughput]({IMG}/train_throughput.png)",
         "",
@@ -785,7 +874,8 @@ def render_page(results_dir: Path = RESULTS) -> str:
         "",
         f"![quality against seeds]({IMG}/train_quality_seeds.png)",
         "",
-        "Serving against infinity, each at its fastest (`benchmarks/results/issue31-pad8/summary.json`):",
+        "Serving against infinity, each at its fastest (`benchmarks/results/serve-vs-infinity-ov-pad8/summary.json`,",
+        f"made by {_command_cell(chart_command(results, 'serve'))}):",
         "",
         f"![serving against infinity]({IMG}/serve_vs_infinity.png)",
         "",
@@ -794,6 +884,18 @@ def render_page(results_dir: Path = RESULTS) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def chart_command(results: Results, chart: str) -> str:
+    command, why = producing_command(results.root, CHART_SOURCES[chart])
+    return command if command is not None else f"not recorded: {why}"
+
+
+def _command_cell(command: str) -> str:
+    """A command in a table cell: code, its pipes escaped; a "not recorded" reason as text."""
+    if command.startswith("not recorded: "):
+        return "*not recorded*: " + command.removeprefix("not recorded: ").replace("|", "\\|")
+    return "`" + command.replace("|", "\\|") + "`"
 
 
 def _png_fingerprint(path: Path) -> str | None:
@@ -818,6 +920,11 @@ def main(argv: list[str] | None = None) -> int:
         data = chart_data(args.results_dir)
     except ResultsError as exc:
         print(f"make_results: error: {exc}", file=sys.stderr)
+        return 2
+    unrecorded = check_commands(args.results_dir)
+    for problem in unrecorded:
+        print(f"make_results: error: {problem}", file=sys.stderr)
+    if unrecorded:
         return 2
     page_path = args.docs_dir / "results.md"
     img_dir = args.docs_dir / IMG

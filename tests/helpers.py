@@ -569,13 +569,6 @@ def held_file(path: Path) -> Callable[[], bool]:
     return path.exists
 
 
-if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] != "slow-cli":
-        print("usage: python tests/helpers.py slow-cli ANGLEKIT-ARGS...", file=sys.stderr)
-        sys.exit(2)
-    sys.exit(_slow_cli(sys.argv[2:]))
-
-
 def run_cli(argv: list[str], capsys: Any) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of ``anglekit ARGV`` run in-process; argparse's SystemExit becomes the code."""
     from anglekit.cli import main
@@ -616,3 +609,10 @@ def load_benchmark(name: str) -> Any:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] != "slow-cli":
+        print("usage: python tests/helpers.py slow-cli ANGLEKIT-ARGS...", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(_slow_cli(sys.argv[2:]))

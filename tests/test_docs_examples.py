@@ -247,6 +247,9 @@ def test_marked_figures_match_their_results_files() -> None:
                 failures.append(f"{page.relative_to(ROOT)}:{line}: no claim {key!r} in benchmarks/make_results.py")
             elif shown != figures[key]:
                 failures.append(f"{page.relative_to(ROOT)}:{line}: {key} shows {shown!r}, its results file gives {figures[key]!r}")
+        # A marker the pattern does not read (a typo, a missing close) would leave its figure unchecked.
+        for stray in re.finditer(r"<!--\s*/?\s*fig\b", make_results.MARKER.sub("", text)):
+            failures.append(f"{page.relative_to(ROOT)}: a figure marker that is not <!--fig:KEY-->VALUE<!--/fig--> near {stray.group(0)!r}")
     assert not failures, "\n".join(failures)
     assert seen >= 20
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -280,14 +283,16 @@ def test_readme_is_short() -> None:
 
 
 def _results_copy(tmp_path: Path) -> Path:
-    """A copy of the results files the claims read (small JSON only), to break one at a time."""
+    """A copy of the results files the claims read (small JSON only) and of the run.sh files that say
+    what produced them, to break one at a time."""
     make_results = load_make_results()
     dest = tmp_path / "results"
     sources = set()
     for claim in make_results.claims():
         sources.add(claim.source)
-    sources |= {f"issue27-np/run{i}-{kind}.json" for i in (1, 2, 3, 4) for kind in ("default", "fp32-reference")}
-    sources |= {"gpu/varlen-4bit/train_bf16.json", "gpu/varlen-4bit/lora_bf16.json", "issue27-levers/bench_train.json"}
+    sources |= {f"llm-lora-numpy-masks/run{i}-{kind}.json" for i in (1, 2, 3, 4) for kind in ("default", "fp32-reference")}
+    sources |= {"gpu/varlen-4bit/train_bf16.json", "gpu/varlen-4bit/lora_bf16.json", "train-minilm-loop-levers-xeon-amx/bench_train.json"}
+    sources |= {script.relative_to(make_results.RESULTS).as_posix() for name in make_results.RUN_SCRIPTS for script in make_results.RESULTS.rglob(name)}
     for source in sources:
         target = dest / source
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -320,11 +325,19 @@ def test_a_claim_cannot_keep_a_date_by_hand_once_its_results_file_records_one(tm
         ("bench_search.json", "[1, 2]", "bench_search.json: no field 'rows.hnsw.queries_per_s'"),
         ("quickstart/quickstart.json", None, "quickstart.json: no such results file"),
         ("quickstart/quickstart.json", '{"date": "yesterday"}', "quickstart.json: no field 'before.spearman'"),
-        ("issue31-pad8/summary.json", '{"cells": [{"runs": [{"ratio": 2.0}]}]}', "cells[0].runs must be a non-empty list of runs with numeric anglekit_sps"),
-        ("issue31-pad8/summary.json", '{"cells": {}}', "summary.json: field 'cells' is not a non-empty list"),
-        ("issue42/smollm2/ese.json", '{"rows": []}', "ese.json: field 'rows[row=AnglE + ESE (k = 128, T = 1.0)].paired_other.STS-B test.mean_diff': 0 items"),
         (
-            "issue42/smollm2/ese.json",
+            "serve-vs-infinity-ov-pad8/summary.json",
+            '{"cells": [{"runs": [{"ratio": 2.0}]}]}',
+            "cells[0].runs must be a non-empty list of runs with numeric anglekit_sps",
+        ),
+        ("serve-vs-infinity-ov-pad8/summary.json", '{"cells": {}}', "summary.json: field 'cells' is not a non-empty list"),
+        (
+            "angle-term-worth/smollm2/ese.json",
+            '{"rows": []}',
+            "ese.json: field 'rows[row=AnglE + ESE (k = 128, T = 1.0)].paired_other.STS-B test.mean_diff': 0 items",
+        ),
+        (
+            "angle-term-worth/smollm2/ese.json",
             json.dumps(
                 {
                     "rows": [
@@ -387,9 +400,9 @@ def test_make_results_writes_then_checks(tmp_path: Path) -> None:
     simace = next(s for s in unsup["summary"] if s["method"] == "simace-unsup")
     assert f"**{simace['stsb_test_mean']:.2f} ± {simace['stsb_test_std']:.2f}**" in page
     # A changed result makes the page and the charts stale.
-    levers = json.loads((results / "issue27-levers/bench_train.json").read_text())
+    levers = json.loads((results / "train-minilm-loop-levers-xeon-amx/bench_train.json").read_text())
     levers["rows"][0]["spearman_runs"][0] += 1.0
-    (results / "issue27-levers/bench_train.json").write_text(json.dumps(levers))
+    (results / "train-minilm-loop-levers-xeon-amx/bench_train.json").write_text(json.dumps(levers))
     assert make_results.main(["--results-dir", str(results), "--docs-dir", str(docs), "--check"]) == 1
     assert not list(docs.rglob("*.tmp"))
 
@@ -406,12 +419,12 @@ def test_history_hook_rewrites_links() -> None:
     assert (
         hooks.site_links("[a](../benchmarks/README.md) [b](../benchmarks/README.md#training) [c](x.md)") == "[a](history.md) [b](history.md#training) [c](x.md)"
     )
-    assert hooks.site_links("![w](../benchmarks/results/issue42/minilm/angle-weight.png) [j](../benchmarks/results/x.json)") == (
-        "![w](results-files/issue42/minilm/angle-weight.png) [j](../benchmarks/results/x.json)"
+    assert hooks.site_links("![w](../benchmarks/results/angle-term-worth/minilm/angle-weight.png) [j](../benchmarks/results/x.json)") == (
+        "![w](results-files/angle-term-worth/minilm/angle-weight.png) [j](../benchmarks/results/x.json)"
     )
     # Every chart a docs page shows is a file under benchmarks/results/, which the hook publishes.
     shown = {m for page in (ROOT / "docs").glob("*.md") for m in re.findall(r"\]\(\.\./benchmarks/results/([^)\s]+\.png)\)", page.read_text(encoding="utf-8"))}
-    assert {"issue42/minilm/angle-weight.png", "issue42/minilm/ese.png"} <= shown
+    assert {"angle-term-worth/minilm/angle-weight.png", "angle-term-worth/minilm/ese.png"} <= shown
     assert all((ROOT / "benchmarks" / "results" / name).is_file() for name in shown)
 
 

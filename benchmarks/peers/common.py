@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import resource
+import shlex
 import shutil
 import statistics
 import sys
@@ -238,6 +239,17 @@ def st_pooling_mode(model) -> str | None:
                 mode = "mean"
             return mode if isinstance(mode, str) or mode is None else "+".join(map(str, mode))
     return None
+
+
+def invocation(argv: Iterable[str] | None = None) -> str:
+    """The command running now, as a results file records it (its ``command`` field, which
+    benchmarks/make_results.py shows beside each figure): the project's Python, the script's path
+    from the repository root, then the arguments (``argv``, default ``sys.argv``)."""
+    args = list(sys.argv if argv is None else argv)
+    script = Path(args[0]).resolve()
+    root = Path(__file__).resolve().parents[2]
+    shown = script.relative_to(root).as_posix() if script.is_relative_to(root) else args[0]
+    return shlex.join([".venv/bin/python", shown, *args[1:]])
 
 
 def versions(*packages: str) -> dict[str, str]:

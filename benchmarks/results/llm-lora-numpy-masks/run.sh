@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Issue 27's LLM target after fast dropout's CPU masks came from numpy's PCG64: the laptop recipe
+# (bf16 weights + autocast, fused layers, no checkpointing) and the fp32 reference (the loop before
+# issue 27), interleaved three times (PASSES=4: a fourth pass), 60 steps each, full STS-B test, 2 threads, every row its own process.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+out=benchmarks/results/llm-lora-numpy-masks
+common=(--objective paper --max-steps "${STEPS:-60}" --threads 2 --no-zero-shot --quiet)
+bf16=(--model-dtype auto --precision auto)
+reference=(--precision fp32 --no-fast-dropout --no-fused-layers)
+for i in ${PASSES:-1 2 3}; do
+  .venv/bin/python benchmarks/bench_llm.py "${common[@]}" "${bf16[@]}" --out $out/run$i-default.json
+  .venv/bin/python benchmarks/bench_llm.py "${common[@]}" "${reference[@]}" --out $out/run$i-fp32-reference.json
+done
