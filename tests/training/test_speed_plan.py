@@ -257,6 +257,7 @@ def test_a_layer_kernels_mark_rmsnorm_is_swapped_where_its_probe_agrees(caplog: 
     assert not caplog.records  # another variant of a marked layer is not a warning
     decision = next(d for d in speed.applied if d.name == "fused_rms_norm")
     assert decision.modules == [model[0]]
+    assert speed.record()["applied"]["fused_rms_norm"]["refused"] == {"_OnePlusNorm": "_OnePlusNorm computes something else in this installation"}
     with applied(speed):
         assert _instance_forwards(model) == [model[0]]
         assert torch.equal(model(x), expected)

@@ -36,6 +36,8 @@ class Decision:
     reason: str | None = None
     note: str | None = None
     """What the swap reported when applied (compact embeddings: the rows it trains)."""
+    refused: dict[str, str] = field(default_factory=dict)
+    """Matched classes its probe refused, where it swaps others (class name -> why)."""
 
     @property
     def applies(self) -> bool:
@@ -53,6 +55,7 @@ class Decision:
         if not self.applies:
             return f"skipped {self.name}: {self.reason}"
         note = f"; {self.note}" if self.note else ""
+        note += "".join(f"; {name} left alone: {why}" for name, why in self.refused.items())
         return f"{self.swap.label}: {len(self.modules)} {self.swap.does} ({', '.join(self.classes())}{note})"
 
 
@@ -86,7 +89,8 @@ class SpeedPlan:
         """The plan as train_config.json and results.json record it."""
         applied = {}
         for d in self.applied:
-            applied[d.name] = {"flag": d.swap.flag, "modules": len(d.modules), "classes": d.classes(), **({"note": d.note} if d.note else {})}
+            applied[d.name] = {"flag": d.swap.flag, "modules": len(d.modules), "classes": d.classes()}
+            applied[d.name].update({"note": d.note} if d.note else {}, **({"refused": dict(d.refused)} if d.refused else {}))
         return {"architecture": self.architecture, "device": self.device, "applied": applied, "skipped": {d.name: d.reason for d in self.skipped}}
 
     def message(self) -> str:
@@ -130,9 +134,10 @@ def _decide(name: str, swap: Swap, model: nn.Module, settings: SpeedSettings) ->
         if type(module) not in verdicts:
             verdicts[type(module)] = swap.probe(model, module, settings)
     kept = [m for m in modules if verdicts[type(m)] is None]
+    refused = {cls.__name__: why for cls, why in verdicts.items() if why is not None}
     if kept:
-        return Decision(name, swap, kept)
-    return Decision(name, swap, reason="; ".join(dict.fromkeys(r for r in verdicts.values() if r is not None)))
+        return Decision(name, swap, kept, refused=refused)
+    return Decision(name, swap, reason="; ".join(dict.fromkeys(refused.values())))
 
 
 def plan(model: nn.Module, settings: SpeedSettings, swaps: Registry[Swap] | None = None) -> SpeedPlan:
