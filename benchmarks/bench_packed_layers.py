@@ -3,7 +3,7 @@
 
 Times the encoder's forward and backward pass (last-layer mean pooling, a fixed linear loss) on the
 protocol's batches (STS-B train, 32 pairs = 64 texts, anglekit's LengthGroupedSampler, max length
-64), padded and with ``anglekit.training.packed_layers`` swapped in, alternating per batch and
+64), padded and with ``anglekit.training.speed.packed_layers`` swapped in, alternating per batch and
 swapping the order every round, in train mode with fast dropout as the loop runs it. It isolates the
 layer swap from the rest of the training loop (optimizer, loss, embeddings), which
 ``bench_train.py``'s ``levers-unpacked`` row measures end to end.
@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from anglekit.model.embedder import Embedder
-    from anglekit.training.fast_dropout import faster_dropout
-    from anglekit.training.packed_layers import packed_layers
+    from anglekit.training.speed.fast_dropout import faster_dropout
+    from anglekit.training.speed.packed_layers import packed_layers
 
     torch.manual_seed(0)
     embedder = Embedder.from_pretrained(str(common.minilm_dir()), device="cpu", pooling="last_avg")

@@ -16,11 +16,11 @@ from torch import nn
 
 from anglekit.errors import ConfigError
 from anglekit.model.embedder import Embedder
-from anglekit.training.autocast_swaps import FP32_SDPA, fp32_attention, uncast_lora_inputs
 from anglekit.training.checkpointing import enable_gradient_checkpointing
 from anglekit.training.config import TrainConfig
-from anglekit.training.fast_dropout import LEVELS, SEED_RANGE, FastDropout, cpu_keep_bits, device_keep_bits, keep_bits
 from anglekit.training.run import train
+from anglekit.training.speed.autocast_swaps import FP32_SDPA, fp32_attention, uncast_lora_inputs
+from anglekit.training.speed.fast_dropout import LEVELS, SEED_RANGE, FastDropout, cpu_keep_bits, device_keep_bits, keep_bits
 
 # ====================================================================== fast dropout's saved mask
 
@@ -171,7 +171,7 @@ def test_fp32_attention_is_restored_after_an_error(tiny_llama_dir: Path) -> None
 
 
 def test_fp32_attention_leaves_attention_dropout_to_sdpa(monkeypatch: pytest.MonkeyPatch) -> None:
-    from anglekit.training import autocast_swaps
+    from anglekit.training.speed import autocast_swaps
 
     seen: list[torch.dtype] = []
 
@@ -216,9 +216,7 @@ def test_lora_inputs_keep_autocasts_dtype_in_the_context(tiny_llama_dir: Path) -
 def test_a_bf16_lora_run_uses_the_swaps_and_saves_the_original_attention(
     tiny_llama_dir: Path, pair_file: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="anglekit.training.autocast_swaps")
-    caplog.set_level(logging.INFO, logger="anglekit.training.fused_norm")
-    caplog.set_level(logging.INFO, logger="anglekit.training.fused_mlp")
+    caplog.set_level(logging.INFO, logger="anglekit.training.speed.plan")
     settings = {
         "model": str(tiny_llama_dir), "train_data": str(pair_file), "output_dir": str(tmp_path / "run"), "prompt": "paper",
         "lora": True, "lora_rank": 4, "max_steps": 3, "batch_size": 4, "positive_threshold": 4.0, "device": "cpu",
@@ -226,13 +224,25 @@ def test_a_bf16_lora_run_uses_the_swaps_and_saves_the_original_attention(
     }  # fmt: skip
     result = train(TrainConfig.from_dict(settings))
     assert result.steps == 3
-    messages = [r.getMessage() for r in caplog.records]
-    assert any(m.startswith("fp32 attention: bf16 autocast on a CPU") for m in messages)
-    assert any(m.startswith("LoRA input casts: off") for m in messages)
-    assert "fused RMSNorm: 5 norm(s) keep their input and an fp32 rstd per row for backward" in messages  # 2 layers x 2 + the final norm
-    assert "fused MLP: 2 gated MLP(s) keep gate and up, not silu(gate), for backward" in messages
-    saved = json.loads((tmp_path / "run" / "train_config.json").read_text(encoding="utf-8"))["train"]
-    assert saved["fp32_attention"] is True and saved["checkpoint_every"] == 2 and saved["fused_layers"] is True
+    plans = [r.getMessage() for r in caplog.records if r.getMessage().startswith(("speed swaps for", "no speed swap"))]
+    assert len(plans) == 1  # logged once per run
+    lines = plans[0].splitlines()
+    assert lines[0] == "speed swaps for llama on cpu (bfloat16 autocast): 6 applied"
+    assert "  fused RMSNorm: 5 norm(s) keep their input and an fp32 rstd per row for backward (LlamaRMSNorm)" in lines  # 2 layers x 2 + the final norm
+    assert "  fused MLP: 2 gated MLP(s) keep gate and up, not silu(gate), for backward (LlamaMLP)" in lines
+    assert any(line.startswith("  fp32 attention: 1 backbone(s)") for line in lines)
+    assert any(line.startswith("  no LoRA input casts:") for line in lines)
+    saved = json.loads((tmp_path / "run" / "train_config.json").read_text(encoding="utf-8"))
+    assert saved["train"]["fp32_attention"] is True and saved["train"]["checkpoint_every"] == 2 and saved["train"]["fused_layers"] is True
+    swaps = saved["speed_swaps"]
+    assert swaps == result.speed_swaps == json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))["speed_swaps"]
+    assert list(result.speed_swaps["applied"]) == ["fast_dropout", "fused_rms_norm", "fused_mlp", "fused_lora", "fp32_attention", "lora_input_casts"]
+    assert swaps["applied"]["fused_lora"] == {"flag": "fused_layers", "modules": 14, "classes": ["Linear"]}  # 2 layers x 7 projections
+    assert swaps["skipped"] == {
+        "compact_embeddings": "the input embedding is frozen",
+        "packed_tokens": "no module matches (the layers of BERT-style encoders (BERT, RoBERTa, XLM-R))",
+    }
+    assert (swaps["architecture"], swaps["device"]) == ("llama", "cpu") and saved["train"]["compact_embeddings"] is False  # asked, not applied
     reloaded = Embedder.from_pretrained(result.model_dir, device="cpu")
     assert reloaded.backbone.config._attn_implementation != FP32_SDPA
     assert not any("forward" in m.__dict__ for m in reloaded.modules())

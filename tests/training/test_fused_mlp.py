@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from anglekit.training.fast_dropout import faster_dropout
-from anglekit.training.fused_mlp import MLP_CLASSES, fused_mlps, swiglu
+from anglekit.training.speed.fast_dropout import faster_dropout
+from anglekit.training.speed.fused_mlp import MLP_CLASSES, fused_mlps, swiglu
 
 import helpers
 
@@ -93,7 +93,7 @@ def test_lora_training_step_unchanged_by_the_swap_with_fast_dropout(precision: s
     mlps = [m for m in model.modules() if type(m).__name__ == "LlamaMLP"]
     with faster_dropout(model, enabled=True, device="cpu"):
         loss, grads = _loss_and_grads(model, autocast)
-        with caplog.at_level(logging.INFO, logger="anglekit.training.fused_mlp"), fused_mlps(model, enabled=True, device="cpu") as count:
+        with caplog.at_level(logging.INFO, logger="anglekit.training.speed.fused_mlp"), fused_mlps(model, enabled=True, device="cpu") as count:
             assert count == 2 and all("forward" in m.__dict__ for m in mlps)
             assert list(model.state_dict()) == keys
             fused_loss, fused_grads = _loss_and_grads(model, autocast)
@@ -122,7 +122,7 @@ def test_an_mlp_with_another_activation_is_left_alone(caplog: pytest.LogCaptureF
     for module in model.modules():
         if type(module).__name__ == "LlamaMLP":
             module.act_fn = torch.nn.GELU()
-    with caplog.at_level(logging.WARNING, logger="anglekit.training.forward_swaps"), fused_mlps(model, enabled=True, device="cpu") as count:
+    with caplog.at_level(logging.WARNING, logger="anglekit.training.speed.forward_swaps"), fused_mlps(model, enabled=True, device="cpu") as count:
         assert count == 0
     assert "LlamaMLP computes something else" in caplog.text
 
@@ -132,7 +132,7 @@ def test_a_class_that_changed_its_forward_is_left_alone(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(LlamaMLP, "forward", lambda self, x: self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x) * 2))
     model = _tiny_lora_llama(torch.float32)
-    with caplog.at_level(logging.WARNING, logger="anglekit.training.forward_swaps"), fused_mlps(model, enabled=True, device="cpu") as count:
+    with caplog.at_level(logging.WARNING, logger="anglekit.training.speed.forward_swaps"), fused_mlps(model, enabled=True, device="cpu") as count:
         assert count == 0
     assert "LlamaMLP computes something else" in caplog.text
 
@@ -142,7 +142,7 @@ def test_a_probe_that_fails_leaves_the_class_alone(caplog: pytest.LogCaptureFixt
     for module in model.modules():
         if type(module).__name__ == "LlamaMLP":
             module.up_proj = torch.nn.Linear(3, 3)  # cannot take the probe's width
-    with caplog.at_level(logging.WARNING, logger="anglekit.training.forward_swaps"), fused_mlps(model, enabled=True, device="cpu") as count:
+    with caplog.at_level(logging.WARNING, logger="anglekit.training.speed.forward_swaps"), fused_mlps(model, enabled=True, device="cpu") as count:
         assert count == 0
     assert "LlamaMLP could not be checked" in caplog.text
 
@@ -150,7 +150,7 @@ def test_a_probe_that_fails_leaves_the_class_alone(caplog: pytest.LogCaptureFixt
 def test_allowlist_names_gated_silu_mlps() -> None:
     import importlib
 
-    from anglekit.training.forward_swaps import imported_classes
+    from anglekit.training.speed.forward_swaps import imported_classes
 
     for module_name, _ in MLP_CLASSES:
         importlib.import_module(module_name)

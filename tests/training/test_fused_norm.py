@@ -18,8 +18,8 @@ from torch.utils.checkpoint import checkpoint  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 from transformers.models.llama.modeling_llama import LlamaRMSNorm  # noqa: E402
 
-from anglekit.training.forward_swaps import imported_classes  # noqa: E402
-from anglekit.training.fused_norm import NORM_CLASSES, fused_rms_norms, rms_norm_forward  # noqa: E402
+from anglekit.training.speed.forward_swaps import imported_classes  # noqa: E402
+from anglekit.training.speed.fused_norm import NORM_CLASSES, fused_rms_norms, rms_norm_forward  # noqa: E402
 
 HIDDEN = 96
 BF16 = torch.bfloat16
@@ -267,7 +267,7 @@ def test_swap_counts_restores_and_logs(caplog: pytest.LogCaptureFixture) -> None
     norms = [m for m in model.modules() if isinstance(m, LlamaRMSNorm)]
     assert len(norms) == 5
     keys = list(model.state_dict())
-    with caplog.at_level(logging.INFO, logger="anglekit.training.fused_norm"), fused_rms_norms(model, enabled=True, device=torch.device("cpu")) as count:
+    with caplog.at_level(logging.INFO, logger="anglekit.training.speed.fused_norm"), fused_rms_norms(model, enabled=True, device=torch.device("cpu")) as count:
         assert count == 5
         assert all("forward" in norm.__dict__ for norm in norms)
         assert list(model.state_dict()) == keys
@@ -318,7 +318,7 @@ def test_a_norm_class_with_other_maths_is_not_swapped(monkeypatch: pytest.Monkey
 
     model = _tiny_llama(torch.float32)
     monkeypatch.setattr(LlamaRMSNorm, "forward", gemma_like)
-    with caplog.at_level(logging.WARNING, logger="anglekit.training.forward_swaps"), fused_rms_norms(model, enabled=True, device="cpu") as count:
+    with caplog.at_level(logging.WARNING, logger="anglekit.training.speed.forward_swaps"), fused_rms_norms(model, enabled=True, device="cpu") as count:
         assert count == 0
     assert "LlamaRMSNorm computes something else" in caplog.text
 

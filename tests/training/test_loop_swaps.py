@@ -16,9 +16,9 @@ from torch import nn
 
 from anglekit.model.embedder import Embedder
 from anglekit.training.config import TrainConfig
-from anglekit.training.fast_dropout import LEVELS, FastDropout, faster_dropout
 from anglekit.training.run import train
-from anglekit.training.vocab_rows import CompactEmbedding, UnreachedTokenError, compacted, reachable_rows, why_not
+from anglekit.training.speed.fast_dropout import LEVELS, FastDropout, faster_dropout
+from anglekit.training.speed.vocab_rows import CompactEmbedding, UnreachedTokenError, compacted, reachable_rows, why_not
 
 from helpers import train_config
 
@@ -254,11 +254,13 @@ def _weights(model_dir: Path) -> dict[str, torch.Tensor]:
 def test_training_with_compact_embeddings_gives_the_full_runs_model(
     tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="anglekit.training.vocab_rows")
+    caplog.set_level(logging.INFO, logger="anglekit.training.speed.plan")
     on = train(_config(tiny_bert_dir, pair_file, tmp_path / "on"))
-    assert any("compact embeddings: training" in r.getMessage() for r in caplog.records)
+    assert any("\n  compact embeddings: 1 input embedding(s) train only the rows the training set reaches (Embedding; training " in r.getMessage()
+               for r in caplog.records)  # fmt: skip
+    assert on.speed_swaps is not None and on.speed_swaps["applied"]["compact_embeddings"]["note"].startswith("training ")
     off = train(_config(tiny_bert_dir, pair_file, tmp_path / "off", compact_embeddings=False))
-    assert any("compact embeddings: not used (off" in r.getMessage() for r in caplog.records)
+    assert any("\n  skipped compact_embeddings: off (compact_embeddings false" in r.getMessage() for r in caplog.records)
     start, a, b = _weights(tiny_bert_dir), _weights(on.model_dir), _weights(off.model_dir)
     assert set(a) == set(b)  # the saved model has the original keys
     for key in a:

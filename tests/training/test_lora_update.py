@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import Tensor
 
-from anglekit.training.autocast_swaps import uncast_lora_inputs
-from anglekit.training.fast_dropout import faster_dropout
-from anglekit.training.lora_update import add_update, fused_lora
+from anglekit.training.speed.autocast_swaps import uncast_lora_inputs
+from anglekit.training.speed.fast_dropout import faster_dropout
+from anglekit.training.speed.lora_update import add_update, fused_lora
 
 import helpers
 
@@ -76,7 +76,7 @@ def test_loss_and_gradients_match_peft_s_forward(precision: str, caplog: pytest.
     keys = list(model.state_dict())
     with faster_dropout(model, enabled=True, device="cpu"), uncast_lora_inputs(model, autocast_dtype=BF16 if autocast else None):
         loss, grads, _ = _step(model, autocast)
-        with caplog.at_level(logging.INFO, logger="anglekit.training.lora_update"), fused_lora(model, enabled=True, device="cpu") as count:
+        with caplog.at_level(logging.INFO, logger="anglekit.training.speed.lora_update"), fused_lora(model, enabled=True, device="cpu") as count:
             assert count == len(TARGETS) * 2
             assert list(model.state_dict()) == keys
             fused_loss, fused_grads, graph = _step(model, autocast)

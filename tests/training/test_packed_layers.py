@@ -14,8 +14,8 @@ from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
 from transformers.models.bert.modeling_bert import BertLayer
 
 from anglekit.model.embedder import Embedder
-from anglekit.training.packed_layers import packed_layer_forward, packed_layers, real_tokens
 from anglekit.training.run import train
+from anglekit.training.speed.packed_layers import packed_layer_forward, packed_layers, real_tokens
 
 from helpers import train_config
 
@@ -198,17 +198,19 @@ def test_training_packed_ends_where_padded_training_ends(tiny_bert_dir: Path, co
     config = (model_dir / "config.json").read_text().replace('"hidden_dropout_prob": 0.1', '"hidden_dropout_prob": 0.0')
     (model_dir / "config.json").write_text(config.replace('"attention_probs_dropout_prob": 0.1', '"attention_probs_dropout_prob": 0.0'))
     common = dict(max_steps=4, batch_size=8, learning_rate=1e-3, positive_threshold=4.0, device="cpu", precision="fp32")
-    caplog.set_level(logging.INFO, logger="anglekit.training.packed_layers")
+    caplog.set_level(logging.INFO, logger="anglekit.training.speed.plan")
     class_calls: list[int] = []
     original = BertLayer.forward
     monkeypatch.setattr(BertLayer, "forward", lambda self, *a, **k: class_calls.append(1) or original(self, *a, **k))
     on = train(train_config(model_dir, pair_file, tmp_path / "on", **common))
     assert "packed tokens: 2 encoder layer(s)" in caplog.text
+    assert on.speed_swaps is not None and on.speed_swaps["applied"]["packed_tokens"] == {"flag": "pack_tokens", "modules": 2, "classes": ["BertLayer"]}
     assert len(class_calls) == 1  # the guard's reference on its probe: every training step ran packed
     monkeypatch.setattr(BertLayer, "forward", original)
     caplog.clear()
     off = train(train_config(model_dir, pair_file, tmp_path / "off", pack_tokens=False, **common))
     assert "packed tokens" not in caplog.text
+    assert off.speed_swaps is not None and off.speed_swaps["skipped"]["packed_tokens"].startswith("off (pack_tokens false")
     trained = [dict(Embedder.from_pretrained(r.model_dir, device="cpu").backbone.state_dict()) for r in (on, off)]
     untrained = dict(Embedder.from_pretrained(model_dir, device="cpu").backbone.state_dict())
     name = "encoder.layer.0.attention.self.query.weight"

@@ -58,6 +58,9 @@ class TrainResult:
     peak_gpu_memory_mb: float | None = None
     """Peak GPU memory torch allocated up to the end of training (``torch.cuda.max_memory_allocated``,
     before the test scoring); None where the run did not use CUDA."""
+    speed_swaps: dict[str, Any] | None = None
+    """The speed swaps as applied (:meth:`anglekit.training.speed.SpeedPlan.record`: applied, skipped
+    and why); None in older results."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +78,7 @@ class TrainResult:
             "best_checkpoint": self.best_checkpoint,
             "precision": self.precision,
             "peak_gpu_memory_mb": self.peak_gpu_memory_mb,
+            "speed_swaps": self.speed_swaps,
         }
 
     @classmethod
@@ -432,7 +436,6 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     role_sets = _column_roles(task, several, data.column_roles, train_set, embedder)  # checked before anything is written
     model = _training_model(config, embedder)
     warn_unused_data_settings(data, [train_set] if several is None else [d.train_set for d in several])
-    _write_train_config(out, config, task, several, objective_config, train_set)
 
     before = _test_scores(embedder, run.eval_batch_size, data.test_data, test_set)
 
@@ -467,12 +470,13 @@ def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, tra
     trainer.remove_callback(PrinterCallback)  # our bar shows the components (none with --quiet); the default would print each log as a dict
     logger.info("training %s on %s, objective %s", config.model.name, train_set.summary(), objective_config)
     started = time.perf_counter()
-    with loop_swaps(embedder, model, tokenized, getattr(collator, "pad_id", None), run, precision.autocast_dtype):
+    with loop_swaps(embedder, model, tokenized, getattr(collator, "pad_id", None), run, precision.autocast_dtype) as speed:
+        _write_train_config(out, config, task, several, objective_config, train_set, speed)  # the swaps as applied
         trainer.train(resume_from_checkpoint=resume_from)
     seconds = time.perf_counter() - started
     unit = task.unit if several is None or len({d.task.unit for d in several}) == 1 else "rows"
     return _finish(config, trainer, embedder, objective_config, train_set.summary(), test_set, before, seconds, tokenize_seconds, unit,
-                   precision.name)  # fmt: skip
+                   precision.name, speed.record())  # fmt: skip
 
 
 def _training_model(config: TrainConfig, embedder: Any) -> Any:
@@ -484,18 +488,21 @@ def _training_model(config: TrainConfig, embedder: Any) -> Any:
     return TrainingModel(embedder, MLPHead(embedder.dim).to(embedder.device))
 
 
-def _write_train_config(out: Path, config: TrainConfig, task: Any, several: Sequence[Any] | None, objective_config: Any, train_set: Any) -> None:
-    """``train_config.json``: the settings, the objective's config, the nesting wrapper's (ESE or
-    Matryoshka, defaults filled in; null without one), the batch kind(s), the data."""
+def _write_train_config(out: Path, config: TrainConfig, task: Any, several: Sequence[Any] | None, objective_config: Any, train_set: Any,
+                        speed: Any) -> None:  # fmt: skip
+    """``train_config.json``: the settings (each speed swap flag as what ran: true only where a swap
+    of it changed a module), the objective's config, the nesting wrapper's (ESE or Matryoshka,
+    defaults filled in; null without one), the batch kind(s), the data, the speed plan as applied."""
     kinds: Any = task.kind if several is None else {d.name: d.task.kind for d in several}
     atomic_write_json(
         out / "train_config.json",
         {
-            "train": _jsonable(config.flat()),
+            "train": _jsonable({**config.flat(), **speed.flags()}),
             "objective": _jsonable(dict(objective_config.__dict__)),
             "nesting": config.objective.nesting(),
             "batch_kind": kinds,
             "train_data": train_set.summary(),
+            "speed_swaps": speed.record(),
         },
     )
 
@@ -600,32 +607,15 @@ def build_datasets(config: TrainConfig, plans: Sequence[DatasetPlan]) -> list[An
 
 
 @contextmanager
-def loop_swaps(embedder: Any, model: Any, tokenized: Any, pad_id: int | None, run: TrainerSection, autocast: Any = None) -> Iterator[None]:
-    """The training loop's module swaps, undone after it: compact embeddings (exact), fast dropout
-    (the same distribution, cheaper masks on CPUs), fused RMSNorms and gated MLPs (the same
-    forward, less kept for backward), LoRA updates added inside one matmul and BERT-style layers
-    over the real tokens only (on CPUs) and,
-    under ``autocast`` (a dtype), attention in fp32 on CPUs and no LoRA input casts."""
-    from anglekit.llm.lora import unwrap
-    from anglekit.training.autocast_swaps import fp32_attention, uncast_lora_inputs
-    from anglekit.training.fast_dropout import faster_dropout
-    from anglekit.training.fused_mlp import fused_mlps
-    from anglekit.training.fused_norm import fused_rms_norms
-    from anglekit.training.lora_update import fused_lora
-    from anglekit.training.packed_layers import packed_layers
-    from anglekit.training.vocab_rows import compacted
+def loop_swaps(embedder: Any, model: Any, tokenized: Any, pad_id: int | None, run: TrainerSection, autocast: Any = None) -> Iterator[Any]:
+    """The training loop's speed swaps (:mod:`anglekit.training.speed`: the plan for ``model`` under
+    the run's flags, its device and ``autocast``, a dtype or None), in place for the body and undone
+    after it; the plan is logged once and yielded as applied."""
+    from anglekit.training.speed import applied, plan, settings_for
 
-    with (
-        compacted(embedder, model, tokenized, enabled=run.compact_embeddings, weight_decay=run.weight_decay, optim=run.optim, pad_id=pad_id),
-        faster_dropout(model, enabled=run.fast_dropout, device=embedder.device),
-        fused_rms_norms(model, enabled=run.fused_layers, device=embedder.device),
-        fused_mlps(model, enabled=run.fused_layers, device=embedder.device),
-        fused_lora(model, enabled=run.fused_layers, device=embedder.device),
-        packed_layers(model, enabled=run.pack_tokens, device=embedder.device),
-        fp32_attention(unwrap(embedder.backbone), enabled=run.fp32_attention, device=embedder.device, autocast_dtype=autocast),
-        uncast_lora_inputs(model, autocast_dtype=autocast),
-    ):
-        yield
+    settings = settings_for(run, device=embedder.device.type, embedder=embedder, dataset=tokenized, pad_id=pad_id, autocast=autocast)
+    with applied(plan(model, settings)) as speed:
+        yield speed
 
 
 def load_datasets(task: Any, data: Any, train_dataset: Any = None) -> tuple[Any, Any, Any, Any]:
@@ -760,7 +750,8 @@ def _test_scores(embedder: Any, batch_size: int, spec: str | None, test_set: Any
 
 
 def _finish(config: TrainConfig, trainer: Any, embedder: Any, objective_config: Any, train_summary: str, test_set: Any,
-            before: dict[str, float], seconds: float, tokenize_seconds: float, unit: str, precision: str) -> TrainResult:  # fmt: skip
+            before: dict[str, float], seconds: float, tokenize_seconds: float, unit: str, precision: str,
+            speed_swaps: dict[str, Any]) -> TrainResult:  # fmt: skip
     """Save the model with its card, score the test set, write results.json (the first process only)."""
     import torch
 
@@ -790,6 +781,7 @@ def _finish(config: TrainConfig, trainer: Any, embedder: Any, objective_config: 
         best_checkpoint=trainer.state.best_model_checkpoint,
         precision=precision,
         peak_gpu_memory_mb=gpu_peak,
+        speed_swaps=speed_swaps,
     )
     if writer:
         if after:

@@ -52,6 +52,36 @@ def _register() -> bool:
     return register_attention(FP32_SDPA, sdpa_in_fp32, "sdpa_mask")
 
 
+def attention_problem(backbone: Any) -> str | None:
+    """Why ``backbone``'s ``sdpa`` attention cannot switch to :data:`FP32_SDPA` here, or None when it
+    can (tried: switched and switched back)."""
+    config = getattr(backbone, "config", None)
+    if getattr(config, "_attn_implementation", None) != "sdpa":
+        return f"the attention is {getattr(config, '_attn_implementation', None)}, not sdpa"
+    if not hasattr(backbone, "set_attn_implementation") or not _register():
+        return "this transformers has no attention interface to register it with"
+    try:
+        backbone.set_attn_implementation(FP32_SDPA)
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        return str(exc)
+    kept = config._attn_implementation
+    backbone.set_attn_implementation("sdpa")
+    if kept != FP32_SDPA:  # transformers declined with a warning only
+        return f"{type(backbone).__name__} kept {kept}"
+    return None
+
+
+@contextmanager
+def attention_in_fp32(backbone: Any) -> Iterator[bool]:
+    """For the body, ``backbone``'s attention is :data:`FP32_SDPA`; ``sdpa`` again afterwards,
+    whatever happens (:func:`attention_problem` said it can switch)."""
+    backbone.set_attn_implementation(FP32_SDPA)
+    try:
+        yield True
+    finally:
+        backbone.set_attn_implementation("sdpa")
+
+
 @contextmanager
 def fp32_attention(backbone: Any, *, enabled: bool, device: torch.device | str, autocast_dtype: torch.dtype | None) -> Iterator[bool]:
     """For the body, ``backbone``'s ``sdpa`` attention runs in fp32 (CPU, bf16 autocast, when
@@ -61,35 +91,39 @@ def fp32_attention(backbone: Any, *, enabled: bool, device: torch.device | str, 
     if not applies or getattr(config, "_attn_implementation", None) != "sdpa":
         yield False
         return
-    if not hasattr(backbone, "set_attn_implementation") or not _register():
-        logger.info("fp32 attention: skipped (this transformers has no attention interface to register it with)")
-        yield False
-        return
-    try:
-        backbone.set_attn_implementation(FP32_SDPA)
-    except (ValueError, TypeError, NotImplementedError) as exc:
-        logger.info("fp32 attention: skipped (%s)", exc)
-        yield False
-        return
-    if config._attn_implementation != FP32_SDPA:  # transformers declined with a warning only
-        logger.info("fp32 attention: skipped (%s kept %s)", type(backbone).__name__, config._attn_implementation)
+    problem = attention_problem(backbone)
+    if problem is not None:
+        logger.info("fp32 attention: skipped (%s)", problem)
         yield False
         return
     logger.info("fp32 attention: bf16 autocast on a CPU, attention without dropout computes in fp32")
+    with attention_in_fp32(backbone) as switched:
+        yield switched
+
+
+def lora_input_casts_problem() -> str | None:
+    """Why PEFT's LoRA input casts cannot be turned off here (an older PEFT), or None."""
     try:
-        yield True
-    finally:
-        backbone.set_attn_implementation("sdpa")
+        from peft.helpers import disable_input_dtype_casting  # noqa: F401
+    except ImportError:  # an older PEFT: it casts, as it always did
+        return "this PEFT cannot turn them off"
+    return None
 
 
 def uncast_lora_inputs(model: Any, *, autocast_dtype: torch.dtype | None) -> Any:
     """A context in which PEFT's LoRA layers leave their inputs' dtype to autocast (under autocast)."""
     if autocast_dtype is None or not any(hasattr(m, "cast_input_dtype_enabled") for m in model.modules()):
         return nullcontext()
-    try:
-        from peft.helpers import disable_input_dtype_casting
-    except ImportError:  # an older PEFT: it casts, as it always did
-        logger.info("LoRA input casts: kept (this PEFT cannot turn them off)")
+    problem = lora_input_casts_problem()
+    if problem is not None:
+        logger.info("LoRA input casts: kept (%s)", problem)
         return nullcontext()
     logger.info("LoRA input casts: off under %s autocast", str(autocast_dtype).removeprefix("torch."))
+    return lora_inputs_uncast(model)
+
+
+def lora_inputs_uncast(model: Any) -> Any:
+    """PEFT's context turning the LoRA layers' input casts off (:func:`lora_input_casts_problem` is None)."""
+    from peft.helpers import disable_input_dtype_casting
+
     return disable_input_dtype_casting(model)

@@ -15,21 +15,21 @@ fused one is the more exact). Anything but the plain case (DoRA and other varian
 own forward. With fast dropout on the adapter's input (``x * keep * s``), the dropout's scale
 ``s`` joins ``scaling`` in the matmul too and the mask is one multiplication: fast dropout's own
 ``addcmul`` takes two passes (filling its output, then the product), in the backward pass too.
-The mask is drawn as fast dropout draws it (the same random stream). Put back after the loop,
+The mask is drawn as fast dropout draws it (:meth:`FastDropout.mask_and_scale
+<anglekit.training.speed.fast_dropout.FastDropout.mask_and_scale>`, the same random stream). Put back after the loop,
 whatever happens.
 """
 
 from __future__ import annotations
 
-import sys
 from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from anglekit.training.fast_dropout import FastDropout, keep_bits
-from anglekit.training.forward_swaps import on_cpus, probe_both
+from anglekit.training.speed.fast_dropout import FastDropout
+from anglekit.training.speed.forward_swaps import imported_classes, on_cpus, probe_both
 
 TOLERANCE = 1e-5
 """Largest relative difference from PEFT's forward accepted by the fp32 probe (rounding order)."""
@@ -50,7 +50,7 @@ def _plain(layer: Any, name: str) -> bool:
     return name not in (getattr(layer, "lora_variant", None) or {}) and type(lora_b) is nn.Linear and lora_b.bias is None
 
 
-def _fused_forward(self: Any, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+def fused_lora_forward(self: Any, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     cls_forward = type(self).forward
     if args or kwargs or self.disable_adapters or self.merged:
         return cls_forward(self, x, *args, **kwargs)
@@ -63,41 +63,47 @@ def _fused_forward(self: Any, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         lora_a, dropout = self.lora_A[name], self.lora_dropout[name]
         x_in = self._cast_input_dtype(rows, lora_a.weight.dtype)
         scaling = self.scaling[name]
-        if type(dropout) is FastDropout and dropout.training and dropout.threshold:
+        drawn = dropout.mask_and_scale(x_in) if type(dropout) is FastDropout else None
+        if drawn is not None:
             # dropout(x) = x * keep * s, and s passes through both linear maps: it joins the
             # update's scaling in the matmul, and the mask is applied by one multiplication.
-            h = lora_a(x_in * keep_bits(x_in, dropout.threshold))
-            scaling = scaling * dropout.scale
+            keep, scale = drawn
+            h = lora_a(x_in * keep)
+            scaling = scaling * scale
         else:
             h = lora_a(dropout(x_in))
         result = add_update(result, h, self.lora_B[name].weight, scaling)
     return result.view(*x.shape[:-1], result.shape[-1])  # add_update keeps the base output's dtype
 
 
-def _agrees(layer: Any) -> bool:
+def lora_agrees(layer: Any) -> bool:
     """PEFT's forward and the fused one agree (fp32 relative difference within :data:`TOLERANCE`)
     on a probe, with the same random state for both (so the same dropout masks)."""
     weight = getattr(getattr(layer, "base_layer", None), "weight", None)
     if not isinstance(weight, Tensor) or weight.dim() != 2:
         return False
-    own, fused = (out.double() for out in probe_both(layer, _fused_forward, weight))
+    own, fused = (out.double() for out in probe_both(layer, fused_lora_forward, weight))
     difference = (own - fused).norm() / own.norm().clamp_min(1e-30)
     half = weight.dtype in (torch.bfloat16, torch.float16)
     return bool(difference <= (1e-2 if half else TOLERANCE))
 
 
+LORA_CLASSES: tuple[tuple[str, str], ...] = (("peft.tuners.lora.layer", "Linear"),)
+"""(module, class) of PEFT's LoRA linear layer."""
+
+
 def lora_layer_classes() -> tuple[type[nn.Module], ...]:
     """PEFT's LoRA ``Linear`` where PEFT is already imported (a model without it has none)."""
-    layer = sys.modules.get("peft.tuners.lora.layer")
-    cls = getattr(layer, "Linear", None)
-    return (cls,) if isinstance(cls, type) else ()
+    return imported_classes(LORA_CLASSES)
 
 
 def fused_lora(model: nn.Module, *, enabled: bool, device: torch.device | str) -> AbstractContextManager[int]:
     """For the body, every PEFT LoRA ``Linear`` of ``model`` adds its plain adapters' updates with
     :func:`add_update` (on CPUs, when ``enabled``); yields how many layers do."""
     done = "adapted layer(s) add their update inside one matmul"
-    return on_cpus(model, enabled=enabled, device=device, classes=lora_layer_classes(), forward=_fused_forward, agrees=_agrees, label="fused LoRA", done=done)
+    return on_cpus(
+        model, enabled=enabled, device=device, classes=lora_layer_classes(), forward=fused_lora_forward, agrees=lora_agrees, label="fused LoRA", done=done
+    )
 
 
-__all__ = ["add_update", "fused_lora"]
+__all__ = ["LORA_CLASSES", "add_update", "fused_lora", "fused_lora_forward", "lora_agrees"]

@@ -15,14 +15,16 @@ scaled in one pass (``addcmul``, the scale in the op's fp32 arithmetic even on b
 bf16 mask of ``1 / (1 - p)`` would round 1.1111 to 1.1094 and shrink every kept element).
 
 :func:`faster_dropout` swaps every ``nn.Dropout`` of a model for one for the length of the training
-loop and puts the originals back afterwards, whatever happens. CUDA's dropout is already fused, so
-it is used on CPUs only.
+loop and puts the originals back afterwards, whatever happens (:func:`fast_dropouts` swaps the ones
+the speed plan chose). CUDA's dropout is already fused, so it is used on CPUs only.
+:meth:`FastDropout.mask_and_scale` is the seam for code that applies the mask itself (LoRA's fused
+update, :mod:`~anglekit.training.speed.lora_update`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -53,9 +55,19 @@ class FastDropout(nn.Module):
         self.scale = 1.0 / (1.0 - self.threshold / LEVELS)
 
     def forward(self, x: Tensor) -> Tensor:
-        if not self.training or self.threshold == 0:
+        drawn = self.mask_and_scale(x)
+        if drawn is None:
             return x
-        return _MaskedScale.apply(x, keep_bits(x, self.threshold), self.scale)
+        return _MaskedScale.apply(x, *drawn)
+
+    def mask_and_scale(self, like: Tensor) -> tuple[Tensor, float] | None:
+        """The keep mask (uint8, shaped as ``like``) and the scale of kept elements that the forward
+        applies to ``like`` now, drawn from the same random stream as the forward draws it; None
+        where the forward is the identity (eval mode, ``p`` 0). Callers that fold the scale into
+        their own arithmetic (LoRA's fused update) apply ``like * mask`` and scale by it."""
+        if not self.training or self.threshold == 0:
+            return None
+        return keep_bits(like, self.threshold), self.scale
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
@@ -112,6 +124,33 @@ class _MaskedScale(torch.autograd.Function):
         return torch.addcmul(grad.new_zeros(()), grad, keep, value=ctx.scale), None, None
 
 
+def dropouts(model: nn.Module) -> list[nn.Module]:
+    """The ``nn.Dropout`` modules of ``model`` (exactly that type) that drop something (``p`` > 0)."""
+    return [m for m in model.modules() if type(m) is nn.Dropout and m.p > 0]
+
+
+@contextmanager
+def fast_dropouts(model: nn.Module, modules: Collection[nn.Module]) -> Iterator[int]:
+    """For the body, each of ``modules`` (children of ``model``) is a :class:`FastDropout` of the
+    same ``p`` and mode; yields how many; the originals are back afterwards, whatever happens."""
+    chosen = {id(m) for m in modules}
+    swapped: list[tuple[nn.Module, str, nn.Module]] = []
+    for parent in model.modules():
+        for name, child in parent.named_children():
+            if id(child) in chosen and type(child) is nn.Dropout:
+                swapped.append((parent, name, child))
+    try:
+        for parent, name, child in swapped:
+            fast = FastDropout(child.p)
+            fast.train(child.training)
+            setattr(parent, name, fast)
+        yield len(swapped)
+    finally:
+        for parent, name, child in swapped:
+            child.train(getattr(parent, name).training)
+            setattr(parent, name, child)
+
+
 @contextmanager
 def faster_dropout(model: nn.Module, *, enabled: bool, device: torch.device | str) -> Iterator[int]:
     """For the body, every ``nn.Dropout`` of ``model`` (exactly that type) is a :class:`FastDropout`
@@ -119,20 +158,7 @@ def faster_dropout(model: nn.Module, *, enabled: bool, device: torch.device | st
     if not enabled or torch.device(device).type != "cpu":
         yield 0
         return
-    swapped: list[tuple[nn.Module, str, nn.Module]] = []
-    for parent in model.modules():
-        for name, child in parent.named_children():
-            if type(child) is nn.Dropout and child.p > 0:
-                swapped.append((parent, name, child))
-    try:
-        for parent, name, child in swapped:
-            fast = FastDropout(child.p)
-            fast.train(child.training)
-            setattr(parent, name, fast)
-        if swapped:
-            logger.info("fast dropout: %d dropout module(s) draw 16-bit masks for training", len(swapped))
-        yield len(swapped)
-    finally:
-        for parent, name, child in swapped:
-            child.train(getattr(parent, name).training)
-            setattr(parent, name, child)
+    with fast_dropouts(model, dropouts(model)) as count:
+        if count:
+            logger.info("fast dropout: %d dropout module(s) draw 16-bit masks for training", count)
+        yield count

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from anglekit.training.forward_swaps import imported_classes, llama_style, on_cpus
+from anglekit.training.speed.forward_swaps import imported_classes, llama_style, on_cpus
 
 NORM_CLASSES: tuple[tuple[str, str], ...] = llama_style("RMSNorm")
 """(module, class) of the transformers norms whose ``forward`` is exactly Llama's maths: ``weight *
@@ -88,11 +88,11 @@ def rms_norm_forward(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     return _RMSNorm.apply(x, weight, eps)
 
 
-def _fused_forward(self: nn.Module, hidden_states: Tensor) -> Tensor:
+def fused_rms_norm_forward(self: nn.Module, hidden_states: Tensor) -> Tensor:
     return rms_norm_forward(hidden_states, self.weight, self.variance_epsilon)
 
 
-def _same_maths(norm: nn.Module) -> bool:
+def rms_norm_agrees(norm: nn.Module) -> bool:
     """Whether the class's own ``forward`` and :func:`rms_norm_forward` agree bit for bit on a few
     rows with this norm's weight (fp32 and bf16 inputs): a guard against a transformers release that
     changes the maths under the same class name."""
@@ -116,7 +116,9 @@ def fused_rms_norms(model: nn.Module, *, enabled: bool, device: torch.device | s
     ``forward`` is already replaced on the instance (hooks, hub kernels) are left alone."""
     classes = imported_classes(NORM_CLASSES)
     done = "norm(s) keep their input and an fp32 rstd per row for backward"
-    return on_cpus(model, enabled=enabled, device=device, classes=classes, forward=_fused_forward, agrees=_same_maths, label="fused RMSNorm", done=done)
+    return on_cpus(
+        model, enabled=enabled, device=device, classes=classes, forward=fused_rms_norm_forward, agrees=rms_norm_agrees, label="fused RMSNorm", done=done
+    )
 
 
-__all__ = ["NORM_CLASSES", "fused_rms_norms", "rms_norm_forward"]
+__all__ = ["NORM_CLASSES", "fused_rms_norm_forward", "fused_rms_norms", "rms_norm_agrees", "rms_norm_forward"]

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from anglekit.training.forward_swaps import imported_classes, llama_style, on_cpus, probe_both
+from anglekit.training.speed.forward_swaps import imported_classes, llama_style, on_cpus, probe_both
 
 MLP_CLASSES: tuple[tuple[str, str], ...] = llama_style("MLP")
 """(module, class) of the transformers MLPs computing ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``."""
@@ -58,11 +58,11 @@ def swiglu(gate: Tensor, up: Tensor) -> Tensor:
     return _SwiGLU.apply(gate, up)
 
 
-def _fused_forward(self: nn.Module, x: Tensor) -> Tensor:
+def fused_mlp_forward(self: nn.Module, x: Tensor) -> Tensor:
     return self.down_proj(swiglu(self.gate_proj(x), self.up_proj(x)))
 
 
-def _same_maths(mlp: nn.Module) -> bool:
+def mlp_agrees(mlp: nn.Module) -> bool:
     """Whether the class's own forward and the fused one give the same output bit for bit on a
     probe (its activation is SiLU; the same random state for both, so any dropout draws alike)."""
     if type(getattr(mlp, "act_fn", None)).__name__ not in SILU_CLASSES:
@@ -70,7 +70,7 @@ def _same_maths(mlp: nn.Module) -> bool:
     weight = getattr(getattr(mlp, "gate_proj", None), "weight", None)
     if not isinstance(weight, Tensor):
         return False
-    return torch.equal(*probe_both(mlp, _fused_forward, weight))
+    return torch.equal(*probe_both(mlp, fused_mlp_forward, weight))
 
 
 def fused_mlps(model: nn.Module, *, enabled: bool, device: torch.device | str) -> AbstractContextManager[int]:
@@ -78,7 +78,7 @@ def fused_mlps(model: nn.Module, *, enabled: bool, device: torch.device | str) -
     computes its gate with :func:`swiglu` (on CPUs, when ``enabled``); yields how many do."""
     classes = imported_classes(MLP_CLASSES)
     done = "gated MLP(s) keep gate and up, not silu(gate), for backward"
-    return on_cpus(model, enabled=enabled, device=device, classes=classes, forward=_fused_forward, agrees=_same_maths, label="fused MLP", done=done)
+    return on_cpus(model, enabled=enabled, device=device, classes=classes, forward=fused_mlp_forward, agrees=mlp_agrees, label="fused MLP", done=done)
 
 
-__all__ = ["MLP_CLASSES", "fused_mlps", "swiglu"]
+__all__ = ["MLP_CLASSES", "fused_mlp_forward", "fused_mlps", "mlp_agrees", "swiglu"]

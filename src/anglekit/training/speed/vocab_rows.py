@@ -11,7 +11,8 @@ of MiniLM's 30522) gives the model that training the whole matrix gives: the sam
 AdamW on the same rows, the untouched rows bit for bit as they were. The one difference is the
 order of the sums in the global gradient norm that clipping divides by (float rounding).
 
-:func:`compacted` swaps the backbone's input embedding for a :class:`CompactEmbedding` for the
+:func:`compacted` (or, as the speed plan decides, :func:`compact_rows` and
+:func:`compact_embedding`) swaps the backbone's input embedding for a :class:`CompactEmbedding` for the
 length of the training loop and puts the original module back with the trained rows written in,
 whatever happens. Checkpoints keep the original key (``weight``, synced when a state dict is taken)
 besides ``rows_weight``, and a checkpoint written without compaction resumes into one.
@@ -35,6 +36,9 @@ EXACT_OPTIMIZERS = (None, "adamw_torch", "adamw_torch_fused")
 """Optimizers (``--optim``) whose update of an element with zero gradient and zero state is zero."""
 MAX_SHARE = 0.9
 """Compaction is skipped when the training set reaches more than this share of the vocabulary."""
+GPU_REASON = "the dense embedding update is cheap and the id check would synchronise each step"
+"""Why compaction is for CPUs only: measured on an H100 (MiniLM), the dense update is cheap there, and
+the per-step id check synchronises the device, which cost more than it saved (docs/gpu.md)."""
 
 
 class UnreachedTokenError(RuntimeError):
@@ -117,6 +121,38 @@ def why_not(embedding: Any, model: nn.Module, *, weight_decay: float, optim: str
     return None
 
 
+def compact_rows(embedder: Any, model: nn.Module, dataset: Any, *, weight_decay: float, optim: str | None,
+                 pad_id: int | None = None) -> tuple[np.ndarray | None, str]:  # fmt: skip
+    """(the rows ``dataset`` reaches, a note) where ``embedder``'s input embedding can be compacted
+    exactly and it is worth it, else (None, why not); the device is the caller's check."""
+    backbone = embedder.backbone
+    embedding = backbone.get_input_embeddings() if hasattr(backbone, "get_input_embeddings") else None
+    token_ids = getattr(dataset, "token_ids", None)
+    if token_ids is None:
+        return None, f"the training rows ({type(dataset).__name__}) are not tokenized up front"
+    reason = why_not(embedding, model, weight_decay=weight_decay, optim=optim)
+    if reason is not None:
+        return None, reason
+    tokenizer = embedder.tokenizer
+    rows = reachable_rows(token_ids, [pad_id, tokenizer.pad_token_id, *tokenizer.all_special_ids])
+    rows = rows[(rows >= 0) & (rows < embedding.num_embeddings)]  # special ids beyond the matrix are never looked up
+    if len(rows) > MAX_SHARE * embedding.num_embeddings:
+        return None, f"the training set reaches {len(rows)} of {embedding.num_embeddings} rows"
+    return rows, f"training {len(rows)} of {embedding.num_embeddings} input-embedding rows (the tokens the training set reaches)"
+
+
+@contextmanager
+def compact_embedding(backbone: Any, rows: np.ndarray) -> Iterator[CompactEmbedding]:
+    """For the body, ``backbone``'s input embedding trains ``rows`` only (a :class:`CompactEmbedding`);
+    the original module, with the trained rows written in, is back afterwards, whatever happens."""
+    compact = CompactEmbedding(backbone.get_input_embeddings(), torch.from_numpy(rows))
+    backbone.set_input_embeddings(compact)
+    try:
+        yield compact
+    finally:
+        backbone.set_input_embeddings(compact.restore())
+
+
 @contextmanager
 def compacted(
     embedder: Any, model: nn.Module, dataset: Any, *, enabled: bool, weight_decay: float, optim: str | None, pad_id: int | None = None
@@ -125,33 +161,15 @@ def compacted(
     tokens, ``pad_id`` and the tokenizer's special tokens; see the module doc); the original
     embedding, with the trained rows, is back afterwards. Yields the compact module, or None where
     compaction is off, not exact or not worth it (logged)."""
-    backbone = embedder.backbone
-    embedding = backbone.get_input_embeddings() if hasattr(backbone, "get_input_embeddings") else None
-    token_ids = getattr(dataset, "token_ids", None)
-    reason = "off (compact_embeddings false)" if not enabled else None
-    if reason is None and embedder.device.type != "cpu":
-        # Measured on an H100 (MiniLM): the dense update is cheap there, and the per-step id check
-        # synchronises the device, which cost more than it saved (docs/gpu.md).
-        reason = f"on {embedder.device.type} the dense embedding update is cheap and the id check would synchronise each step"
-    if reason is None and token_ids is None:
-        reason = f"the training rows ({type(dataset).__name__}) are not tokenized up front"
-    if reason is None:
-        reason = why_not(embedding, model, weight_decay=weight_decay, optim=optim)
-    rows = None
-    if reason is None:
-        tokenizer = embedder.tokenizer
-        rows = reachable_rows(token_ids, [pad_id, tokenizer.pad_token_id, *tokenizer.all_special_ids])
-        rows = rows[(rows >= 0) & (rows < embedding.num_embeddings)]  # special ids beyond the matrix are never looked up
-        if len(rows) > MAX_SHARE * embedding.num_embeddings:
-            reason = f"the training set reaches {len(rows)} of {embedding.num_embeddings} rows"
-    if reason is not None:
-        logger.info("compact embeddings: not used (%s)", reason)
+    rows, note = None, "off (compact_embeddings false)"
+    if enabled and embedder.device.type != "cpu":
+        note = f"on {embedder.device.type} {GPU_REASON}"
+    elif enabled:
+        rows, note = compact_rows(embedder, model, dataset, weight_decay=weight_decay, optim=optim, pad_id=pad_id)
+    if rows is None:
+        logger.info("compact embeddings: not used (%s)", note)
         yield None
         return
-    compact = CompactEmbedding(embedding, torch.from_numpy(rows))
-    logger.info("compact embeddings: training %d of %d input-embedding rows (the tokens the training set reaches)", len(rows), embedding.num_embeddings)
-    backbone.set_input_embeddings(compact)
-    try:
+    logger.info("compact embeddings: %s", note)
+    with compact_embedding(embedder.backbone, rows) as compact:
         yield compact
-    finally:
-        backbone.set_input_embeddings(compact.restore())

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from anglekit.training.forward_swaps import imported_classes, on_cpus
+from anglekit.training.speed.forward_swaps import imported_classes, on_cpus
 
 LAYER_CLASSES: tuple[tuple[str, str], ...] = (
     ("transformers.models.bert.modeling_bert", "BertLayer"),
@@ -133,7 +133,7 @@ def packed_layer_forward(
     return layer_output.new_zeros(batch * length, layer_output.shape[-1]).index_copy(0, rows, layer_output).view(batch, length, -1)
 
 
-def _same_outputs(layer: nn.Module) -> bool:
+def packed_agrees(layer: nn.Module) -> bool:
     """Whether the class's forward and :func:`packed_layer_forward` give the same real-token outputs
     (rounding allowed: 1e-5 in float32, 2e-2 for half weights) on a padded probe batch with this
     layer's weights, the mask built as the model builds it, in eval mode (no dropout): a guard
@@ -173,8 +173,8 @@ def packed_layers(model: nn.Module, *, enabled: bool, device: torch.device | str
     runs :func:`packed_layer_forward` (on CPUs, when ``enabled``); yields how many do."""
     classes = imported_classes(LAYER_CLASSES)
     done = "encoder layer(s) run their matmuls over the real tokens only"
-    return on_cpus(model, enabled=enabled, device=device, classes=classes, forward=packed_layer_forward, agrees=_same_outputs,
+    return on_cpus(model, enabled=enabled, device=device, classes=classes, forward=packed_layer_forward, agrees=packed_agrees,
                    label="packed tokens", done=done)  # fmt: skip
 
 
-__all__ = ["LAYER_CLASSES", "packed_layer_forward", "packed_layers", "real_tokens"]
+__all__ = ["LAYER_CLASSES", "packed_agrees", "packed_layer_forward", "packed_layers", "real_tokens"]

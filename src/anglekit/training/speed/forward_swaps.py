@@ -5,8 +5,10 @@
 ``with`` block and removes it afterwards, whatever happens. Before the first module of a class is
 swapped, ``agrees(module)`` must confirm that the class's own ``forward`` and the replacement
 compute the same thing in this installation (a guard against a library release that changes the
-maths under the same class name); a class that does not agree is logged and left alone. Modules
-whose ``forward`` is already replaced on the instance (hooks, hub kernels) are left alone too.
+maths under the same class name); a class that does not agree, or whose probe raises anything, is
+logged and left alone. Modules whose ``forward`` is already replaced on the instance (hooks, hub
+kernels) are left alone too. The speed table (:mod:`anglekit.training.speed.table`) uses the same
+pieces: :func:`unswapped` to find, :func:`agreeing` to probe, :func:`swapped_forwards` to swap.
 """
 
 from __future__ import annotations
@@ -43,6 +45,60 @@ def imported_classes(names: Sequence[tuple[str, str]]) -> tuple[type[nn.Module],
     return tuple(found)
 
 
+def check_class(agrees: Callable[[nn.Module], bool], module: nn.Module, label: str, *, named: bool = True) -> str | None:
+    """None where ``agrees(module)`` accepts the module's class in this installation, else why not.
+
+    A probe that raises anything (an ImportError from an older library, an AttributeError, ...)
+    is a warning naming ``label`` and the class, and the class is left alone: no speed swap can
+    stop a run. A class that computes something else is a warning where it is ``named`` among the
+    swap's classes (a library release changed it under the same name), else only the reason."""
+    name = type(module).__name__
+    try:
+        accepted = agrees(module)
+    except Exception as exc:  # noqa: BLE001 - whatever a probe raises, its swap is skipped and the run goes on
+        logger.warning("%s: %s could not be checked (%s: %s); left as it is", label, name, type(exc).__name__, exc)
+        return f"{name} could not be checked ({type(exc).__name__}: {exc})"
+    if accepted:
+        return None
+    if named:
+        logger.warning("%s: %s computes something else in this installation; left as it is", label, name)
+    return f"{name} computes something else in this installation"
+
+
+def agreeing(modules: Sequence[nn.Module], agrees: Callable[[nn.Module], bool], label: str) -> tuple[list[nn.Module], dict[str, str]]:
+    """The ``modules`` whose class :func:`check_class` accepts (the first module of each class is
+    probed), and why each other class was refused (class name -> reason)."""
+    verdicts: dict[type, str | None] = {}
+    for module in modules:
+        if type(module) not in verdicts:
+            verdicts[type(module)] = check_class(agrees, module, label)
+    refused = {cls.__name__: reason for cls, reason in verdicts.items() if reason is not None}
+    return [m for m in modules if verdicts[type(m)] is None], refused
+
+
+@contextmanager
+def swapped_forwards(modules: Sequence[nn.Module], forward: Callable[..., Any]) -> Iterator[int]:
+    """For the body, each of ``modules`` runs ``forward`` (bound to it, on the instance); yields how
+    many; the class's own forward is back afterwards, whatever happens."""
+    swapped: list[tuple[nn.Module, types.MethodType]] = []
+    try:
+        for module in modules:
+            bound = types.MethodType(forward, module)
+            module.forward = bound  # type: ignore[method-assign]
+            swapped.append((module, bound))
+        yield len(swapped)
+    finally:
+        for module, bound in swapped:
+            if module.__dict__.get("forward") is bound:
+                del module.__dict__["forward"]
+
+
+def unswapped(model: nn.Module, classes: tuple[type[nn.Module], ...]) -> list[nn.Module]:
+    """The modules of ``model`` whose type is exactly one of ``classes`` and whose ``forward`` is not
+    replaced on the instance already (hooks, hub kernels)."""
+    return [m for m in model.modules() if type(m) in classes and "forward" not in m.__dict__]
+
+
 @contextmanager
 def instance_forwards(
     model: nn.Module,
@@ -54,31 +110,9 @@ def instance_forwards(
 ) -> Iterator[int]:
     """For the body, every module of ``model`` whose type is one of ``classes`` runs ``forward``
     (bound to the module) where ``agrees`` accepted its class; yields how many do."""
-    checked: dict[type, bool] = {}
-    swapped: list[tuple[nn.Module, types.MethodType]] = []
-    try:
-        for module in model.modules():
-            cls = type(module)
-            if cls not in classes or "forward" in module.__dict__:
-                continue
-            if cls not in checked:
-                try:
-                    checked[cls] = agrees(module)
-                except (RuntimeError, TypeError, ValueError) as exc:  # the probe itself failed: nothing is swapped
-                    logger.warning("%s: %s could not be checked (%s); left as it is", label, cls.__name__, exc)
-                    checked[cls] = False
-                else:
-                    if not checked[cls]:
-                        logger.warning("%s: %s computes something else in this installation; left as it is", label, cls.__name__)
-            if checked[cls]:
-                bound = types.MethodType(forward, module)
-                module.forward = bound  # type: ignore[method-assign]
-                swapped.append((module, bound))
-        yield len(swapped)
-    finally:
-        for module, bound in swapped:
-            if module.__dict__.get("forward") is bound:
-                del module.__dict__["forward"]
+    accepted, _ = agreeing(unswapped(model, classes), agrees, label)
+    with swapped_forwards(accepted, forward) as count:
+        yield count
 
 
 def probe_both(module: nn.Module, forward: Callable[..., Any], weight: Any) -> tuple[Any, Any]:
@@ -123,4 +157,15 @@ def on_cpus(
         yield count
 
 
-__all__ = ["LLAMA_STYLE", "imported_classes", "instance_forwards", "llama_style", "on_cpus", "probe_both"]
+__all__ = [
+    "LLAMA_STYLE",
+    "agreeing",
+    "check_class",
+    "imported_classes",
+    "instance_forwards",
+    "llama_style",
+    "on_cpus",
+    "probe_both",
+    "swapped_forwards",
+    "unswapped",
+]
