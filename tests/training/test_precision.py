@@ -141,7 +141,9 @@ def test_train_refuses_a_bad_environment_switch_before_writing(
     _simulate_cpu(monkeypatch, flags)
     monkeypatch.setenv(precision_module.AUTO_BF16_ENV, "yes")
     out = tmp_path / "run"
-    code, _, err = helpers.run_cli(["train", "--model", str(tiny_bert_dir), "--train-data", str(pair_file), "--output-dir", str(out), "--device", "cpu"], capsys)
+    code, _, err = helpers.run_cli(
+        ["train", "--model", str(tiny_bert_dir), "--train-data", str(pair_file), "--output-dir", str(out), "--device", "cpu"], capsys
+    )
     assert code == 2
     assert err == "anglekit train: error: $ANGLEKIT_AUTO_BF16 must be 0 or 1, got 'yes'\n"
     assert not out.exists()

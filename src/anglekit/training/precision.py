@@ -76,7 +76,7 @@ def _accelerator(device: str | None) -> str:
 
 def resolve_precision(precision: str, device: str | None) -> Precision:
     """The arithmetic for ``precision`` on ``device`` (None: the default device). fp16 off CUDA, and
-    ``$ANGLEKIT_AUTO_BF16`` other than 0 or 1 on any machine, are :class:`~anglekit.errors.ConfigError`\ s."""
+    ``$ANGLEKIT_AUTO_BF16`` other than 0 or 1 on any machine, are ConfigErrors."""
     import torch
 
     from anglekit.model.hardware import cpu_has_native_bf16
