@@ -170,6 +170,7 @@ class PairTask(TrainingTask):
 
     kind = "pairs"
     unit = "pairs"
+    columns = "text1, text2 and label columns (or anchor, positive and negative_1.. columns, as anglekit mine writes)"
 
     def load_data(self, data: Any, train_dataset: Any = None) -> Any:
         from anglekit.data.readers import read_pairs
