@@ -2,7 +2,9 @@
 sentences file (.txt, .text, no extension) given to a pair or triplet objective is refused before
 anything is created, in the command line's words (the objective, what it trains on, the columns it
 reads, the sentence objectives), not the Python reader's ``pass format=``; premise/hypothesis rows
-without ``label`` name the missing NLI label, not the anchor columns. Each: one line, exit 2."""
+without ``label`` name the missing NLI label, not the anchor columns; a ``--positive-threshold`` no
+pair reaches (4 on n-tuple rows) is refused instead of training the in-batch term at 0. Each: one
+line, exit 2."""
 
 from __future__ import annotations
 
@@ -116,3 +118,83 @@ def test_an_unknown_extension_is_named_in_command_line_words(tiny_bert_dir: Path
     assert code == 2 and err.count("\n") == 1, err
     assert f"cannot infer the format of {str(data)!r} from its extension '.dat'" in err
     assert "give the file one of those extensions (or, in Python, pass format=" in err
+
+
+# ------------------------------------------------------------------ a threshold that leaves no positive
+
+
+def _ntuples(path: Path) -> Path:
+    rows = [{"anchor": f"anchor {i}", "positive": f"positive {i}", "negative_1": f"negative {i} a", "negative_2": f"negative {i} b"} for i in range(12)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _pairs(path: Path, labels: list[float]) -> Path:
+    rows = helpers.make_pairs(len(labels), seed=3)
+    path.write_text("".join(json.dumps({**r, "label": label}) + "\n" for r, label in zip(rows, labels, strict=True)), encoding="utf-8")
+    return path
+
+
+LOW_LABELS = [0, 1, 2, 3, 2.5, 0.5] * 2
+"""Scores that vary (the cosine and angle terms train) but none reaches 4."""
+
+
+@pytest.mark.parametrize(
+    ("data", "flags", "pairs", "highest"),
+    [
+        ("ntuples", ["--objective", "paper", "--positive-threshold", "4"], "its n-tuple rows are pairs labelled 1 and 0", "1"),
+        ("ntuples", ["--objective", "ibn", "--positive-threshold", "1.5"], "its n-tuple rows are pairs labelled 1 and 0", "1"),
+        ("pairs", ["--objective", "paper", "--positive-threshold", "4"], "its highest label is 3", "3"),
+        ("pairs", ["--objective", "paper", "--positive-threshold", "3.01"], "its highest label is 3", "3"),
+    ],
+)
+def test_a_threshold_that_leaves_the_in_batch_term_without_a_positive_is_refused(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], no_model: None, data: str, flags: list[str], pairs: str, highest: str
+) -> None:
+    path = _ntuples(tmp_path / "mined.jsonl") if data == "ntuples" else _pairs(tmp_path / "low.jsonl", LOW_LABELS)
+    out = tmp_path / "run"
+    code, err = _train(capsys, tiny_bert_dir, path, out, *flags)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    threshold, objective = flags[3], flags[1]
+    assert err == (
+        f"anglekit train: error: --positive-threshold {float(threshold):g} leaves the in-batch-negative term of the objective {objective!r} "
+        f"without a positive pair in {path} ({pairs}), so the term would be 0 on every step; give a threshold of at most {highest} "
+        "with --positive-threshold, or turn the term off with --ibn-weight 0\n"
+    )
+    assert not (out / "train_config.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("data", "flags"),
+    [
+        ("ntuples", ["--objective", "paper", "--positive-threshold", "1"]),
+        ("ntuples", ["--objective", "paper"]),  # the default for n-tuples: 1
+        ("pairs", ["--objective", "paper", "--positive-threshold", "3"]),
+        ("pairs", ["--objective", "paper", "--positive-threshold", "4", "--ibn-weight", "0"]),  # the term is off: nothing to refuse
+        ("pairs", ["--objective", "cosine", "--positive-threshold", "4"]),  # no in-batch term
+    ],
+)
+def test_a_threshold_some_pair_reaches_trains(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], no_model: None, data: str, flags: list[str]
+) -> None:
+    path = _ntuples(tmp_path / "mined.jsonl") if data == "ntuples" else _pairs(tmp_path / "low.jsonl", LOW_LABELS)
+    with pytest.raises(Loaded):
+        _train(capsys, tiny_bert_dir, path, tmp_path / "run", *flags)
+
+
+def test_the_default_threshold_of_a_label_range_no_pair_reaches_is_refused_too() -> None:
+    """Scores 0-5 that never reach 4 (80% up the range): the default rule leaves no positive either."""
+    from anglekit.data.records import PairDataset
+    from anglekit.errors import ConfigError
+    from anglekit.losses.registry import resolve_objective
+    from anglekit.training.tasks import PairTask
+
+    low = PairDataset([f"a {i}" for i in range(12)], [f"b {i}" for i in range(12)], LOW_LABELS, name="low", source="low.tsv", label_range=(0.0, 5.0))
+    with pytest.raises(
+        ConfigError,
+        match=r"^the default positive threshold 4 leaves the in-batch-negative term of the objective 'paper' without a positive pair in low.tsv \(its highest label is 3\)",
+    ):
+        PairTask().build_objective(resolve_objective("paper", {}), low, None)
+    reached = PairDataset(low.text1, low.text2, [*LOW_LABELS[:-1], 4.0], source="ok.tsv", label_range=(0.0, 5.0))
+    _, config = PairTask().build_objective(resolve_objective("paper", {}), reached, None)
+    assert config.positive_threshold == 4.0
