@@ -777,7 +777,7 @@ def infer_format(path: str | os.PathLike[str]) -> str:
         return EXTENSIONS[suffix]
     known = ", ".join(sorted(EXTENSIONS))
     raise ConfigError(
-        f"cannot infer the format of {os.fspath(path)!r} from its extension {suffix or '(none)'!r}; known: {known}; pass format= (one of {', '.join(FORMATS)})"
+        f"cannot infer the format of {os.fspath(path)!r} from its extension {suffix or '(none)'!r}; known: {known}; give the file one of those extensions (or, in Python, pass format=: one of {', '.join(FORMATS)})"
     )
 
 

@@ -26,7 +26,9 @@ error in both modes.
 
 A source with ``premise``, ``hypothesis`` and ``label`` columns (SNLI, MultiNLI,
 sentence-transformers/all-nli ``pair-class``) is an NLI set: it is turned into triplets by
-:func:`anglekit.data.nli.nli_to_triplets` (entailment positive, contradiction hard negative).
+:func:`anglekit.data.nli.nli_to_triplets` (entailment positive, contradiction hard negative). Two
+of those columns without the third (and without an anchor column) is a DataError naming the missing
+one; ``columns`` (``anchor=premise,positive=hypothesis``) reads premise/hypothesis rows as pairs.
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ class _TripletSink(Sink):
                     "streamed; give anchor/positive/negative columns, or train without stream_data"
                 )
             return list(NLI_COLUMNS)
+        if not self.columns and not ({"anchor", "query", "sent0"} & present):
+            self.check_partial_nli(present, available)
         chosen = []
         numbered = [] if "negative" in self.columns else negative_columns(available, self.source)
         for canonical in TRIPLET_FIELDS:
@@ -148,6 +152,22 @@ class _TripletSink(Sink):
             return chosen + numbered
         self.with_negative = len(chosen) == 3
         return chosen
+
+    def check_partial_nli(self, present: set[str], available: Sequence[str]) -> None:
+        """A DataError naming the missing NLI column(s) when ``premise`` or ``hypothesis`` is there with
+        another NLI column but not all three: such rows are an NLI set, not anchor/positive rows."""
+        nli = [c for c in NLI_COLUMNS if c in present]
+        if len(nli) < 2 or not ({"premise", "hypothesis"} & present):
+            return
+        missing = [c for c in NLI_COLUMNS if c not in present]
+        names = ", ".join(repr(a) for a in available)
+        mapped = "; as (anchor, positive) rows: columns anchor=premise,positive=hypothesis" if {"premise", "hypothesis"} <= present else ""
+        raise DataError(
+            f"{' and '.join(map(repr, nli))} columns make an NLI set, which also needs {' and '.join(map(repr, missing))} "
+            f"to pair its rows into triplets (label: entailment, neutral, contradiction or 0, 1, 2){mapped}; available columns: {names}",
+            source=self.source,
+            field=missing[0],
+        )
 
     def record_values(self, row: int, record: Mapping[str, Any], chosen: Sequence[str]) -> list[Any] | None:
         if not self.numbered:

@@ -373,6 +373,7 @@ def check(config: TrainConfig) -> list[DatasetPlan]:
     config.require_inputs()
     plans = dataset_plans(config)
     for plan in plans:
+        plan.task.check_data_file(config.data.train_data if plan.entry is None else plan.entry.data, plan.objective)
         if config.trainer.batch_size < plan.task.min_batch_size:
             raise ConfigError(f"the objective {plan.objective!r} needs batch_size >= {plan.task.min_batch_size} (in-batch negatives)")
     if config.trainer.device == "cuda" and not torch.cuda.is_available():

@@ -21,14 +21,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import Tensor
 
+from anglekit.data.sources import EXTENSIONS, TEXT_EXTENSIONS
 from anglekit.errors import ConfigError
 from anglekit.losses.combined import ObjectiveOutput
-from anglekit.losses.registry import ResolvedObjective
+from anglekit.losses.registry import ResolvedObjective, all_presets
 from anglekit.model.long_text import RowChunks, expand_rows, pool_rows, tokenize_whole
 
 
@@ -57,6 +59,23 @@ class TrainingTask(ABC):
     """The smallest batch it can train on (in-batch negatives need 2)."""
     unit: ClassVar[str] = "rows"
     """What one training row is, for throughput (``pairs/s``, ``sentences/s``)."""
+    columns: ClassVar[str] = ""
+    """The columns of a training file, in messages (empty: it reads sentence files too)."""
+
+    def check_data_file(self, spec: Any, objective: str) -> None:
+        """A ConfigError naming ``spec`` when it is a file of sentences (``.txt``, ``.text`` or no
+        extension: one sentence a line) and this task reads columns; before anything is loaded."""
+        if not self.columns or not isinstance(spec, str) or not spec.strip():
+            return
+        path = Path(spec.strip()).expanduser()
+        if path.suffix.lower() not in TEXT_EXTENSIONS or not path.is_file():
+            return
+        kind = f"a {path.suffix} file" if path.suffix else "a file without an extension"
+        sentences = " or ".join(sorted(p for p, k in all_presets().items() if k == "sentences")) or "a sentence objective"
+        raise ConfigError(
+            f"{spec}: {kind} is read as sentences, one a line, but the objective {objective!r} trains on {self.kind}: give a file "
+            f"({', '.join(sorted(EXTENSIONS))}) with {self.columns}, or train on sentences with {sentences}"
+        )
 
     def check_model(self, objective: ResolvedObjective, facts: Any, source: str) -> None:
         """A ConfigError when the model (its :class:`~anglekit.model.checks.ModelFacts`) cannot

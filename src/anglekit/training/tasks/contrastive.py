@@ -347,6 +347,7 @@ class TripletTask(ContrastiveTask):
 
     kind = "triplets"
     unit = "triplets"
+    columns = "anchor and positive columns (negative optional), or an NLI set's premise, hypothesis and label columns"
 
     def read(self, data: Any, train_dataset: Any = None) -> Any:
         from anglekit.data.training_data import resolve_triplets

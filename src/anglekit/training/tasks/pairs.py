@@ -165,11 +165,33 @@ def check_label_spread(name: str, config: Any, train_set: Any) -> None:
     )
 
 
+def check_positives(name: str, config: Any, train_set: Any, given: float | None) -> None:
+    """A ConfigError naming the term and the threshold when the in-batch-negative term of preset
+    ``name``'s ``config`` is on but no pair of ``train_set`` is a positive (label >=
+    ``positive_threshold``): the term would be 0 on every step. ``given``: the threshold as set
+    (None: the default rule chose it). n-tuple rows hold positives (their pairs labelled 1)."""
+    threshold = getattr(config, "positive_threshold", None)
+    if getattr(config, "ibn_weight", 0) <= 0 or threshold is None or len(train_set) == 0:
+        return
+    labels = np.ones(1) if is_tuple_rows(train_set) else np.asarray(train_set.labels, dtype=np.float64)
+    highest = float(labels.max())
+    if highest >= threshold:
+        return
+    source = getattr(train_set, "source", None) or getattr(train_set, "name", None) or "the training data"
+    setting = f"--positive-threshold {given:g}" if given is not None else f"the default positive threshold {threshold:g}"
+    pairs = "its n-tuple rows are pairs labelled 1 and 0" if is_tuple_rows(train_set) else f"its highest label is {highest:g}"
+    raise ConfigError(
+        f"{setting} leaves the in-batch-negative term of the objective {name!r} without a positive pair in {source} ({pairs}), "
+        f"so the term would be 0 on every step; give a threshold of at most {highest:g} with --positive-threshold, or turn the term off with --ibn-weight 0"
+    )
+
+
 class PairTask(TrainingTask):
     """A batch is B labelled pairs, embedded as [2B, T] (first texts, then second texts) in one pass."""
 
     kind = "pairs"
     unit = "pairs"
+    columns = "text1, text2 and label columns (or anchor, positive and negative_1.. columns, as anglekit mine writes)"
 
     def load_data(self, data: Any, train_dataset: Any = None) -> Any:
         from anglekit.data.readers import read_pairs
@@ -208,9 +230,11 @@ class PairTask(TrainingTask):
 
     def build_objective(self, objective: ResolvedObjective, train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
         """As the base task's, but refused when every training label is the same and no term of the
-        objective trains on that (before the model is loaded)."""
+        objective trains on that, or when its in-batch-negative term has no positive pair (before
+        the model is loaded)."""
         module, config = super().build_objective(objective, train_set, positive_threshold)
         check_label_spread(objective.name, config, train_set)
+        check_positives(objective.name, config, train_set, positive_threshold)
         return module, config
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
