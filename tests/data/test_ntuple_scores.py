@@ -12,8 +12,24 @@ from anglekit.data.triplets import read_triplets, score_columns
 from anglekit.errors import DataError
 
 ROWS = [
-    {"anchor": "q one", "positive": "p one", "negative_1": "n one", "negative_2": "n two", "positive_score": 0.9, "negative_1_score": 0.5, "negative_2_score": 0.25},
-    {"anchor": "q two", "positive": "p two", "negative_1": "n three", "negative_2": "n one", "positive_score": 0.75, "negative_1_score": 0.125, "negative_2_score": -0.5},
+    {
+        "anchor": "q one",
+        "positive": "p one",
+        "negative_1": "n one",
+        "negative_2": "n two",
+        "positive_score": 0.9,
+        "negative_1_score": 0.5,
+        "negative_2_score": 0.25,
+    },
+    {
+        "anchor": "q two",
+        "positive": "p two",
+        "negative_1": "n three",
+        "negative_2": "n one",
+        "positive_score": 0.75,
+        "negative_1_score": 0.125,
+        "negative_2_score": -0.5,
+    },
 ]
 EXPECTED = [(0.9, 0.5, 0.25), (0.75, 0.125, -0.5)]
 
@@ -70,7 +86,15 @@ def test_a_bad_score_names_row_and_column(tmp_path: Path, value: object, message
 
 
 def test_padded_rows_read_the_scores_of_their_real_negatives(tmp_path: Path) -> None:
-    short = {"anchor": "q three", "positive": "p three", "negative_1": "n four", "negative_2": None, "positive_score": 0.5, "negative_1_score": 0.25, "negative_2_score": None}
+    short = {
+        "anchor": "q three",
+        "positive": "p three",
+        "negative_1": "n four",
+        "negative_2": None,
+        "positive_score": 0.5,
+        "negative_1_score": 0.25,
+        "negative_2_score": None,
+    }
     path = _jsonl(tmp_path / "m.jsonl", [*ROWS, short])
     data = read_triplets(path, scores=True, pad_negatives=True)
     assert data.scores == [*EXPECTED, (0.5, 0.25)] and data.negatives[2] == ("n four",)
