@@ -224,13 +224,15 @@ def test_objective_composes_with_the_angle_terms() -> None:
 def test_embed_distill_looks_the_teacher_up_by_row_and_survives_matryoshka() -> None:
     anchors, positives, negatives, teacher, valid = _batch(8)
     g = torch.Generator().manual_seed(9)
-    table = TeacherTable(torch.randn(10, 5, generator=g, dtype=torch.float64), torch.randn(10, 5, generator=g, dtype=torch.float64),
-                         torch.randn(10, N, 5, generator=g, dtype=torch.float64))  # fmt: skip
+    vectors = torch.randn(30, 5, generator=g, dtype=torch.float64)
+    index = torch.randperm(30, generator=g)
+    table = TeacherTable(vectors, index[:10], index[10:20], index[:30].reshape(10, N))
     rows = torch.tensor([7, 2, 5, 0])
     objective = DistillObjective(DistillConfig(embed_distill_weight=1.0), table)
     out = objective(anchors, positives, negatives, teacher=Teacher(teacher, rows=rows), valid=valid)
+    teacher_negatives = vectors[table.negatives[rows]]
     expected = similarity_distill_loss(
-        anchors, torch.cat([positives, negatives[valid]]), table.anchors[rows], torch.cat([table.positives[rows], table.negatives[rows][valid]])
+        anchors, torch.cat([positives, negatives[valid]]), vectors[table.anchors[rows]], torch.cat([vectors[table.positives[rows]], teacher_negatives[valid]])
     )
     assert out.loss.item() == pytest.approx(expected.item(), rel=1e-12)
     nested = MatryoshkaObjective(objective, MatryoshkaConfig(dims=(8, 4)))

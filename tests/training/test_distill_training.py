@@ -119,9 +119,12 @@ def test_embed_distill_learns_from_a_teacher_of_another_width(tiny_bert_dir: Pat
     data = read_triplets(mined, scores=True)
     table = teacher_table(str(teacher), data)
     wide = Embedder.from_pretrained(teacher, device="cpu")
-    assert table.anchors.shape == (8, 48) and table.negatives.shape == (8, 2, 48)
-    np.testing.assert_allclose(table.negatives[3, 1].numpy(), wide.encode_document([data.negatives[3][1]])[0], atol=1e-5)
-    np.testing.assert_allclose(table.anchors[5].numpy(), wide.encode_query([data.anchor[5]])[0], atol=1e-5)
+    distinct = len(set(data.anchor)) + len({*data.positive, *(t for row in data.negatives for t in row)})
+    assert table.vectors.shape == (distinct, 48) and table.negatives.shape == (8, 2)
+    looked = table.lookup(torch.zeros(2, 3), torch.tensor([3, 5]), torch.device("cpu"))
+    np.testing.assert_allclose(looked.negatives[0, 1].numpy(), wide.encode_document([data.negatives[3][1]])[0], atol=1e-5)
+    np.testing.assert_allclose(looked.anchors[1].numpy(), wide.encode_query([data.anchor[5]])[0], atol=1e-5)
+    np.testing.assert_allclose(looked.positives[1].numpy(), wide.encode_document([data.positive[5]])[0], atol=1e-5)
     out = tmp_path / "run"
     argv = ["train", str(tiny_bert_dir), "--train-data", str(mined), "--objective", "embed-distill", "--distill-teacher", str(teacher),
             "--margin-mse-weight", "1", "--output-dir", str(out), *COMMON]  # fmt: skip

@@ -57,23 +57,34 @@ class Teacher:
 
 @dataclass(frozen=True)
 class TeacherTable:
-    """A teacher model's embeddings of every training row: anchors [N, D'], positives [N, D'],
-    negatives [N, n, D'] (zeros in padding slots), computed once before training."""
+    """A teacher model's embeddings of the training data, computed once before training: each
+    distinct text's ``vectors`` [T, D'] and, per training row, where its anchor [N], positive [N]
+    and negatives [N, n] (-1 in padding slots) are among them."""
 
+    vectors: Tensor
     anchors: Tensor
     positives: Tensor
     negatives: Tensor
 
     def __post_init__(self) -> None:
         rows = self.anchors.shape[0]
-        if self.anchors.dim() != 2 or self.positives.shape != self.anchors.shape or self.negatives.dim() != 3 or self.negatives.shape[0] != rows:
-            raise ValueError(f"teacher table: anchors and positives [N, D'] and negatives [N, n, D'], got {tuple(self.anchors.shape)}, "
-                             f"{tuple(self.positives.shape)}, {tuple(self.negatives.shape)}")  # fmt: skip
+        if (
+            self.vectors.dim() != 2
+            or self.anchors.dim() != 1
+            or self.positives.shape != (rows,)
+            or self.negatives.dim() != 2
+            or self.negatives.shape[0] != rows
+        ):
+            raise ValueError(f"teacher table: vectors [T, D'], anchors and positives [N], negatives [N, n], got {tuple(self.vectors.shape)}, "
+                             f"{tuple(self.anchors.shape)}, {tuple(self.positives.shape)}, {tuple(self.negatives.shape)}")  # fmt: skip
 
     def lookup(self, scores: Tensor, rows: Tensor, device: torch.device) -> Teacher:
-        """The :class:`Teacher` of the batch of training ``rows`` [B] (its ``scores`` kept)."""
+        """The :class:`Teacher` of the batch of training ``rows`` [B] (its ``scores`` kept; zeros
+        in the negatives' padding slots)."""
         index = rows.cpu()
-        return Teacher(scores, self.anchors[index].to(device), self.positives[index].to(device), self.negatives[index].to(device), rows)
+        negatives = self.negatives[index]
+        dense = self.vectors[negatives.clamp_min(0)] * (negatives >= 0).unsqueeze(-1)
+        return Teacher(scores, self.vectors[self.anchors[index]].to(device), self.vectors[self.positives[index]].to(device), dense.to(device), rows)
 
 
 def _valid_mask(scores: Tensor, valid: Tensor | None) -> Tensor:

@@ -99,26 +99,27 @@ def check_scored(name: str, train_set: Any) -> None:
 
 
 def teacher_table(name: str, train_set: TripletDataset, batch_size: int = 64) -> TeacherTable:
-    """The teacher model ``name``'s embeddings of every row of ``train_set`` (each distinct text once:
-    anchors as queries, positives and negatives as documents), for ``embed-distill``."""
+    """The teacher model ``name``'s embeddings of ``train_set`` for ``embed-distill``: each distinct
+    anchor embedded once as a query, each distinct positive or negative once as a document."""
     from anglekit.model import Embedder
 
     teacher = Embedder.from_pretrained(name)
-    anchors = sorted(set(train_set.anchor))
-    documents = sorted({*train_set.positive, *(text for row in train_set.negative_lists() for text in row)})
+    anchors = list(dict.fromkeys(train_set.anchor))
+    documents = list(dict.fromkeys([*train_set.positive, *(text for row in train_set.negative_lists() for text in row)]))
     logger.info("embed-distill: the teacher %s embeds %d anchors and %d documents", name, len(anchors), len(documents))
-    query_vectors = np.asarray(teacher.encode_query(anchors, batch_size=batch_size), dtype=np.float32)
-    document_vectors = np.asarray(teacher.encode_document(documents, batch_size=batch_size), dtype=np.float32)
+    vectors = np.concatenate([
+        np.asarray(teacher.encode_query(anchors, batch_size=batch_size), dtype=np.float32),
+        np.asarray(teacher.encode_document(documents, batch_size=batch_size), dtype=np.float32),
+    ])  # fmt: skip
     where_anchor = {text: i for i, text in enumerate(anchors)}
-    where_document = {text: i for i, text in enumerate(documents)}
-    width = train_set.negatives_per_row
-    negatives = np.zeros((len(train_set), width, document_vectors.shape[1]), dtype=np.float32)
+    where_document = {text: len(anchors) + i for i, text in enumerate(documents)}
+    negatives = np.full((len(train_set), train_set.negatives_per_row), -1, dtype=np.int64)
     for row, texts in enumerate(train_set.negative_lists()):
-        for k, text in enumerate(texts):
-            negatives[row, k] = document_vectors[where_document[text]]
+        negatives[row, : len(texts)] = [where_document[text] for text in texts]
     return TeacherTable(
-        torch.from_numpy(query_vectors[[where_anchor[t] for t in train_set.anchor]]),
-        torch.from_numpy(document_vectors[[where_document[t] for t in train_set.positive]]),
+        torch.from_numpy(vectors),
+        torch.tensor([where_anchor[t] for t in train_set.anchor]),
+        torch.tensor([where_document[t] for t in train_set.positive]),
         torch.from_numpy(negatives),
     )
 
