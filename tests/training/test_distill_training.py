@@ -163,3 +163,36 @@ def test_bad_data_is_one_line_naming_file_columns_row_and_objective(tiny_bert_di
 def _triplets(path: Path) -> Path:
     path.write_text("".join(json.dumps({"anchor": f"q {i}", "positive": f"p {i}", "negative": f"n {i}"}) + "\n" for i in range(4)))
     return path
+
+
+def test_gradcache_gives_the_full_batch_gradient(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """Distillation with the in-batch-negative term through GradCache: the loss and every gradient of
+    the batch embedded at once (dropout on, the same seed)."""
+    from anglekit.data.triplets import read_triplets
+    from anglekit.training.gradcache import gradcache_step
+
+    model = Embedder.from_pretrained(tiny_bert_dir, pooling="last_avg", device="cpu").double()
+    model.train()
+    data = read_triplets(_mined(tmp_path / "m.jsonl", 4), scores=True)
+    tokenized = ScoredTuples.build_scored(data, model.tokenize_unpadded)
+    inputs = ScoredCollator(model.tokenizer.pad_token_id, negatives_per_row=2)([tokenized[i] for i in range(4)])
+    objective = DistillObjective(DistillConfig(margin_mse_weight=1.0, distill_kl_weight=1.0, ibn_weight=1.0))
+    task, chunk = DistillTask(), 5
+
+    def grads() -> dict[str, torch.Tensor]:
+        return {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
+
+    torch.manual_seed(3)
+    rows = task.model_inputs(inputs)
+    parts = [model(**{k: v[s : s + chunk] for k, v in rows.items()}) for s in range(0, rows["input_ids"].shape[0], chunk)]
+    _, out, _ = task.loss_from_vectors(helpers.SoloServices(), objective, torch.cat(parts), inputs)
+    out.loss.backward()
+    loss, full = out.loss.detach(), grads()
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(3)
+    _, cached, _ = gradcache_step(task, helpers.SoloServices(), objective, model, inputs, chunk, backward=lambda value: value.backward())
+    torch.testing.assert_close(cached.loss.detach(), loss)
+    chunked = grads()
+    assert full.keys() == chunked.keys() and full
+    for name in full:
+        torch.testing.assert_close(chunked[name], full[name], rtol=1e-5, atol=1e-5, msg=name)
