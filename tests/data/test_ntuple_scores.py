@@ -59,6 +59,7 @@ def test_scores_are_read_in_every_format(tmp_path: Path, fmt: str) -> None:
     assert data.scores == EXPECTED and data.negatives == [("n one", "n two"), ("n three", "n one")]
     assert read_triplets(source).scores is None  # not asked: not read
     assert data.select([1]).scores == EXPECTED[1:]
+    assert data.summary().endswith("(anchor, positive, 2 hard negatives, teacher scores)")
 
 
 def test_without_score_columns_scores_is_none(tmp_path: Path) -> None:

@@ -498,6 +498,8 @@ class TripletDataset:
         if self.negatives is not None:
             n = self.negatives_per_row
             parts = f"anchor, positive, {'up to ' if self.padded else ''}{n} hard negative{'s' if n != 1 else ''}{', padded' if self.padded else ''}"
+            if self.scores is not None:
+                parts += ", teacher scores"
         else:
             parts = "anchor, positive, hard negative" if self.has_negatives else "anchor, positive"
         text = f"{head}: {len(self)} rows ({parts})"
