@@ -39,7 +39,7 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet", "dict"])
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet", "dict", "datasets"])
 def test_scores_are_read_in_every_format(tmp_path: Path, fmt: str) -> None:
     pd = pytest.importorskip("pandas")
     frame = pd.DataFrame(ROWS)
@@ -53,6 +53,9 @@ def test_scores_are_read_in_every_format(tmp_path: Path, fmt: str) -> None:
         pytest.importorskip("pyarrow")
         source = tmp_path / "m.parquet"
         frame.to_parquet(source)
+    elif fmt == "datasets":
+        datasets = pytest.importorskip("datasets")
+        source = datasets.Dataset.from_list(ROWS)
     else:
         source = {key: [row[key] for row in ROWS] for key in ROWS[0]}
     data = read_triplets(source, scores=True)
