@@ -11,7 +11,15 @@ import torch
 from torch import Tensor
 
 from anglekit.errors import ConfigError
-from anglekit.losses import AnglEObjective, MatryoshkaConfig, MatryoshkaObjective, ObjectiveConfig
+from anglekit.losses import (
+    AnglEObjective,
+    DistillKLLoss,
+    MarginMSELoss,
+    MatryoshkaConfig,
+    MatryoshkaObjective,
+    ObjectiveConfig,
+    SimilarityDistillLoss,
+)
 from anglekit.losses.distill import (
     DistillConfig,
     DistillObjective,
@@ -107,6 +115,7 @@ def test_similarity_distill_matches_loop_for_a_teacher_of_another_width() -> Non
     teacher_rows, teacher_columns = torch.randn(3, 13, generator=g, dtype=torch.float64), torch.randn(5, 13, generator=g, dtype=torch.float64)
     got = similarity_distill_loss(rows, columns, teacher_rows, teacher_columns).item()
     assert got == pytest.approx(_ref_similarity(rows, columns, teacher_rows, teacher_columns), rel=1e-12)
+    assert SimilarityDistillLoss()(rows, columns, teacher_rows, teacher_columns).item() == pytest.approx(got, rel=1e-15)
     keep = torch.tensor([True, False, True, True, False])
     masked = similarity_distill_loss(rows, columns, teacher_rows, teacher_columns, keep).item()
     assert masked == pytest.approx(_ref_similarity(rows, columns[keep], teacher_rows, teacher_columns[keep]), rel=1e-12)
@@ -181,6 +190,7 @@ def test_equal_to_sentence_transformers(similarity: str) -> None:
     ours = student_scores(anchors, positives, negatives, similarity)
     theirs_mm = losses.MarginMSELoss(None, similarity_fct=fn).compute_loss_from_embeddings(columns, teacher)
     assert margin_mse_loss(ours, teacher).item() == pytest.approx(theirs_mm.item(), rel=1e-12)
+    assert MarginMSELoss(similarity)(anchors, positives, negatives, teacher).item() == pytest.approx(theirs_mm.item(), rel=1e-12)
     # the margins given directly (sentence-transformers' other label layout) are the same loss
     margins = teacher[:, :1] - teacher[:, 1:]
     assert losses.MarginMSELoss(None, similarity_fct=fn).compute_loss_from_embeddings(columns, margins).item() == pytest.approx(theirs_mm.item(), rel=1e-12)
@@ -193,6 +203,8 @@ def test_equal_to_sentence_transformers(similarity: str) -> None:
             theirs = kl.compute_loss_from_embeddings(columns, teacher).item()
         # sentence-transformers multiplies the same KL by the student temperature squared
         assert distill_kl_loss(ours, teacher, temperature=tau_s, teacher_temperature=tau_t).item() * tau_s**2 == pytest.approx(theirs, rel=1e-10)
+        module = DistillKLLoss(tau_s, tau_t, similarity)
+        assert module(anchors, positives, negatives, teacher).item() * tau_s**2 == pytest.approx(theirs, rel=1e-10)
 
 
 # ----------------------------------------------------------------------------- the objective
@@ -276,6 +288,10 @@ def test_bad_tensors_are_named() -> None:
         margin_mse_loss(scores[:, :1], teacher[:, :1])
     with pytest.raises(ValueError, match="valid must be a bool tensor of shape"):
         margin_mse_loss(scores, teacher, valid[:, :2])
+    with pytest.raises(ValueError, match="unknown similarity 'angle'"):
+        MarginMSELoss("angle")
+    with pytest.raises(ConfigError, match="temperature must be a finite number > 0"):
+        DistillKLLoss(0.0)
     with pytest.raises(ValueError, match="negatives must be"):
         student_scores(anchors, positives, negatives[:, :, :3])
     with pytest.raises(ValueError, match="do not match the student's"):

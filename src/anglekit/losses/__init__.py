@@ -23,10 +23,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from anglekit.losses.configs import CONTRASTIVE_PRESETS, PRESETS, ContrastiveConfig, ObjectiveConfig
     from anglekit.losses.contrastive import ContrastiveObjective, InfoNCELoss, duplicate_negative_mask, info_nce_loss
     from anglekit.losses.cosine import CosineLoss
-    from anglekit.losses.distill import DistillObjective, Teacher, TeacherTable, distill_kl_loss, margin_mse_loss, similarity_distill_loss, student_scores
+    from anglekit.losses.distill import DistillObjective, Teacher, TeacherTable
     from anglekit.losses.distill_configs import DISTILL_PRESETS, DistillConfig
+    from anglekit.losses.distill_kl import DistillKLLoss, distill_kl_loss
+    from anglekit.losses.embed_distill import SimilarityDistillLoss, similarity_distill_loss
     from anglekit.losses.ese import ESEConfig, ESEObjective, compression_loss, pca_targets
     from anglekit.losses.ibn import InBatchNegativeLoss, in_batch_negative_loss
+    from anglekit.losses.margin_mse import MarginMSELoss, margin_mse_loss
     from anglekit.losses.matryoshka import MatryoshkaConfig, MatryoshkaObjective, check_nested_dims
     from anglekit.losses.ranking import ranking_loss
     from anglekit.losses.registry import (
@@ -39,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
         register_objective_family,
     )
     from anglekit.losses.scores import SCORES, ScoreFn, angle_score_phase, angle_score_reference, cosine_score, get_score
+    from anglekit.losses.teacher_scores import student_scores
 
 _LAZY: dict[str, str] = {
     **dict.fromkeys(["ANGLE_VARIANTS", "AngleLoss", "angle_score_for"], "anglekit.losses.angle"),
@@ -47,10 +51,11 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["CONTRASTIVE_PRESETS", "PRESETS", "ContrastiveConfig", "ObjectiveConfig"], "anglekit.losses.configs"),
     **dict.fromkeys(["ContrastiveObjective", "InfoNCELoss", "duplicate_negative_mask", "info_nce_loss"], "anglekit.losses.contrastive"),
     **dict.fromkeys(["CosineLoss"], "anglekit.losses.cosine"),
-    **dict.fromkeys(
-        ["DistillObjective", "Teacher", "TeacherTable", "distill_kl_loss", "margin_mse_loss", "similarity_distill_loss", "student_scores"],
-        "anglekit.losses.distill",
-    ),
+    **dict.fromkeys(["DistillObjective", "Teacher", "TeacherTable"], "anglekit.losses.distill"),
+    **dict.fromkeys(["DistillKLLoss", "distill_kl_loss"], "anglekit.losses.distill_kl"),
+    **dict.fromkeys(["SimilarityDistillLoss", "similarity_distill_loss"], "anglekit.losses.embed_distill"),
+    **dict.fromkeys(["MarginMSELoss", "margin_mse_loss"], "anglekit.losses.margin_mse"),
+    **dict.fromkeys(["student_scores"], "anglekit.losses.teacher_scores"),
     **dict.fromkeys(["DISTILL_PRESETS", "DistillConfig"], "anglekit.losses.distill_configs"),
     **dict.fromkeys(["ESEConfig", "ESEObjective", "compression_loss", "pca_targets"], "anglekit.losses.ese"),
     **dict.fromkeys(["InBatchNegativeLoss", "in_batch_negative_loss"], "anglekit.losses.ibn"),
@@ -86,17 +91,20 @@ __all__ = [
     "ContrastiveObjective",
     "CosineLoss",
     "DistillConfig",
+    "DistillKLLoss",
     "DistillObjective",
     "ESEConfig",
     "ESEObjective",
     "InBatchNegativeLoss",
     "InfoNCELoss",
+    "MarginMSELoss",
     "MatryoshkaConfig",
     "MatryoshkaObjective",
     "ObjectiveConfig",
     "ObjectiveFamily",
     "ObjectiveOutput",
     "ScoreFn",
+    "SimilarityDistillLoss",
     "Teacher",
     "TeacherTable",
     "all_presets",

@@ -6,12 +6,15 @@ t_i = (t_i0, t_i1, .., t_in) of (a_i, p_i) and (a_i, n_ik) (``*_score`` columns,
 ``anglekit mine`` writes). The student's scores s_i are cos(a_i, ·) or the dot product. ``valid``
 [B, n] marks the real negatives of padded rows (``--pad-negatives``); the padding enters no term.
 
+Each term is a small module over a pure tensor function (re-exported here):
+
 * :func:`margin_mse_loss` (Hofstaetter et al. 2020): mean over (i, k) of
-  ((s_i0 − s_ik) − (t_i0 − t_ik))²; sentence-transformers' MarginMSELoss on the same scores.
+  ((s_i0 − s_ik) − (t_i0 − t_ik))²; sentence-transformers' MarginMSELoss on the same scores (:mod:`.margin_mse`).
 * :func:`distill_kl_loss`: (1/B) Σ_i KL(softmax(t_i/τ_t) ‖ softmax(s_i/τ_s)); sentence-transformers'
-  DistillKLDivLoss is this times τ_s² (Hinton's factor, see docs/objectives.md).
+  DistillKLDivLoss is this times τ_s² (Hinton's factor, see docs/objectives.md; :mod:`.distill_kl`).
 * :func:`similarity_distill_loss`: mean over (i, j) of (cos(a_i, d_j) − cos(a'_i, d'_j))², d_j
-  every positive and real negative of the batch, primes the teacher's embeddings (any width).
+  every positive and real negative of the batch, primes the teacher's embeddings (any width;
+  :mod:`.embed_distill`).
 
 :class:`DistillObjective` weighs them and the AnglE terms on the same rows (:class:`DistillConfig`).
 """
@@ -24,9 +27,12 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from anglekit.losses._common import check_tau, unit_rows
 from anglekit.losses.combined import AnglEObjective, ObjectiveOutput
-from anglekit.losses.distill_configs import DISTILL_SIMILARITIES, DistillConfig
+from anglekit.losses.distill_configs import DistillConfig
+from anglekit.losses.distill_kl import distill_kl_loss
+from anglekit.losses.embed_distill import similarity_distill_loss
+from anglekit.losses.margin_mse import margin_mse_loss
+from anglekit.losses.teacher_scores import student_scores, valid_mask
 
 __all__ = [
     "DistillConfig",
@@ -87,114 +93,6 @@ class TeacherTable:
         return Teacher(scores, self.vectors[self.anchors[index]].to(device), self.vectors[self.positives[index]].to(device), dense.to(device), rows)
 
 
-def _valid_mask(scores: Tensor, valid: Tensor | None) -> Tensor:
-    """[B, n] bool of the real negatives (all of them when ``valid`` is None)."""
-    rows, width = scores.shape[0], scores.shape[1] - 1
-    if valid is None:
-        return torch.ones(rows, width, dtype=torch.bool, device=scores.device)
-    if valid.shape != (rows, width) or valid.dtype != torch.bool:
-        raise ValueError(f"valid must be a bool tensor of shape [{rows}, {width}], got {valid.dtype} {tuple(valid.shape)}")
-    return valid.to(scores.device)
-
-
-def _check_scores(student: Tensor, teacher: Tensor, valid: Tensor | None) -> Tensor:
-    """The [B, n] mask of real negatives; a ValueError for shapes that do not match or a teacher
-    score that is not finite where it is used (naming the batch row and column)."""
-    if student.dim() != 2 or student.shape[1] < 2:
-        raise ValueError(f"student scores must have shape [B, 1 + n] with n >= 1 negatives, got {tuple(student.shape)}")
-    if teacher.shape != student.shape:
-        raise ValueError(f"teacher scores {tuple(teacher.shape)} do not match the student's {tuple(student.shape)} ([B, 1 + n])")
-    mask = _valid_mask(student, valid)
-    used = torch.cat([torch.ones_like(mask[:, :1]), mask], dim=1)
-    bad = (~torch.isfinite(teacher)) & used
-    if bool(bad.any()):
-        row, column = (int(v) for v in bad.nonzero()[0])
-        what = "the positive" if column == 0 else f"negative {column}"
-        raise ValueError(f"teacher score of batch row {row}, {what}, is {float(teacher[row, column])}: teacher scores must be finite")
-    return mask
-
-
-def student_scores(anchors: Tensor, positives: Tensor, negatives: Tensor, similarity: str = "cosine") -> Tensor:
-    """[B, 1 + n]: the student's score of (a_i, p_i), then of (a_i, n_ik); ``anchors``, ``positives``
-    [B, D], ``negatives`` [B, n, D]; ``similarity`` cosine or dot."""
-    if similarity not in DISTILL_SIMILARITIES:
-        raise ValueError(f"unknown similarity {similarity!r}; valid: {', '.join(DISTILL_SIMILARITIES)}")
-    if anchors.dim() != 2 or positives.shape != anchors.shape:
-        raise ValueError(f"anchors and positives must both be [B, D], got {tuple(anchors.shape)} and {tuple(positives.shape)}")
-    if negatives.dim() != 3 or negatives.shape[0] != anchors.shape[0] or negatives.shape[2] != anchors.shape[1]:
-        raise ValueError(f"negatives must be [B, n, D] = [{anchors.shape[0]}, n, {anchors.shape[1]}], got {tuple(negatives.shape)}")
-    if similarity == "cosine":
-        anchors, positives, negatives = unit_rows(anchors), unit_rows(positives), unit_rows(negatives)
-    positive = (anchors * positives).sum(-1, keepdim=True)
-    negative = torch.einsum("bd,bnd->bn", anchors, negatives)
-    return torch.cat([positive, negative], dim=1)
-
-
-def margin_mse_loss(student: Tensor, teacher: Tensor, valid: Tensor | None = None) -> Tensor:
-    """Mean over the real negatives (i, k) of ((s_i0 − s_ik) − (t_i0 − t_ik))².
-
-    ``student``, ``teacher``: [B, 1 + n] scores, the positive's first; ``valid``: [B, n] bool.
-    The teacher is a target (no gradient flows to it). 0 (with a gradient path) without negatives.
-    """
-    mask = _check_scores(student, teacher, valid)
-    teacher = teacher.detach().to(student.dtype)
-    student_margin = student[:, :1] - student[:, 1:]
-    teacher_margin = torch.where(mask, teacher[:, :1] - teacher[:, 1:], torch.zeros_like(student_margin))
-    squared = torch.where(mask, (student_margin - teacher_margin) ** 2, torch.zeros_like(student_margin))
-    return squared.sum() / mask.sum().clamp_min(1)
-
-
-def distill_kl_loss(
-    student: Tensor, teacher: Tensor, valid: Tensor | None = None, *, temperature: float = 0.05, teacher_temperature: float | None = None
-) -> Tensor:
-    """(1/B) Σ_i KL(softmax(t_i/τ_t) ‖ softmax(s_i/τ_s)) over each row's positive and real negatives.
-
-    ``temperature`` τ_s divides the student's scores, ``teacher_temperature`` τ_t (default τ_s) the
-    teacher's. Its gradient in s_ik is (p_ik − q_ik)/τ_s (p the student's softmax, q the teacher's),
-    the scale of the in-batch-negative term's, so it composes with the AnglE terms at weight 1;
-    sentence-transformers' DistillKLDivLoss multiplies the same KL by τ_s².
-    """
-    tau_s = check_tau(temperature, "temperature")
-    tau_t = tau_s if teacher_temperature is None else check_tau(teacher_temperature, "teacher_temperature")
-    mask = _check_scores(student, teacher, valid)
-    used = torch.cat([torch.ones_like(mask[:, :1]), mask], dim=1)
-    teacher = teacher.detach().to(student.dtype)
-    low = torch.finfo(student.dtype).min
-    student_log = torch.log_softmax(torch.where(used, student / tau_s, torch.full_like(student, low)), dim=1)
-    teacher_log = torch.log_softmax(torch.where(used, teacher / tau_t, torch.full_like(teacher, low)), dim=1)
-    teacher_prob = torch.where(used, teacher_log.exp(), torch.zeros_like(teacher_log))
-    terms = teacher_prob * (torch.where(used, teacher_log, torch.zeros_like(teacher_log)) - torch.where(used, student_log, torch.zeros_like(student_log)))
-    return terms.sum() / student.shape[0]
-
-
-def similarity_distill_loss(
-    student_rows: Tensor, student_columns: Tensor, teacher_rows: Tensor, teacher_columns: Tensor, column_valid: Tensor | None = None
-) -> Tensor:
-    """Mean over (i, j) of (cos(x_i, y_j) − cos(x'_i, y'_j))²: the student's cosine matrix of rows
-    [B, D] against columns [C, D] matched to the teacher's of rows [B, D'] and columns [C, D'] (D'
-    any width: only cosines are compared). ``column_valid`` [C] bool leaves columns out."""
-    if student_rows.dim() != 2 or student_columns.dim() != 2 or student_rows.shape[1] != student_columns.shape[1]:
-        raise ValueError(f"student rows and columns must be [B, D] and [C, D], got {tuple(student_rows.shape)} and {tuple(student_columns.shape)}")
-    if teacher_rows.dim() != 2 or teacher_columns.dim() != 2 or teacher_rows.shape[1] != teacher_columns.shape[1]:
-        raise ValueError(f"teacher rows and columns must be [B, D'] and [C, D'], got {tuple(teacher_rows.shape)} and {tuple(teacher_columns.shape)}")
-    if teacher_rows.shape[0] != student_rows.shape[0] or teacher_columns.shape[0] != student_columns.shape[0]:
-        raise ValueError(
-            f"the teacher's rows and columns ({teacher_rows.shape[0]}, {teacher_columns.shape[0]}) do not match the student's "
-            f"({student_rows.shape[0]}, {student_columns.shape[0]})"
-        )
-    if not bool(torch.isfinite(teacher_rows).all() and torch.isfinite(teacher_columns).all()):
-        raise ValueError("teacher embeddings must be finite")
-    student_cos = unit_rows(student_rows) @ unit_rows(student_columns).T
-    teacher_cos = (unit_rows(teacher_rows.detach()) @ unit_rows(teacher_columns.detach()).T).to(student_cos.dtype)
-    squared = (student_cos - teacher_cos) ** 2
-    if column_valid is None:
-        return squared.mean()
-    if column_valid.shape != (student_columns.shape[0],) or column_valid.dtype != torch.bool:
-        raise ValueError(f"column_valid must be a bool tensor of shape [{student_columns.shape[0]}], got {column_valid.dtype} {tuple(column_valid.shape)}")
-    keep = column_valid.to(squared.device).unsqueeze(0).expand_as(squared)
-    return torch.where(keep, squared, torch.zeros_like(squared)).sum() / keep.sum().clamp_min(1)
-
-
 class DistillObjective(nn.Module):
     """``w_mm·L_margin-mse + w_kl·L_distill-kl + w_ed·L_embed-distill`` plus the AnglE terms on the
     same rows (each expanded into the pairs (anchor, positive, 1), (anchor, negative_k, 0), grouped
@@ -227,7 +125,7 @@ class DistillObjective(nn.Module):
         text ids (``negative_ids`` [B, n], -1 for padding) for the in-batch-negative term."""
         cfg = self.config
         components: dict[str, Tensor] = {}
-        mask = None if valid is None else _valid_mask(teacher.scores, valid)
+        mask = None if valid is None else valid_mask(teacher.scores, valid)
         if cfg.margin_mse_weight > 0 or cfg.distill_kl_weight > 0:
             scores = student_scores(anchors, positives, negatives, cfg.distill_similarity)
             if cfg.margin_mse_weight > 0:

@@ -58,7 +58,9 @@ class DistillConfig:
         None, minimum=0, exclusive_minimum=True, help="distill-kl: the teacher scores' temperature (default: --distill-temperature)."
     )
     distill_teacher: str | None = setting(
-        None, metavar="MODEL", help="embed-distill: the teacher model (hub id, folder, pypi:NAME) whose cosine matrix over each batch the student learns; any width."
+        None,
+        metavar="MODEL",
+        help="embed-distill: the teacher model (hub id, folder, pypi:NAME) whose cosine matrix over each batch the student learns; any width.",
     )
     cosine_weight: float = same_setting(ObjectiveConfig, "cosine_weight", default=0.0)
     ibn_weight: float = same_setting(ObjectiveConfig, "ibn_weight", default=0.0)
