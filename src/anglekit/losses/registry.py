@@ -21,13 +21,17 @@ batch_kind       built-in presets                                       a batch 
                                                                         dropout views)
 ``triplets``     simcse-sup, simace-sup                                 anchor, positive,
                                                                         [hard negative]
+``scored``       margin-mse, distill-kl, embed-distill                  n-tuples with the
+                                                                        teacher's scores
 ===============  =====================================================  ==================
 
 The objective module takes the batch kind's tensors and returns an
 :class:`~anglekit.losses.combined.ObjectiveOutput`: for ``pairs`` ``(x, y, labels, ids1, ids2)``
 (as :class:`~anglekit.losses.combined.AnglEObjective`), for ``sentences`` and ``triplets``
 ``(anchors, positives[, hard_negatives], *, anchor_ids, positive_ids, negative_ids, offset)`` (as
-:class:`~anglekit.losses.contrastive.ContrastiveObjective`).
+:class:`~anglekit.losses.contrastive.ContrastiveObjective`), for ``scored`` ``(anchors, positives,
+negatives, *, teacher, valid, anchor_ids, positive_ids, negative_ids)`` (as
+:class:`~anglekit.losses.distill.DistillObjective`).
 
 A family lists its *terms* (:class:`Term`): which knobs act only through one term, and when that
 term is off (its weight is 0, or a condition on the config). A knob given for a term that is off
@@ -64,6 +68,7 @@ from anglekit.config import Setting, settings_of
 from anglekit.errors import ConfigError
 from anglekit.losses._common import preset_with_overrides
 from anglekit.losses.configs import CONTRASTIVE_PRESETS, PRESETS, ContrastiveConfig, ObjectiveConfig
+from anglekit.losses.distill_configs import DISTILL_PRESETS, DistillConfig
 from anglekit.plugins import GROUPS, Registry
 
 logger = logging.getLogger(__name__)
@@ -358,6 +363,12 @@ def _contrastive_objective(config: ContrastiveConfig) -> Any:
     return ContrastiveObjective(config)
 
 
+def _distill_objective(config: DistillConfig) -> Any:
+    from anglekit.losses.distill import DistillObjective
+
+    return DistillObjective(config)
+
+
 register_objective_family(
     ObjectiveFamily(
         name="angle",
@@ -390,5 +401,23 @@ register_objective_family(
                 off="the batches are sentences, which have no hard negatives (use a *-sup preset and triplets)",
             ),
         ),
+    )
+)
+register_objective_family(
+    ObjectiveFamily(
+        name="distill",
+        config_cls=DistillConfig,
+        presets=DISTILL_PRESETS,
+        build=_distill_objective,
+        batch_kind="scored",
+        description="the distillation objectives (margin-mse, distill-kl, embed-distill)",
+        terms=(
+            Term("distill-kl", ("distill_temperature", "teacher_temperature"), weight="distill_kl_weight"),
+            Term("embed-distill", ("distill_teacher",), weight="embed_distill_weight"),
+            Term("cosine", ("cosine_tau",), weight="cosine_weight"),
+            Term("in-batch-negative", ("ibn_tau", "ibn_similarity", "ibn_detect_duplicates"), weight="ibn_weight"),
+            Term("angle", ("angle_tau", "angle_variant"), weight="angle_weight"),
+        ),
+        check_sizes=_angle_sizes,
     )
 )

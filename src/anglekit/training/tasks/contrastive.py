@@ -95,6 +95,10 @@ class TokenizedTriplet:
     negatives: tuple[list[int], ...] | None = None
     """n-tuples: the row's hard negatives (``negative`` is then None and ``text_ids`` holds the
     anchor's, the positive's and then each negative's id)."""
+    scores: tuple[float, ...] | None = None
+    """Distillation: the teacher's scores of the positive and of each negative."""
+    row: int = -1
+    """Distillation: the training row (for the teacher's embeddings of it)."""
 
 
 class TokenizedTriplets(Dataset):
