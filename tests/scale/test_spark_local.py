@@ -51,6 +51,7 @@ def java_problem() -> str | None:
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),  # pyspark 4.3 on pandas 3; it works
     pytest.mark.skipif(importlib.util.find_spec("pyspark") is None, reason="pyspark is not installed (pip install 'anglekit[spark]')"),
 ]
 
