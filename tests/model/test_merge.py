@@ -206,9 +206,15 @@ def _wider(tmp_path: Path, folder: Path) -> Path:
 MISMATCHES: dict[str, tuple[Callable[[Path, Path, Path], Path], list[str]]] = {
     "pooling": (lambda bert, tmp, f: _saved_variant(bert, f, pooling="last_avg"), ["pooling ('cls' vs 'last_avg')"]),
     "prompts": (lambda bert, tmp, f: _saved_variant(bert, f, query_prompt="query: {text}"), ["query_prompt (None vs 'query: {text}')"]),
-    "normalize and max length": (lambda bert, tmp, f: _saved_variant(bert, f, normalize=True, max_length=64), ["normalize (False vs True)", "max_length (128 vs 64)"]),
+    "normalize and max length": (
+        lambda bert, tmp, f: _saved_variant(bert, f, normalize=True, max_length=64),
+        ["normalize (False vs True)", "max_length (128 vs 64)"],
+    ),
     "hidden size": (lambda bert, tmp, f: _wider(tmp, f), ["config.hidden_size (32 vs 48)", "config.intermediate_size (64 vs 96)"]),
-    "architecture": (lambda bert, tmp, f: helpers.build_tiny_llama(f), ["architecture (BertModel vs LlamaModel)", "config.model_type ('bert' vs 'llama')", "tokenizer.vocab"]),
+    "architecture": (
+        lambda bert, tmp, f: helpers.build_tiny_llama(f),
+        ["architecture (BertModel vs LlamaModel)", "config.model_type ('bert' vs 'llama')", "tokenizer.vocab"],
+    ),
     "tokenizer": (lambda bert, tmp, f: _lowercase_off(bert, f), ["tokenizer.probe"]),
 }
 
@@ -267,6 +273,8 @@ def test_check_weights_and_folder_names() -> None:
     assert [folder_name(w) for w in (0.0, 0.25, 0.5, 1.0)] == ["w0", "w0.25", "w0.5", "w1"]
     with pytest.raises(ConfigError, match="at least one"):
         check_weights([])
+    with pytest.raises(ConfigError, match="would share the folder w0.1"):
+        check_weights([0.1, 0.1000000001])
 
 
 def test_an_input_as_output_is_refused(tiny_bert_dir: Path, trained_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -279,7 +287,9 @@ def test_an_input_as_output_is_refused(tiny_bert_dir: Path, trained_bert: Path, 
     assert sorted(p.name for p in trained_bert.iterdir()) == before
 
 
-def test_a_folder_with_files_is_refused_and_an_empty_one_used(tiny_bert_dir: Path, trained_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_folder_with_files_is_refused_and_an_empty_one_used(
+    tiny_bert_dir: Path, trained_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     full = tmp_path / "full"
     full.mkdir()
     (full / "notes.txt").write_text("mine")

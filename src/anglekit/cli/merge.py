@@ -40,8 +40,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         nargs="+",
         required=True,
         metavar="W",
-        help="TRAINED's share, a number in [0, 1]: 1 = TRAINED, 0 = START. Several (--weight 0.25 0.5 0.75) "
-        "write one folder each, DIR/w0.25, DIR/w0.5, ...",
+        help="TRAINED's share, a number in [0, 1]: 1 = TRAINED, 0 = START. Several (--weight 0.25 0.5 0.75) write one folder each, DIR/w0.25, DIR/w0.5, ...",
     )
     add_output_dir(parser, required=True, help="folder for the merged model (must not exist, or be empty)")
     add_load_settings(parser, ("device", "dtype", "trust_remote_code"), defaults={"device": "cpu"})

@@ -22,6 +22,7 @@ merge recorded in the model card (:attr:`~anglekit.model.card.ModelCardData.merg
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import os
@@ -62,13 +63,18 @@ def check_weight(weight: Any) -> float:
 
 
 def check_weights(weights: Sequence[Any]) -> list[float]:
-    """Each of ``weights`` checked by :func:`check_weight`; none, or one given twice, is a ConfigError."""
+    """Each of ``weights`` checked by :func:`check_weight`; none, or two that would share a folder
+    (:func:`folder_name`: one given twice), is a ConfigError."""
     values = [check_weight(w) for w in weights]
     if not values:
         raise ConfigError("give at least one weight")
-    repeated = sorted({w for w in values if values.count(w) > 1})
-    if repeated:
-        raise ConfigError(f"weight {repeated[0]:g} is given twice")
+    seen: dict[str, float] = {}
+    for value in values:
+        name = folder_name(value)
+        if name in seen:
+            twice = f"weight {value:g} is given twice" if seen[name] == value else f"weights {seen[name]!r} and {value!r} would share the folder {name}"
+            raise ConfigError(twice)
+        seen[name] = value
     return values
 
 
@@ -131,7 +137,7 @@ def differences(start: Any, trained: Any) -> list[str]:
 
 def check_mergeable(start: Any, trained: Any, names: tuple[str, str] = ("start", "trained")) -> None:
     """A ConfigError naming every field in which ``start`` and ``trained`` differ (:func:`differences`)."""
-    for name, model in zip(names, (start, trained)):
+    for name, model in zip(names, (start, trained), strict=True):
         if model.has_lora:
             raise ConfigError(f"{name}: has LoRA adapters; merge them into their base first (Embedder.merge_lora)")
         if getattr(unwrap(model.backbone), "quantization_method", None) is not None:
@@ -167,9 +173,7 @@ def average_backbone(target: Any, start: Any, trained: Any, weight: float) -> No
     shapes = [f"{n} {tuple(ours[n].shape)} vs {tuple(theirs[n].shape)}" for n in ours if ours[n].shape != theirs[n].shape]
     integers = [n for n in ours if not ours[n].is_floating_point() and not torch.equal(ours[n].cpu(), theirs[n].cpu())]
     if shapes or integers:
-        raise ConfigError(
-            "cannot average: " + "; ".join([*(f"shape of {s}" for s in shapes[:5]), *(f"integer tensor {n} differs" for n in integers[:5])])
-        )
+        raise ConfigError("cannot average: " + "; ".join([*(f"shape of {s}" for s in shapes[:5]), *(f"integer tensor {n} differs" for n in integers[:5])]))
     with torch.no_grad():
         for name, tensor in goal.items():
             a, b = ours[name].detach(), theirs[name].detach()
@@ -317,10 +321,9 @@ def _missing_parents(target: Path) -> list[Path]:
 
 
 def _remove_if_empty(folder: Path) -> None:
-    try:
+    """Remove a folder this merge made, unless something else was put there meanwhile."""
+    with contextlib.suppress(OSError):  # not empty (or gone): it is not ours to remove
         folder.rmdir()
-    except OSError:
-        pass
 
 
 def _rename(staging: Path, target: Path) -> None:
