@@ -138,6 +138,8 @@ def test_merge_embedders_leaves_its_inputs_as_they_were(load_bert: Callable[...,
     name = "encoder.layer.0.attention.self.query.weight"
     expected = (0.5 * start.backbone.state_dict()[name].double() + 0.5 * before[name].double()).float()
     assert torch.equal(merged.backbone.state_dict()[name], expected)
+    assert merged.card.merge["weight"] == 0.5 and merged.card.merge["trained_fingerprint"] == trained.fingerprint()
+    assert merged.card.merge["start_fingerprint"] == start.fingerprint() and merged.card.scores == {}
 
 
 # ------------------------------------------------------------------ LoRA

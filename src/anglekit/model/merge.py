@@ -190,20 +190,55 @@ def average_backbone(target: Any, start: Any, trained: Any, weight: float) -> No
             tensor.data = value.to(tensor.device).clone()
 
 
-def merge_embedders(start: Any, trained: Any, weight: float, *, names: tuple[str, str] = ("start", "trained")) -> Any:
+def merge_embedders(
+    start: Any, trained: Any, weight: float, *, names: tuple[str, str] | None = None, fingerprints: tuple[str, str] | None = None, lora: bool = False
+) -> Any:
     """A new Embedder with ``trained``'s tokenizer and settings and the weights
     ``(1 - weight) * start + weight * trained`` (:func:`average_backbone`); both models are left as
-    they were. ``names`` name them in errors. The settings' ``early_exit`` holds only when both had it."""
+    they were. The settings' ``early_exit`` holds only when both had it.
+
+    ``names`` name the models in errors and in the card (default: where they were loaded from);
+    ``fingerprints`` are theirs as recorded (default: computed now); ``lora``: adapters were folded
+    in before. The new model's card (:func:`merged_card`) records the merge.
+    """
     import copy
 
     from anglekit.model.embedder import Embedder
 
     weight = check_weight(weight)
+    names = names or (start.source or "start", trained.source or "trained")
     check_mergeable(start, trained, names)
     backbone = copy.deepcopy(trained.backbone)
     average_backbone(backbone, start.backbone, trained.backbone, weight)
     config = replace(trained.config, early_exit=start.config.early_exit and trained.config.early_exit, base_model=None, base_gguf_file=None)
-    return Embedder(backbone, trained.tokenizer, config, source=trained.source, card=trained.card)
+    record = provenance(names, fingerprints or (start.fingerprint(), trained.fingerprint()), weight, lora=lora)
+    return Embedder(backbone, trained.tokenizer, config, source=trained.source, card=merged_card(trained.card, names[0], record))
+
+
+def provenance(names: tuple[str, str], fingerprints: tuple[str, str], weight: float, *, lora: bool = False) -> dict[str, Any]:
+    """The merge as the model card records it: both models (local paths made absolute), their
+    fingerprints, the weight and the formula."""
+
+    def where(name: str) -> str:
+        path = Path(name).expanduser()
+        return str(path.resolve()) if not name.startswith("pypi:") and path.exists() else name
+
+    record = {"start": where(names[0]), "start_fingerprint": fingerprints[0], "trained": where(names[1]),
+              "trained_fingerprint": fingerprints[1], "weight": weight, "formula": FORMULA}  # fmt: skip
+    if lora:
+        record["lora"] = "adapters folded into their base before averaging"
+    return record
+
+
+def merged_card(trained_card: ModelCardData | None, start: str, record: dict[str, Any]) -> ModelCardData:
+    """The trained model's card (its data and training kept, its scores dropped: they are not the
+    merged model's) with ``start`` as its base and the merge ``record`` (:func:`provenance`)."""
+    card = ModelCardData.from_dict((trained_card or ModelCardData()).to_dict())
+    card.scores = {}
+    card.base_model, card.base_gguf_file = start, None
+    card.merge = record
+    card.tags = list(dict.fromkeys([*card.tags, "merge"]))
+    return card
 
 
 # ----------------------------------------------------------------- from names to folders
@@ -233,32 +268,6 @@ def load_for_merge(name: str, settings: LoadSettings | None = None) -> Loaded:
     if had_lora:
         model.merge_lora()
     return Loaded(name, model, fingerprint, had_lora)
-
-
-def provenance(start: Loaded, trained: Loaded, weight: float) -> dict[str, Any]:
-    """The merge as the model card records it: both models (local paths made absolute), their
-    fingerprints, the weight and the formula."""
-
-    def where(name: str) -> str:
-        path = Path(name).expanduser()
-        return str(path.resolve()) if not name.startswith("pypi:") and path.exists() else name
-
-    record = {"start": where(start.name), "start_fingerprint": start.fingerprint, "trained": where(trained.name),
-              "trained_fingerprint": trained.fingerprint, "weight": weight, "formula": FORMULA}  # fmt: skip
-    if trained.had_lora or start.had_lora:
-        record["lora"] = "adapters folded into their base before averaging"
-    return record
-
-
-def merged_card(start: Loaded, trained: Loaded, weight: float) -> ModelCardData:
-    """The trained model's card (its data and training kept, its scores dropped: they are not the
-    merged model's) with the start as its base and the merge recorded."""
-    card = ModelCardData.from_dict((trained.model.card or ModelCardData()).to_dict())
-    card.scores = {}
-    card.base_model, card.base_gguf_file = start.name, None
-    card.merge = provenance(start, trained, weight)
-    card.tags = list(dict.fromkeys([*card.tags, "merge"]))
-    return card
 
 
 def check_output(output: str | os.PathLike[str], inputs: Sequence[str]) -> Path:
@@ -305,9 +314,10 @@ def merge_models(start: str, trained: str, weights: Sequence[float], output_dir:
 
 def _write(start: Loaded, trained: Loaded, weight: float, folder: Path, *, final: Path) -> None:
     """One merged model saved in ``folder`` (to be renamed to ``final``, the name its card shows)."""
-    merged = merge_embedders(start.model, trained.model, weight, names=(start.name, trained.name))
-    merged.save_pretrained(folder, card=merged_card(start, trained, weight))
-    write_card(merged, folder, name=str(final))
+    merged = merge_embedders(start.model, trained.model, weight, names=(start.name, trained.name),
+                             fingerprints=(start.fingerprint, trained.fingerprint), lora=start.had_lora or trained.had_lora)  # fmt: skip
+    merged.save_pretrained(folder)
+    write_card(merged, folder, name=str(final))  # the card names the folder where it ends up, not the staging one
 
 
 def _missing_parents(target: Path) -> list[Path]:
