@@ -49,7 +49,7 @@ def texts_file(tmp_path: Path) -> Path:
 # ------------------------------------------------------------------ the same options everywhere
 
 
-@pytest.mark.parametrize("command", ["eval", "encode", "merge-lora", "train", "generate"])
+@pytest.mark.parametrize("command", ["eval", "encode", "merge", "merge-lora", "train", "generate"])
 def test_commands_that_load_a_model_have_the_loading_options(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     out = _help([command], capsys)
     for option in LOADING_OPTIONS:

@@ -18,8 +18,9 @@ wins back part of the loss (docs/retrieval.md, "Keep what the model knew").
 
 LoRA adapters (a folder from 'anglekit train --lora') are folded into their base first. Both models must
 embed alike but for their weights: the same architecture and backbone config, tokenizer, pooling,
-normalisation, prompts and max length; an error names every field that differs. The embedding flags
-below set a setting for both models (and the output). The output is a complete anglekit and
+normalisation, prompts and max length; an error names every field that differs. The loading flags
+(--revision: of a model named on the hub) and the embedding flags below apply to both models, and the
+embedding flags to the output too. The output is a complete anglekit and
 sentence-transformers folder, written in a temporary folder and renamed into place; its model card
 records both models, their fingerprints and W. DIR must not exist or be empty, and must not be an input."""
 
@@ -43,7 +44,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help="TRAINED's share, a number in [0, 1]: 1 = TRAINED, 0 = START. Several (--weight 0.25 0.5 0.75) write one folder each, DIR/w0.25, DIR/w0.5, ...",
     )
     add_output_dir(parser, required=True, help="folder for the merged model (must not exist, or be empty)")
-    add_load_settings(parser, ("device", "dtype", "trust_remote_code"), defaults={"device": "cpu"})
+    add_load_settings(parser, ("device", "dtype", "revision", "trust_remote_code"), defaults={"device": "cpu"})
     add_load_settings(parser, (*EMBEDDING, "normalize"))
     add_quiet(parser, help="no summary line")
     return parser
