@@ -108,6 +108,19 @@ def test_the_output_embeds_alike_in_sentence_transformers_and_records_the_merge(
     assert "## Merge" in text and f'from_pretrained("{out}")' in text and ".merged." not in text  # the final name, not the staging one
 
 
+def test_a_folder_anglekit_train_wrote_merges_with_its_start(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path) -> None:
+    from anglekit.training.run import train
+
+    result = train(helpers.train_config(tiny_bert_dir, pair_file, tmp_path / "run", max_steps=2, batch_size=8, learning_rate=1e-2,
+                                        positive_threshold=4.0, device="cpu", precision="fp32"))  # fmt: skip
+    assert _merge(tiny_bert_dir, result.model_dir, tmp_path / "out", "0", "0.5", "1") == 0
+    np.testing.assert_array_equal(_encode(tmp_path / "out" / "w0"), _encode(tiny_bert_dir))
+    np.testing.assert_array_equal(_encode(tmp_path / "out" / "w1"), _encode(result.model_dir))
+    assert not np.allclose(_encode(tmp_path / "out" / "w0.5"), _encode(tiny_bert_dir))
+    card = read_card(str(tmp_path / "out" / "w0.5"))
+    assert card.training["steps"] == 2 and card.merge["trained"] == str(Path(result.model_dir).resolve())
+
+
 def test_a_saved_card_keeps_the_training_summary_but_drops_the_scores(tiny_bert_dir: Path, tmp_path: Path) -> None:
     from anglekit.model.card import ModelCardData
 
@@ -117,6 +130,23 @@ def test_a_saved_card_keeps_the_training_summary_but_drops_the_scores(tiny_bert_
     merged = read_card(str(tmp_path / "m"))
     assert merged.data == {"train": "pairs.jsonl"} and merged.objective == {"preset": "paper"} and merged.scores == {}
     assert merged.base_model == str(tiny_bert_dir) and "merge" in merged.tags
+
+
+def test_models_of_different_dtypes_are_averaged_in_the_wider_one(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    trained = _perturb(Embedder.from_pretrained(tiny_bert_dir, device="cpu", dtype="bf16"), seed=6).save_pretrained(tmp_path / "bf16")
+    from safetensors.torch import load_file as load_torch
+
+    assert {v.dtype for v in load_torch(str(trained / "model.safetensors")).values()} == {torch.bfloat16}
+    assert _merge(tiny_bert_dir, trained, tmp_path / "out", "0", "1", "0.5") == 0
+    start = Embedder.from_pretrained(tiny_bert_dir, device="cpu").backbone.state_dict()
+    low = Embedder.from_pretrained(trained, device="cpu").backbone.state_dict()
+    assert {v.dtype for v in low.values() if v.is_floating_point()} == {torch.bfloat16}
+    merged = {w: Embedder.from_pretrained(tmp_path / "out" / f"w{w}", device="cpu").backbone.state_dict() for w in ("0", "1", "0.5")}
+    for name, value in start.items():
+        assert merged["0"][name].dtype == torch.float32 and torch.equal(merged["0"][name], value), name
+        assert torch.equal(merged["1"][name], low[name].float()), name
+        expected = (0.5 * value.double() + 0.5 * low[name].double()).float()
+        assert torch.equal(merged["0.5"][name], expected), name
 
 
 def test_integer_buffers_must_be_equal(load_bert: Callable[..., Embedder]) -> None:
