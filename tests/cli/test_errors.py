@@ -56,6 +56,7 @@ def _commands_with_outputs(model: str, texts: Path, pairs: Path, bad: Path) -> l
         ["eval", model, "--suite", "sts", "--output-dir", folder],
         ["train", model, "--train-data", str(pairs), "--output-dir", folder],
         ["merge-lora", model, "--output-dir", folder],
+        ["merge", model, model, "--weight", "0.5", "--output-dir", folder],
         ["generate", "--input", str(texts), "--llm", "openai:m@http://127.0.0.1:9", "--output", file + ".jsonl"],
         ["github-issues", "collect", "--repos", "a/b", "--base-url", "http://127.0.0.1:9", "--output-dir", folder],
         ["github-issues", "build", str(texts.parent), "--output-dir", folder],

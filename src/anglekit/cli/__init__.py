@@ -25,6 +25,7 @@ from anglekit.cli import (
     generate,
     github_issues,
     index,
+    merge,
     merge_lora,
     mine,
     plot_dynamics,
@@ -38,7 +39,7 @@ from anglekit.errors import AnglekitError
 from anglekit.io.atomic import check_writable, out_of_space
 from anglekit.version import __version__
 
-COMMANDS = (train, eval, report, encode, index, search, mine, fingerprint, merge_lora, export, plot_dynamics, generate, github_issues, serve, reproduce)
+COMMANDS = (train, eval, report, encode, index, search, mine, fingerprint, merge, merge_lora, export, plot_dynamics, generate, github_issues, serve, reproduce)
 """The command modules, in the order ``anglekit --help`` lists them."""
 
 
