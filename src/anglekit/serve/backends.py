@@ -127,7 +127,13 @@ class TorchBackend:
 
         if not fits(len(starts) - 1):  # the prompt and one token do not fit: cut the end of the last token's text
             return self.tokenize([text[starts[-1] :]], role, truncate=True)[0]
-        low, high = 0, len(starts) - 1  # the first start from which the rest fits (bisection: the rest shrinks as the start moves on)
+        # The first start from which the rest fits, by bisection (the rest shrinks as the start moves
+        # on); it lies among the last max_length starts (the rest has no more tokens than starts), so
+        # the search begins there and tokenizes short ends only.
+        low, high = 0, len(starts) - 1
+        bound = max(0, len(starts) - self.max_length)
+        if bound > 0:
+            low, high = (0, bound) if fits(bound) else (bound + 1, high)
         while low < high:
             middle = (low + high) // 2
             if fits(middle):
