@@ -63,7 +63,7 @@ class GenerationConfig:
         "(in-process transformers: hub name, folder, .gguf, pypi:smollm2-135m-instruct); repeat for an ensemble",
     )
     kinds: tuple[str, ...] = setting(KINDS, choices=KINDS, help="the pairs to generate: synonym (positive pairs), antonym (negative pairs)")
-    size: int = setting(3, minimum=1, help="sentences asked for per prompt ({size}); at most this many kept")
+    size: int = setting(3, minimum=1, help="sentences (--kind queries: queries) asked for per prompt ({size}); at most this many kept from each answer")
     templates: dict[str, str] = setting(default_factory=dict, help="templates per kind, with {text} (and {size}) (default: the paper's)")
     positive_label: float = setting(1.0, help="label of (input, synonym) pairs")
     negative_label: float = setting(0.0, help="label of (input, antonym) pairs")
