@@ -446,3 +446,58 @@ def test_a_consistency_filter_that_keeps_nothing_names_itself(tmp_path: Path, ti
         ):
             generate_queries(_documents(), out, _config(server, tmp_path), queries)
     assert not out.exists() and json.loads(summary_path(out).read_text())["filters"]["consistency"] == 12
+
+
+# ---------------------------------------------------------------- Ctrl-C
+
+
+@pytest.mark.parametrize("filtered", [False, True], ids=["unfiltered", "with-filter-model"])
+def test_ctrl_c_keeps_the_answers_and_a_rerun_asks_only_the_rest(tmp_path: Path, tiny_bert_dir: Path, filtered: bool) -> None:
+    """SIGINT while a request is held: exit 130; without a filter the rows of the documents done are
+    written (complete: false), with one no rows at all (they would be unfiltered); a rerun asks only
+    the rest."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    documents = [f"Document number {i} talks about the topic {chr(97 + i)} at length." for i in range(6)]
+    source = tmp_path / "docs.txt"
+    source.write_text("\n".join(documents) + "\n")
+    out = tmp_path / "q.jsonl"
+    state = {"hang": True}
+
+    def script(body: dict[str, Any], n: int) -> Reply:
+        if state["hang"] and documents[3] in body["messages"][-1]["content"]:
+            return Reply(hang=True)
+        return default_script(body, n)
+
+    command = [sys.executable, "-m", "anglekit.cli", "generate", "--kind", "queries", "--input", str(source), "--output", str(out), "--quiet",
+               "--concurrency", "1"]  # fmt: skip
+    if filtered:
+        command += ["--filter-model", str(tiny_bert_dir), "--filter-top-k", "6", "--filter-device", "cpu"]
+    with FakeOpenAIServer(script) as server:
+        command += ["--llm", f"openai:fake@{server.url}"]
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 60
+            while not any(r.status == 0 for r in server.log):
+                assert time.monotonic() < deadline and process.poll() is None
+                time.sleep(0.05)
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=20) == 130
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)
+        summary = json.loads(summary_path(out).read_text())
+        assert summary["interrupted"] and not summary["complete"] and summary["requests"]["answered"] == 3
+        assert summary["written"] is (not filtered) and out.exists() is (not filtered)
+        if not filtered:
+            assert [r["positive"] for r in _lines(out)] == [d for d in documents[:3] for _ in range(3)]
+        state["hang"] = False
+        rerun = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=180)
+        assert rerun.returncode == 0, rerun.stderr.decode()
+        asked = [r.text for r in server.ok()]
+    assert len(asked) == len(set(asked)) == 6 and len(_lines(out)) == 18
+    assert json.loads(summary_path(out).read_text())["complete"]

@@ -193,8 +193,7 @@ def _jsonl(path: Path, source: str, text_column: str | None, id_column: str | No
             raise DataError(f"expected a JSON object, got {type(obj).__name__} {short_repr(obj)}", source=source, row=lineno)
         if chosen is None:
             chosen = _pick_columns(list(obj), text_column, id_column, source)
-            if title_column is not None and title_column == chosen[0]:
-                raise ConfigError(f"{source}: the text column and the title column are both {title_column!r}")
+            _check_title_column(title_column, list(obj), chosen[0], source)  # named by the first record; later ones may lack it
         text_name, id_name = chosen
         for name in (text_name, id_name):
             if name is not None and name not in obj:
