@@ -192,6 +192,24 @@ def test_cli_generate_queries_then_train(tmp_path: Path, tiny_bert_dir: Path, ca
     assert train(config) is not None and (tmp_path / "run" / "model").is_dir()
 
 
+def test_documents_of_equal_text_are_asked_once_under_the_first_id(tmp_path: Path) -> None:
+    docs = Documents("docs.jsonl", ["a", "b", "c"], [DOCS["d1"], DOCS["d2"], DOCS["d1"]], "id", None)
+    with FakeOpenAIServer(default_script) as server:
+        result = generate_queries(docs, tmp_path / "q.jsonl", _config(server, tmp_path))
+    assert len(server.log) == 2 and [r["doc_id"] for r in result.records] == ["a"] * 3 + ["b"] * 3
+    assert result.summary["documents"] | {"source": None} == {
+        "source": None, "given": 3, "unique": 2, "duplicate_texts": 1, "done": 2, "id_column": "id", "title_column": None
+    }  # fmt: skip
+
+
+def test_a_filter_model_that_does_not_load_fails_before_any_request(tmp_path: Path) -> None:
+    with FakeOpenAIServer(default_script) as server:
+        with pytest.raises(ConfigError):
+            generate_queries(_documents(), tmp_path / "q.jsonl", _config(server, tmp_path), QueryConfig(filter_model=str(tmp_path / "no-such-model")))
+        assert server.log == []
+    assert not (tmp_path / "q.jsonl").exists()
+
+
 # ---------------------------------------------------------------- input formats and bad input
 
 

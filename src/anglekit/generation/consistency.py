@@ -20,7 +20,9 @@ import numpy as np
 from anglekit.errors import ConfigError
 
 _BLOCK = 1024
-"""Queries scored against the whole corpus at a time (memory: block x documents floats)."""
+"""Queries scored against the whole corpus at a time, at most (memory: block x documents floats)."""
+_BLOCK_FLOATS = 1 << 25
+"""At most this many scores (128 MiB of float32) at a time: fewer queries per block for a large corpus."""
 
 
 def own_ranks(queries: np.ndarray, documents: np.ndarray, own: np.ndarray) -> np.ndarray:
@@ -37,8 +39,9 @@ def own_ranks(queries: np.ndarray, documents: np.ndarray, own: np.ndarray) -> np
     queries = _unit(queries)
     documents = _unit(documents)
     ranks = np.empty(len(queries), dtype=np.int64)
-    for start in range(0, len(queries), _BLOCK):
-        stop = min(start + _BLOCK, len(queries))
+    block = max(1, min(_BLOCK, _BLOCK_FLOATS // max(len(documents), 1)))
+    for start in range(0, len(queries), block):
+        stop = min(start + block, len(queries))
         scores = queries[start:stop] @ documents.T
         mine = scores[np.arange(stop - start), own[start:stop]]
         ranks[start:stop] = 1 + (scores > mine[:, None]).sum(axis=1)
@@ -79,19 +82,24 @@ class ConsistencyResult:
         }
 
 
-def consistency_filter(model: str, top_k: int, queries: list[str], own: list[int], documents: list[str], *,
-                       batch_size: int = 64, device: str | None = None) -> ConsistencyResult:  # fmt: skip
-    """Embed ``queries`` and ``documents`` with ``model`` and rank each query's own document
-    (``documents[own[i]]``) among all of them."""
+def load_filter_model(model: str, device: str | None = None) -> Any:
+    """The filter model as an :class:`~anglekit.model.Embedder` (loaded before any request is sent,
+    so that a bad name fails first)."""
     from anglekit.model import Embedder
 
-    started = time.monotonic()
     options: dict[str, Any] = {} if device is None else {"device": device}
-    embedder = Embedder.from_pretrained(model, **options)
+    return Embedder.from_pretrained(model, **options)
+
+
+def consistency_filter(embedder: Any, model: str, top_k: int, queries: list[str], own: list[int], documents: list[str], *,
+                       batch_size: int = 64) -> ConsistencyResult:  # fmt: skip
+    """Embed ``queries`` and ``documents`` with ``embedder`` (the filter model, named ``model``) and
+    rank each query's own document (``documents[own[i]]``) among all of them."""
+    started = time.monotonic()
     document_vectors = embedder.encode_document(documents, batch_size, normalize=True)
     query_vectors = embedder.encode_query(queries, batch_size, normalize=True)
     ranks = own_ranks(query_vectors, document_vectors, np.asarray(own, dtype=np.int64))
     return ConsistencyResult(model, top_k, ranks, time.monotonic() - started)
 
 
-__all__ = ["ConsistencyResult", "consistency_filter", "own_ranks"]
+__all__ = ["ConsistencyResult", "consistency_filter", "load_filter_model", "own_ranks"]

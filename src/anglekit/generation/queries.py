@@ -27,6 +27,7 @@ from anglekit.config import check_fields, setting
 from anglekit.errors import ConfigError, NothingGeneratedError
 from anglekit.generation.backends import Backend
 from anglekit.generation.cleaning import normalize
+from anglekit.generation.consistency import consistency_filter, load_filter_model
 from anglekit.generation.documents import Documents
 from anglekit.generation.parsing import parse_answer
 from anglekit.generation.pipeline import (
@@ -127,13 +128,14 @@ def generate_queries(
         raise ConfigError(f"{documents.source}: no documents to write queries for")
     out = Path(out)
     prompts = resolve_query_prompts(tuple(queries.styles), queries.templates)
+    embedder = load_filter_model(queries.filter_model, queries.filter_device) if queries.filter_model is not None else None
     requests = start_requests(config, out, backends)
     unique = list(dict.fromkeys(documents.texts))
     tasks = [Task(i, text, b, style) for i, text in enumerate(unique) for b in range(len(requests.backends)) for style in queries.styles]
     try:
         run_requests(requests, tasks, prompts, config, desc="queries")
     finally:
-        summary, failure = _finish(out, documents, unique, config, queries, requests, prompts, tasks)
+        summary, failure = _finish(out, documents, unique, config, queries, requests, prompts, tasks, embedder)
     if requests.progress.fatal is not None:
         raise requests.progress.fatal
     if failure is not None:
@@ -183,15 +185,13 @@ def _collect(config: GenerationConfig, queries: QueryConfig, requests: RequestRu
     return kept
 
 
-def _consistency(kept: _Kept, queries: QueryConfig, unique: list[str]) -> dict[str, Any] | None:
+def _consistency(kept: _Kept, queries: QueryConfig, unique: list[str], embedder: Any) -> dict[str, Any] | None:
     """Run the consistency filter over the kept queries (each gets its ``filter_rank``); its summary."""
-    from anglekit.generation.consistency import consistency_filter
-
-    if queries.filter_model is None or not kept.records:
+    if embedder is None or queries.filter_model is None or not kept.records:
         return None
     result = consistency_filter(
-        queries.filter_model, queries.top_k, [r["anchor"] for r in kept.records], [r["_document"] for r in kept.records], unique,
-        batch_size=queries.filter_batch_size or 64, device=queries.filter_device,
+        embedder, queries.filter_model, queries.top_k, [r["anchor"] for r in kept.records], [r["_document"] for r in kept.records], unique,
+        batch_size=queries.filter_batch_size or 64,
     )  # fmt: skip
     for record, rank in zip(kept.records, result.ranks, strict=True):
         record["filter_rank"] = int(rank)
@@ -217,7 +217,7 @@ def _nothing_kept(kept: _Kept, answers: dict[Task, dict[str, Any]], consistency:
 
 
 def _finish(out: Path, documents: Documents, unique: list[str], config: GenerationConfig, queries: QueryConfig, requests: RequestRun,
-            prompts: dict[str, QueryTemplate], tasks: list[Task]) -> tuple[dict[str, Any], str | None]:  # fmt: skip
+            prompts: dict[str, QueryTemplate], tasks: list[Task], embedder: Any) -> tuple[dict[str, Any], str | None]:  # fmt: skip
     """Filter, write the rows (unless nothing is left, or a Ctrl-C or fatal error stopped a filtered
     run) and the summary; (summary with its ``_records``, why nothing was kept or None)."""
     first_id: dict[str, str] = {}
@@ -229,7 +229,7 @@ def _finish(out: Path, documents: Documents, unique: list[str], config: Generati
     generated = len(kept.records)
     stopped = requests.interrupted or requests.progress.fatal is not None
     filtered = queries.filter_model is None or not stopped
-    consistency = _consistency(kept, queries, unique) if filtered else None
+    consistency = _consistency(kept, queries, unique, embedder) if filtered else None
     failure = None if stopped else _nothing_kept(kept, answers, consistency, queries)
     records = [{k: v for k, v in r.items() if k != "_document"} for r in kept.records]
     written = filtered and failure is None
