@@ -306,6 +306,14 @@ def test_templates_are_validated_and_read_from_files(tmp_path: Path) -> None:
     assert prompts["question"].render("Doc.", 2) == "Ask 2 things of: Doc."
 
 
+def test_settings_of_the_pairs_are_refused_not_ignored(tmp_path: Path) -> None:
+    for setting, value in (("kinds", ("synonym",)), ("positive_label", 5.0), ("templates", {"synonym": "{text}"})):
+        config = GenerationConfig(llms=["openai:m@http://127.0.0.1:9/v1"], cache_dir=str(tmp_path / "cache"), **{setting: value})
+        with pytest.raises(ConfigError, match="to synonym/antonym pairs, not to --kind queries"):
+            generate_queries(_documents(), tmp_path / "q.jsonl", config)
+    assert not (tmp_path / "q.jsonl").exists() and not (tmp_path / "cache").exists()
+
+
 def test_cli_template_from_a_file_reaches_the_server(tmp_path: Path) -> None:
     corpus = tmp_path / "docs.txt"
     corpus.write_text("A man plays a guitar on the street.\n")
@@ -314,8 +322,8 @@ def test_cli_template_from_a_file_reaches_the_server(tmp_path: Path) -> None:
     with FakeOpenAIServer(default_script) as server:
         rc = main(["generate", "--kind", "queries", "--input", str(corpus), "--output", str(tmp_path / "q.jsonl"), "--llm", f"openai:fake@{server.url}",
                    "--quiet", "--question-template", f"@{template}"])  # fmt: skip
-        prompts = [json.loads(json.dumps(h)) for h in server.headers_seen]
-    assert rc == 0 and prompts
+        asked = [r.text for r in server.log]  # the whole prompt (not one of the paper's)
+    assert rc == 0 and asked == ["Give 3 questions.\n\nDocument: A man plays a guitar on the street.\n\nQuestions:"]
     rows = _lines(tmp_path / "q.jsonl")
     assert {r["prompt_id"] for r in rows} == {"user-question-" + hashlib.sha256(template.read_text().encode()).hexdigest()[:10]}
 

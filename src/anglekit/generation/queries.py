@@ -99,6 +99,7 @@ def _check_pair_settings(config: GenerationConfig) -> None:
     given = [
         flag
         for name, flag in (
+            ("kinds", "kinds (--kind synonym/antonym)"),
             ("templates", "--synonym-template/--antonym-template"),
             ("positive_label", "--positive-label"),
             ("negative_label", "--negative-label"),
