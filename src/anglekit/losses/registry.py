@@ -79,6 +79,7 @@ __all__ = [
     "ResolvedObjective",
     "Term",
     "all_presets",
+    "applicable_knobs",
     "build_objective",
     "family_of",
     "get_objective",
@@ -302,6 +303,17 @@ def resolve_objective(name: str, knobs: Mapping[str, Any]) -> ResolvedObjective:
     for message in inert_settings(name, config, given):
         logger.warning("%s", message)
     return ResolvedObjective(name, family, overrides, config)
+
+
+def applicable_knobs(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The knobs of ``given`` (flat key -> value) that preset ``name`` takes: those of its family,
+    less those a term of it refuses because the term is off (:attr:`Term.refuse`). For one dataset
+    of a multi-dataset run: ``--guide`` goes to the datasets whose objective has in-batch negatives."""
+    family = family_of(name)
+    knobs = {key: value for key, value in given.items() if key in family.knobs and value is not None}
+    config = preset_with_overrides(family.presets, name, {family.knobs[key].name: value for key, value in knobs.items()}, kind="objective")
+    refused = {field_name for term in family.terms if term.refuse and term.why_off(config) is not None for field_name in term.settings}
+    return {key: value for key, value in knobs.items() if family.knobs[key].name not in refused}
 
 
 def inert_settings(name: str, config: Any, given: Mapping[str, Any], *, refused: bool = False) -> list[str]:
