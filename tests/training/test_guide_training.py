@@ -218,6 +218,7 @@ def test_without_a_guide_nothing_is_counted(tiny_bert_dir: Path, tmp_path: Path,
     ("extra", "expected"),
     [
         (["--objective", "simcse-sup", "--guide", "{missing}"], "--guide {missing}: no such file or folder"),
+        (["--objective", "simcse-sup", "--guide", "pypi:no-such-model"], "--guide pypi:no-such-model: cannot load the model: unknown packaged model"),
         (["--objective", "cosine", "--guide", "{student}"], "--guide {student} needs the in-batch-negative term, and in the objective 'cosine'"),
         (["--objective", "simcse-unsup", "--guide", "{student}"], "in the objective 'simcse-unsup' its batches are sentences"),
     ],
