@@ -19,11 +19,13 @@ from torch import Tensor, nn
 from anglekit.data.triplets import read_triplets
 from anglekit.losses import AnglEObjective, ContrastiveObjective, ObjectiveConfig
 from anglekit.losses.configs import ContrastiveConfig
+from anglekit.losses.distill import DistillObjective
+from anglekit.losses.distill_configs import DistillConfig
 from anglekit.losses.guide import GuideTable
 from anglekit.model.embedder import Embedder
 from anglekit.training.gradcache import gradcache_step
 from anglekit.training.guide import Guide, guide_table
-from anglekit.training.tasks import PairTask, TripletTask
+from anglekit.training.tasks import DistillTask, PairTask, TripletTask
 
 import helpers
 from helpers import run_cli
@@ -73,6 +75,12 @@ def _ntuple_batch(model: Embedder) -> dict[str, Tensor]:
     return {**padded, "text_ids": torch.arange(9), "negative_index": torch.tensor([[0, 1], [-1, -1], [2, -1]]), "rows": torch.arange(3)}
 
 
+def _scored_batch(model: Embedder) -> dict[str, Tensor]:
+    """:func:`_ntuple_batch` with a teacher's scores of each row's positive and negatives."""
+    scores = torch.tensor([[0.9, 0.2, 0.4], [0.8, 0.0, 0.0], [0.7, 0.5, 0.0]])
+    return {**_ntuple_batch(model), "teacher_scores": scores}
+
+
 def _ntuple_table() -> GuideTable:
     vectors = torch.randn(9, 5, generator=torch.Generator().manual_seed(3))
     return GuideTable(vectors, torch.tensor([[0, 3, 6, 7], [1, 4, -1, -1], [2, 5, 8, -1]]))
@@ -95,6 +103,13 @@ CASES = {
         _ntuple_table,
     ),
     "ntuple-simcse-table": (TripletTask(), lambda: ContrastiveObjective(ContrastiveConfig(batch_kind="triplets", guide="g")), _ntuple_batch, _ntuple_table),
+    "scored-table": (
+        DistillTask(),
+        lambda: DistillObjective(DistillConfig(margin_mse_weight=1.0, ibn_weight=1.0, guide="g", guide_margin=0.1)),
+        _scored_batch,
+        _ntuple_table,
+    ),
+    "scored-self": (DistillTask(), lambda: DistillObjective(DistillConfig(margin_mse_weight=1.0, ibn_weight=1.0, guide="g")), _scored_batch, lambda: None),
 }
 
 
