@@ -206,6 +206,9 @@ def test_cli_trains_with_a_guide_of_another_tokenizer_with_gradcache_and_a_token
     results = json.loads((out / "results.json").read_text())
     assert results["guide_masked"] == pytest.approx(np.mean([r["guide_masked"] for r in logged]))
     assert str(guide) in (out / "model" / "README.md").read_text()
+    from anglekit.training.run import TrainResult
+
+    assert f"the guide left out {100 * results['guide_masked']:.2f}% of the in-batch negatives" in TrainResult.from_dict(results).table()
 
 
 def test_the_student_as_its_own_guide_is_allowed_and_said(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
