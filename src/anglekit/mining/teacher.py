@@ -129,7 +129,7 @@ def check_teacher(name: str, settings: TeacherSettings, revision: str | None = N
     try:
         location = check_model_location(resolve_model_name(name), revision)
     except ConfigError as exc:
-        raise ConfigError(f"--teacher {name}: {exc}") from None
+        raise ConfigError(f"--teacher: {exc}") from None
     raw = _json_file(location, "config.json", revision)
     if raw is None:
         raise ConfigError(f"--teacher {name}: {location} has no config.json; a teacher is a transformers model folder")
