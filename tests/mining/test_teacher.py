@@ -326,3 +326,15 @@ def test_cli_mines_with_a_teacher_and_rescores(tmp_path: Path, tiny_bert_dir: Pa
     assert code == 0 and "rescored" in capsys.readouterr().out
     first, second = _read(out), _read(tmp_path / "again.jsonl")
     np.testing.assert_allclose([r["negative_1_score"] for r in first], [r["negative_1_score"] for r in second], atol=2e-5)
+
+
+def test_the_mining_model_as_its_own_teacher_writes_its_own_cosines(tmp_path: Path, load_bert: Any, tiny_bert_dir: Path) -> None:
+    pairs = _write_jsonl(tmp_path / "pairs.jsonl", _pairs(20))
+    settings = MineSettings(num_negatives=3)
+    plain = mine_hard_negatives(load_bert(), pairs, tmp_path / "plain.jsonl", settings=settings)
+    taught = mine_hard_negatives(load_bert(), pairs, tmp_path / "taught.jsonl", settings=settings, teacher=str(tiny_bert_dir))
+    names = ["positive_score", *[f"negative_{j}_score" for j in (1, 2, 3)]]
+    first, second = _read(plain.output), _read(taught.output)
+    assert [[r[f"negative_{j}"] for j in (1, 2, 3)] for r in first] == [[r[f"negative_{j}"] for j in (1, 2, 3)] for r in second]
+    np.testing.assert_allclose([[r[n] for n in names] for r in second], [[r[n] for n in names] for r in first], atol=1e-5)
+    assert taught.summary["teacher"]["dtype"] == "float32" and taught.summary["teacher"]["detected_from"].startswith("no cross-encoder marker")

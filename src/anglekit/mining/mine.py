@@ -10,12 +10,15 @@ resumable after a kill:
 2. the candidates of each query shard (the ``range_max + positives + 1`` best pool rows) are found
    with anglekit's search (exact: streamed over the corpus shards; ``hnsw`` / ``int8``: a
    :class:`~anglekit.index.VectorIndex` of them) and saved, one file per query shard;
-3. :func:`~anglekit.mining.select.select_negatives` picks the negatives, the corpus is read once
-   more for their texts, and the output (JSON Lines or Parquet), its summary (JSON) and the
-   score histogram (PNG) are written atomically: all of them, or none.
+3. :func:`~anglekit.mining.select.select_negatives` picks the negatives (with a teacher, which
+   scores the positives and the negatives, its guard as one more filter:
+   :mod:`anglekit.mining.teaching`), the corpus is read once more for their texts, and the output
+   (JSON Lines or Parquet), its summary (JSON) and the score histogram (PNG) are written
+   atomically: all of them, or none.
 
 The output has the columns ``anchor``, ``positive``, ``negative_1`` .. ``negative_N`` and the
-cosines ``positive_score``, ``negative_1_score`` .. ``negative_N_score``: one row for each
+cosines ``positive_score``, ``negative_1_score`` .. ``negative_N_score`` (with a teacher: its
+scores, :mod:`anglekit.mining.teacher`): one row for each
 distinct (anchor, positive) pair that got N negatives. Texts are matched by content (a 64-bit
 BLAKE2b hash of the text): a pool text equal to the anchor or to one of its positives is never
 its negative. Every input is checked before anything is created: the corpus exists and is

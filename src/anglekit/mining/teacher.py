@@ -195,7 +195,7 @@ class Teacher:
 
     def describe(self) -> dict[str, Any]:
         """The teacher as the summary records it."""
-        out = {"name": self.spec.name, "kind": self.spec.kind, "detected_from": self.spec.why, "score": self.scale, "max_length": self.max_length,
+        out = {"name": self.spec.name, "kind": self.spec.kind, "detected_from": self.spec.why, "score": self.scale, "max_length": self.max_length, "dtype": "float32",
                "pairs_scored": self.pairs, "seconds": round(self.seconds, 3), "load_seconds": round(self.load_seconds, 3),
                "pairs_per_second": round(self.pairs / self.seconds, 1) if self.seconds > 0 else None}  # fmt: skip
         if self.spec.kind == "cross":
@@ -239,21 +239,22 @@ def _cross_scorer(model: Any, tokenizer: Any, max_length: int, batch_size: int) 
 
 
 def load_teacher(spec: TeacherSpec, settings: TeacherSettings, device: str | None = None, revision: str | None = None) -> Teacher:
-    """Load the checked teacher ``spec`` on ``device`` (default: the best one)."""
+    """Load the checked teacher ``spec`` on ``device`` (default: the best one), in float32."""
     started = time.perf_counter()
     if spec.kind == "bi":
         from anglekit.model.embedder import Embedder
 
-        options: dict[str, Any] = {"device": device, "revision": revision, "max_length": settings.teacher_max_length}
+        options: dict[str, Any] = {"device": device, "revision": revision, "max_length": settings.teacher_max_length, "dtype": "fp32"}
         embedder = Embedder.from_pretrained(spec.name, **{k: v for k, v in options.items() if v is not None})
         teacher = Teacher(spec, int(embedder.config.max_length), _bi_scorer(embedder, settings.teacher_batch_size))
         teacher.extra["fingerprint"] = embedder.fingerprint()
     else:
+        import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         from anglekit.model.devices import default_device
 
-        model = AutoModelForSequenceClassification.from_pretrained(spec.location, revision=revision)
+        model = AutoModelForSequenceClassification.from_pretrained(spec.location, revision=revision, dtype=torch.float32)
         model.eval().to(device if device is not None else default_device())
         tokenizer = AutoTokenizer.from_pretrained(spec.location, revision=revision)
         assert spec.max_length is not None  # set by check_teacher for a cross-encoder
