@@ -267,6 +267,8 @@ def test_bad_teachers_and_files_are_one_line_errors_that_write_nothing(tmp_path:
     pairs = _write_jsonl(tmp_path / "pairs.jsonl", rows)
     mined = _write_jsonl(tmp_path / "mined.jsonl", [{**r, "negative_1": "a dog runs", "negative_2": "the cat"} for r in rows])
     two_labels = _cross_encoder(tmp_path / "two", labels=2)
+    empty = tmp_path / "empty"
+    empty.mkdir()
     nan_teacher = _cross_encoder(tmp_path / "nan", nan_word=NAN_WORD)
     no_columns = _write_jsonl(tmp_path / "nocols.jsonl", [{"anchor": r["anchor"], "text": r["positive"]} for r in rows])
     no_negatives = _write_jsonl(tmp_path / "noneg.jsonl", rows)
@@ -282,6 +284,7 @@ def test_bad_teachers_and_files_are_one_line_errors_that_write_nothing(tmp_path:
     cases = [
         (mine + ["--teacher", str(tmp_path / "nope")], ["--teacher", "nope", "not a model directory"]),
         (mine + ["--teacher", str(two_labels)], ["--teacher", "2 output labels", "one label"]),
+        (mine + ["--teacher", str(empty)], ["--teacher", "empty"]),
         (mine + ["--teacher", str(tiny_bert_dir), "--teacher-kind", "cross"], ["sequence-classification", "--teacher-kind bi"]),
         (mine + ["--teacher-max-ratio", "0.9"], ["--teacher-max-ratio", "give --teacher"]),
         (["mine", "--rescore", str(poisoned), "--teacher", str(nan_teacher), "--output", str(out)], ["poisoned.jsonl, row 7, field 'negative_2'", "nan"]),

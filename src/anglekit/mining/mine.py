@@ -447,7 +447,7 @@ def _summary(data: _Pairs, pool: Pool, paths: Any, settings: MineSettings, width
     }  # fmt: skip
 
 
-def _check_teacher(teacher: Any, settings: TeacherSettings, model_kwargs: dict[str, Any] | None) -> TeacherSpec | Teacher | None:
+def _check_teacher(teacher: Any, settings: TeacherSettings) -> TeacherSpec | Teacher | None:
     """The teacher checked before anything is created (a loaded :class:`Teacher` passes as is)."""
     if teacher is None:
         given = settings.given()
@@ -456,7 +456,7 @@ def _check_teacher(teacher: Any, settings: TeacherSettings, model_kwargs: dict[s
         return None
     if isinstance(teacher, Teacher):
         return teacher
-    return check_teacher(os.fspath(teacher), settings, (model_kwargs or {}).get("revision"))
+    return check_teacher(os.fspath(teacher), settings)
 
 
 def mine_hard_negatives(
@@ -495,10 +495,12 @@ def mine_hard_negatives(
     if corpus is None and (corpus_text_column or corpus_id_column):
         raise ConfigError("--corpus-column and --corpus-id-column name columns of --corpus; give --corpus or leave them out")
     paths = check_paths(output, work_dir, corpus, pairs)
-    spec = _check_teacher(teacher, teacher_settings, model_kwargs)
+    spec = _check_teacher(teacher, teacher_settings)
     data = _read_pairs(pairs, columns)
     pool = scan_pool(paths.corpus, corpus_text_column, corpus_id_column, data.pair_positive)
     check_pool_size(pool, data.anchors, data.pair_anchor, data.pair_positive, settings.num_negatives, say)
+    device = (model_kwargs or {}).get("device") or (str(model.device) if isinstance(model, Embedder) else None)
+    loaded = spec if not isinstance(spec, TeacherSpec) else load_teacher(spec, teacher_settings, device)  # loaded before anything is created
     paths.work.mkdir(parents=True, exist_ok=True)
     _write_jsonl_texts(paths.work / "queries.jsonl", data.anchors)
     timings: dict[str, float] = {"read": time.perf_counter() - started}
@@ -513,7 +515,6 @@ def mine_hard_negatives(
     timings["search"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    loaded = spec if not isinstance(spec, TeacherSpec) else load_teacher(spec, teacher_settings, str(embedder.device), (model_kwargs or {}).get("revision"))
     selection, choice, teacher_positive = _teach(loaded, teacher_settings, data, pool, (scores, rows), positives, settings)
     keep, per_row = _complete_rows(selection.rows, data, settings.num_negatives, selection.skipped)
     kept_rows, kept_scores = selection.rows[data.pair_anchor[keep]], selection.scores[data.pair_anchor[keep]]
