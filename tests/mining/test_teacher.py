@@ -162,6 +162,8 @@ def _guarded_brute_force(model: Any, teacher: Any, rows: list[dict[str, str]], c
     max_pos = max(len(p) for p in positives.values())
     window = s.window(max_pos, guarded=True)
     width = min(len(unique), window + max_pos + 1)
+    span = min(width, window) - s.range_min
+    keys = np.random.default_rng(s.seed).random((len(anchors), span))  # --sampling random: the keys select_negatives draws
     out = {}
     for qi, anchor in enumerate(anchors):
         ranked = sorted(range(len(unique)), key=lambda j: (-(c[j] @ q[qi]), j))[:width]
@@ -173,18 +175,30 @@ def _guarded_brute_force(model: Any, teacher: Any, rows: list[dict[str, str]], c
             drop |= mask[0]
         kept = [text for text, d in zip(candidates, drop, strict=True) if not d]
         chosen = kept[:window][s.range_min :][: s.num_negatives]
+        if s.sampling == "random":
+            available = min(len(kept), window) - s.range_min
+            order = np.argsort(np.where(np.arange(span) < available, keys[qi], np.inf), kind="stable")[: s.num_negatives]
+            chosen = [kept[s.range_min + int(p)] for p in sorted(order) if p < available]
         if len(chosen) == s.num_negatives:
             out.update({(anchor, p): chosen for p in positives[anchor]})
     return out
 
 
-@pytest.mark.parametrize("guard", [TeacherSettings(teacher_max_ratio=0.9), TeacherSettings(teacher_margin=0.1, teacher_max_ratio=0.99)], ids=["ratio", "both"])
-def test_the_guard_in_a_mine_is_a_filter_over_every_candidate(tmp_path: Path, load_bert: Any, cross_dir: Path, guard: TeacherSettings) -> None:
+@pytest.mark.parametrize(
+    ("guard", "sampling"),
+    [
+        (TeacherSettings(teacher_max_ratio=0.9), "top"),
+        (TeacherSettings(teacher_margin=0.1, teacher_max_ratio=0.99), "top"),
+        (TeacherSettings(teacher_margin=0.05), "random"),
+    ],
+    ids=["ratio", "both", "random"],
+)
+def test_the_guard_in_a_mine_is_a_filter_over_every_candidate(tmp_path: Path, load_bert: Any, cross_dir: Path, guard: TeacherSettings, sampling: str) -> None:
     model = load_bert(pooling="last_avg")
     rows = _pairs(30)
     rng = random.Random(5)
     corpus = [random_sentence(rng, 3, 10) for _ in range(80)]
-    settings = MineSettings(num_negatives=3, range_min=1)
+    settings = MineSettings(num_negatives=3, range_min=1, sampling=sampling, seed=11)
     teacher = load_teacher(check_teacher(str(cross_dir), guard), guard, device="cpu")
     report = mine_hard_negatives(model, _write_jsonl(tmp_path / "pairs.jsonl", rows), tmp_path / "out.jsonl",
                                  corpus=_write_jsonl(tmp_path / "corpus.jsonl", [{"text": t} for t in corpus]), settings=settings,
