@@ -244,7 +244,7 @@ def test_mine_with_a_teacher_equals_mine_then_rescore(tmp_path: Path, load_bert:
     assert abs(float(q @ teacher.encode_document(first["negative_2"], normalize=True)) - first["negative_2_score"]) < 1e-5
     s = taught.summary["teacher"]
     assert s["kind"] == "bi" and s["max_length"] == 256 and s["pairs_scored"] > 0 and s["scores"]["positive"]["count"] == len(rows)
-    assert taught.summary["score_columns"] == "the teacher's cosines" and "max length 256" in taught.text()  # the student's is 128
+    assert taught.summary["score_columns"] == "the teacher's cosines" and "max length 256, the mining model's 128" in taught.text()
     assert rescored.summary["teacher"]["guard_dropped"] == {} and rescored.summary["rows_shortened"] == 0
 
 

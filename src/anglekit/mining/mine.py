@@ -527,6 +527,7 @@ def mine_hard_negatives(
     xlabel = "cosine to the anchor"
     if loaded is not None and choice is not None and teacher_positive is not None:
         summary["teacher"] = teacher_section(loaded, teacher_settings, teacher_positive[keep], written[1], choice.dropped)
+        summary["teacher"]["mining_model_max_length"] = getattr(getattr(embedder, "config", None), "max_length", None)
         summary["score_columns"] = f"the teacher's {loaded.scale}s"
         xlabel = f"teacher {loaded.scale} ({loaded.spec.name})"
     summary["seconds"] = {k: round(v, 3) for k, v in timings.items()}

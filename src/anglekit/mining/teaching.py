@@ -131,8 +131,10 @@ def teacher_text(section: dict[str, Any]) -> str:
         else "; no guard"
     )
     scores = section["scores"]
+    student = section.get("mining_model_max_length")
+    length = f"{section['max_length']}" + (f", the mining model's {student}" if student is not None and student != section["max_length"] else "")
     return (
-        f"teacher {section['name']} ({kind}, max length {section['max_length']}): {section['pairs_scored']} pairs in {section['seconds']:.1f} s ({rate})"
+        f"teacher {section['name']} ({kind}, max length {length}): {section['pairs_scored']} pairs in {section['seconds']:.1f} s ({rate})"
         f"{guard}\nteacher scores: positive mean {scores['positive'].get('mean', float('nan')):.4f}, "
         f"negative mean {scores['negative'].get('mean', float('nan')):.4f}"
     )
