@@ -353,7 +353,8 @@ def _select_all(rows: np.ndarray, scores: np.ndarray, pool: Pool, anchors: list[
 
 
 def _teach(teacher: Teacher | None, settings: TeacherSettings, data: _Pairs, pool: Pool, candidates: tuple[np.ndarray, np.ndarray],
-           positives: tuple[np.ndarray, np.ndarray, np.ndarray], mine: MineSettings) -> tuple[Selection, GuardedChoice | None, np.ndarray | None]:  # fmt: skip
+           positives: tuple[np.ndarray, np.ndarray, np.ndarray], mine: MineSettings,
+           say: Callable[[str], None]) -> tuple[Selection, GuardedChoice | None, np.ndarray | None]:  # fmt: skip
     """The selection, with the teacher's scores (of each negative, and of each pair's positive) and its guard, if there is a teacher."""
     scores, rows = candidates
 
@@ -369,7 +370,7 @@ def _teach(teacher: Teacher | None, settings: TeacherSettings, data: _Pairs, poo
     first_pair = np.zeros(len(data.anchors), np.int64)
     first_pair[data.pair_anchor[::-1]] = np.arange(len(data.pair_anchor))[::-1]
     choice = guarded_selection(teacher, settings, select, rows, data.anchors, lowest, pool.texts_of,
-                               lambda q: (data.source, data.pair_row[int(first_pair[q])]))  # fmt: skip
+                               lambda q: (data.source, data.pair_row[int(first_pair[q])]), say)  # fmt: skip
     return choice.selection, choice, positive
 
 
@@ -515,7 +516,7 @@ def mine_hard_negatives(
     timings["search"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    selection, choice, teacher_positive = _teach(loaded, teacher_settings, data, pool, (scores, rows), positives, settings)
+    selection, choice, teacher_positive = _teach(loaded, teacher_settings, data, pool, (scores, rows), positives, settings, say)
     keep, per_row = _complete_rows(selection.rows, data, settings.num_negatives, selection.skipped)
     kept_rows, kept_scores = selection.rows[data.pair_anchor[keep]], selection.scores[data.pair_anchor[keep]]
     written = (positive_scores, kept_scores) if choice is None else (teacher_positive, choice.scores[data.pair_anchor[keep]])
