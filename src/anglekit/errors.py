@@ -13,6 +13,9 @@ EXIT_DATA = 1
 EXIT_USAGE = 2
 """Exit status of a usage or setup error (a flag, a config key, a model or output path), as
 argparse gives for a bad command line; also of an error of the system (a full disk, a missing file)."""
+EXIT_PARTIAL = 3
+"""Exit status of a command that did part of its work and kept it (some LLM requests or some
+repositories failed): rerun the same command to finish."""
 EXIT_UNEXPECTED = 70
 """Exit status of an unexpected failure, an error anglekit did not raise on purpose (``EX_SOFTWARE``
 of sysexits.h), so that a script tells a bug from bad data."""
@@ -60,6 +63,18 @@ class DataError(AnglekitError, ValueError):
             where.append(f"field {field!r}")
         prefix = ", ".join(where)
         super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class InputPathError(DataError):
+    """An input path the command was given that is not there (and, where a name is also taken, is
+    no known dataset or hub id), or is not the kind the flag takes (a folder where a file belongs, a
+    file where a folder does). The data was never reached, the command is wrong: a usage error for
+    the command line (exit 2), as argparse's for a file argument it cannot open. A
+    :class:`DataError` still, to code that catches those around reading its input. (A file missing
+    or of the wrong kind *inside* an input folder is a plain :class:`DataError`: the folder is the
+    data, and it is incomplete.)"""
+
+    exit_status = EXIT_USAGE
 
 
 class UnsupportedModelError(ConfigError):

@@ -314,7 +314,7 @@ def test_generate_with_a_missing_local_model(tmp_path: Path, texts: Path, capsys
 def test_github_collect_failures_name_the_host_even_when_quiet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(["github-issues", "collect", "--repos", "a/b", "--base-url", "http://127.0.0.1:9", "--max-retries", "0",
                            "--quiet", "--output-dir", str(tmp_path / "c")], capsys)  # fmt: skip
-    assert code == 1 and "1 failed" in out
+    assert code == 3 and "1 failed" in out
     assert "a/b failed" in err and "127.0.0.1:9" in err and "refused" in err.lower()
 
 

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 import anglekit
-import helpers
 from anglekit import errors
 from anglekit.errors import AnglekitError
+
+import helpers
 
 DATA, USAGE = 1, 2
 
@@ -31,6 +32,7 @@ DECIDED: dict[str, int] = {
     "anglekit.errors.DuplicateNameError": USAGE,  # installed plugins that clash
     "anglekit.errors.AmbiguousBackendError": USAGE,  # pass --backend
     "anglekit.errors.DataError": DATA,
+    "anglekit.errors.InputPathError": USAGE,  # a path that is not there: the data was never reached
     "anglekit.data.training_data._Columns": DATA,  # a DataError used as a signal inside a reader
     "anglekit.errors.OutputError": USAGE,  # the place written to, not the data
     "anglekit.errors.DiskFullError": USAGE,  # an OutputError: free space or write elsewhere
@@ -117,11 +119,14 @@ def test_data_and_usage_are_told_apart_on_the_command_line(tmp_path: Path, capsy
     assert code == DATA and "row 2" in err and err.count("\n") == 1, err
     code, _, err = helpers.run_cli(["encode", str(tmp_path / "nomodel"), "--input", str(bad), "--output", str(tmp_path / "v.txt")], capsys)
     assert code == USAGE and "--output must end in .npy" in err and err.count("\n") == 1, err
+    code, _, err = helpers.run_cli(["encode", str(tmp_path / "nomodel"), "--input", str(tmp_path / "typo.txt"), "--output", str(tmp_path / "v.npy")], capsys)
+    assert code == USAGE and "typo.txt: no such file" in err and err.count("\n") == 1, err
+    bad.write_text("", encoding="utf-8")
+    code, _, err = helpers.run_cli(["encode", str(tmp_path / "nomodel"), "--input", str(bad), "--output", str(tmp_path / "v.npy")], capsys)
+    assert code == DATA and str(bad) in err and "empty" in err and err.count("\n") == 1, err
 
 
-def test_unexpected_errors_and_system_errors_and_ctrl_c(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_unexpected_errors_and_system_errors_and_ctrl_c(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import anglekit.cli.encode as encode
 
     texts = tmp_path / "texts.txt"

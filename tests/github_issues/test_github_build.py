@@ -238,7 +238,7 @@ def test_cli_default_repositories_and_failure_status(tmp_path: Path) -> None:
                 "--quiet",
             ]
         )
-    assert rc == 1
+    assert rc == 3
     assert main(["github-issues", "build", str(tmp_path / "nothing"), "--output-dir", str(tmp_path / "d")]) == 2
 
 
