@@ -608,6 +608,8 @@ def _read_manifest(folder: Path) -> dict[str, Any]:
         raise InputPathError(
             f"{'not a folder' if folder.exists() else 'no such folder'}: not an index folder (build one with 'anglekit index build')", source=str(folder)
         )
+    if path.is_dir():  # an index folder, broken: the data
+        raise DataError(f"{INDEX_FILE} is a folder, not a file", source=str(folder))
     if not path.is_file():
         raise InputPathError(f"no {INDEX_FILE}: not an index folder (build one with 'anglekit index build')", source=str(folder))
     try:
