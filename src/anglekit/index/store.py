@@ -604,13 +604,9 @@ def _check_manifest(data: dict[str, Any], source: str) -> None:
 
 def _read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / INDEX_FILE
-    if not folder.is_dir():  # the command names no index: a usage error (exit 2)
-        raise InputPathError(
-            f"{'not a folder' if folder.exists() else 'no such folder'}: not an index folder (build one with 'anglekit index build')", source=str(folder)
-        )
     if path.is_dir():  # an index folder, broken: the data
         raise DataError(f"{INDEX_FILE} is a folder, not a file", source=str(folder))
-    if not path.is_file():
+    if not path.is_file():  # the command names no index: a usage error (exit 2)
         raise InputPathError(f"no {INDEX_FILE}: not an index folder (build one with 'anglekit index build')", source=str(folder))
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
