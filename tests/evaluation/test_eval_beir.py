@@ -194,12 +194,12 @@ def test_cli_eval_retrieval_on_a_beir_folder(tmp_path: Path, tiny_bert_dir: Path
     assert "| myset |" in capsys.readouterr().out
     (folder / "qrels" / "test.tsv").write_text("q0\tmissing-doc\t1\n")
     bad = tmp_path / "bad.json"
-    assert main([*base, "--data", str(folder), "--output", str(bad)]) == 2
+    assert main([*base, "--data", str(folder), "--output", str(bad)]) == 1  # the qrels are wrong
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "unknown corpus id 'missing-doc'" in err and "test.tsv, row 1" in err
     assert not bad.exists()
     # --suite all keeps --data for pair datasets: a BEIR folder is not one
-    assert main([*base[:2], "--suite", "all", "--data", str(folder), "--device", "cpu", "--no-cache", "--quiet"]) == 2
+    assert main([*base[:2], "--suite", "all", "--data", str(folder), "--device", "cpu", "--no-cache", "--quiet"]) == 1  # read: no pair data
     assert "unknown corpus id" not in capsys.readouterr().err
 
 

@@ -23,12 +23,9 @@ from anglekit.cli.common import add_output
 from anglekit.cli.fields import add_setting
 from anglekit.config import Setting, check_fields, setting, settings_of
 from anglekit.config.fields import positive_int
-from anglekit.errors import ConfigError
+from anglekit.errors import EXIT_PARTIAL, ConfigError
 
 NAME = "generate"
-
-EXIT_PARTIAL = 3
-"""Exit status when some requests failed for good (the output holds the rest; rerun to retry)."""
 
 KIND_CHOICES = ("synonym", "antonym", "both", "queries")
 STYLE_CHOICES = ("question", "keyword", "both")

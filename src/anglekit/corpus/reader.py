@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from anglekit.data.sources import TEXT_ALIASES, DelimitedRows, bad_bytes_message, missing_column, short_repr, text_problem
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import ConfigError, DataError, InputPathError
 
 __all__ = ["CORPUS_FORMATS", "DEFAULT_CHUNK_ROWS", "CorpusChunk", "corpus_columns", "corpus_format", "corpus_signature", "iter_corpus"]
 
@@ -320,10 +320,10 @@ def iter_corpus(
     p = Path(os.fspath(path)).expanduser()
     source = os.fspath(path)
     if p.is_dir():
-        raise DataError("is a folder, not a file; give a .txt, .jsonl, .csv, .tsv or .parquet corpus", source=source)
+        raise InputPathError("is a folder, not a file; give a .txt, .jsonl, .csv, .tsv or .parquet corpus", source=source)
     fmt = corpus_format(p)
     if not p.is_file():
-        raise DataError("no such file", source=source)
+        raise InputPathError("no such file", source=source)
     if fmt == "txt":
         records = _txt(p, source, text_column, id_column, title_column)
     elif fmt == "jsonl":

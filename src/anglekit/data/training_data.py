@@ -54,7 +54,7 @@ from anglekit.data.sentences import read_sentences
 from anglekit.data.sources import Sink, infer_format, is_hf_dataset, is_hub_id, load_from_disk, scan_file
 from anglekit.data.spec import hub_source, parse_spec
 from anglekit.data.triplets import TRIPLET_ALIASES, negative_columns, read_triplets
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import ConfigError, DataError, InputPathError
 
 __all__ = [
     "HUB_NLI",
@@ -156,7 +156,7 @@ def _one_sentence_source(spec: str, *, column: str | None, default_split: str, r
         return known
     if is_hub_id(source) and "/" in source:
         return read_sentences(source, format="hub", split=split, column=column, lenient=lenient)
-    raise DataError(
+    raise InputPathError(
         f"no such file or directory, and not a known corpus ({', '.join(sentence_names())}) or a hub id",
         source=source,
     )
@@ -240,7 +240,7 @@ def resolve_triplets(
         return known
     if is_hub_id(source) and "/" in source:
         return read_triplets(source, format="hub", split=split, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives, scores=scores)
-    raise DataError("no such file or directory, and not a known NLI set (snli, mnli, all-nli) or a hub id", source=source)
+    raise InputPathError("no such file or directory, and not a known NLI set (snli, mnli, all-nli) or a hub id", source=source)
 
 
 def resolve_training_data(

@@ -66,7 +66,7 @@ from anglekit.data.sources import (
     short_repr,
     text_problem,
 )
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import ConfigError, DataError, InputPathError
 
 # TripletDataset and TripletRecord are re-exported from anglekit.data.records.
 __all__ = [
@@ -425,7 +425,7 @@ def _triplets_from_path(text: str, fmt: str | None, columns: dict[str, str] | No
         scan_hf_dataset(ds, sink)
         return sink.build(name or path.name + (f":{split}" if split else ""), "dataset has no rows", pairing=nli_pairing)
     if not path.is_file():
-        raise DataError("no such file or directory", source=text)
+        raise InputPathError("no such file or directory", source=text)
     if split is not None:
         raise ConfigError(f"split={split!r} does not apply to a single file ({text}); a file holds one split")
     sink = _TripletSink(text, lenient, columns, pad_negatives, scores)
