@@ -12,9 +12,9 @@ unknown extra. Read by scripts/floors.sh; checked by tests/test_floors.py. Needs
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version

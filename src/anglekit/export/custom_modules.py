@@ -121,8 +121,7 @@ class AnglekitPooling(nn.Module):
             return AnglekitPooling(**json.load(handle))
 
 
-from sentence_transformers.base.modules.transformer import Transformer as _Transformer  # 5.4+ (the floor)
-
+from sentence_transformers.base.modules.transformer import Transformer as _Transformer  # noqa: E402 - 5.4+ (the floor)
 
 if hasattr(_Transformer, "preprocess"):
 
