@@ -2,9 +2,8 @@
 # The dependency floors, tested: a venv of its own (.venv-floors) with every dependency pyproject.toml
 # declares for the extras below pinned to the lowest version it allows (scripts/floors.py writes the
 # pins; what those packages need in turn resolves as pip resolves it), then the tests that exercise
-# those dependencies. Extra arguments go to pytest. A CI leg (.ci/run); about 3 minutes to install
-# on a cold pip cache, 5 to 10 to test on 2 cores (10 on a
-# machine loaded by other work).
+# those dependencies. Extra arguments go to pytest. A CI leg (.ci/run): measured 12 min 20 s on 2 cores
+# shared with other work (7 min to install into a fresh venv, 5 min 17 s for 456 tests).
 #
 # torch is the one exception: the CPU wheel scripts/setup.sh installs (2.13.0), since an older torch
 # from PyPI pulls several GB of CUDA packages; `torch>=2.1` itself is not exercised here.
