@@ -378,14 +378,11 @@ def test_eval_falls_back_to_sentence_transformers_for_a_dense_module(
     tiny_bert_dir: Path, dev_pair_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     st = pytest.importorskip("sentence_transformers")
+    from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
+
     from anglekit.data.catalog import resolve_dataset
     from anglekit.metrics.similarity import evaluate_pairs
     from anglekit.model.embedder import Embedder
-
-    try:
-        from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
-    except ImportError:  # sentence-transformers < 5.3
-        from sentence_transformers.models import Dense, Pooling, Transformer
 
     folder = tmp_path / "st-dense"
     modules = [Transformer(str(tiny_bert_dir), max_seq_length=32), Pooling(32, pooling_mode="mean"), Dense(32, 16)]

@@ -38,7 +38,7 @@ def write_beir(folder: Path, *, n_docs: int = 120, n_queries: int = 25, seed: in
 
 def test_metrics_equal_sentence_transformers_evaluator(tmp_path: Path, tiny_bert_dir: Path) -> None:
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.evaluation import InformationRetrievalEvaluator
+    from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
 
     from anglekit.model.embedder import Embedder
 
@@ -207,7 +207,7 @@ def test_the_suite_embeds_queries_and_documents_with_the_model_s_prompts(tmp_pat
     """A model with query/document prompts is scored as it is used: sentence-transformers' evaluator
     with the same prompt names is the reference; cached runs (one cache per prompt) give the same figures."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.evaluation import InformationRetrievalEvaluator
+    from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
 
     from anglekit.evaluation.suites import run_suite
     from anglekit.model.embedder import Embedder
