@@ -281,13 +281,13 @@ def test_bad_corpora_are_refused_naming_file_and_row(tmp_path: Path, name: str, 
     ("name", "content", "needle"),
     [("empty.txt", "", "file is empty"), ("dups.csv", "id,text\n1,a b\n1,c d\n", "is given twice")],
 )
-def test_cli_bad_corpus_exits_2_in_one_line_writing_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: str, needle: str) -> None:
+def test_cli_bad_corpus_exits_1_in_one_line_writing_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: str, needle: str) -> None:
     path = tmp_path / name
     path.write_text(content)
     out = tmp_path / "q.jsonl"
     rc = main(["generate", "--kind", "queries", "--input", str(path), "--output", str(out), "--llm", "openai:m@http://127.0.0.1:9/v1", "--quiet"])
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and needle in err and str(path) in err and len(err.splitlines()) == 1
+    assert rc == 1 and needle in err and str(path) in err and len(err.splitlines()) == 1  # a data error
     assert not out.exists() and not summary_path(out).exists()
 
 

@@ -142,7 +142,7 @@ def test_bad_data_is_one_line_naming_file_columns_row_and_objective(tiny_bert_di
     out = tmp_path / "run"
     code, _, err = run_cli(["train", str(tiny_bert_dir), "--train-data", str(unscored), "--objective", "margin-mse", "--output-dir", str(out), *COMMON], capsys)
     line = err.strip()
-    assert code == 2 and len(line.splitlines()) == 1 and "Traceback" not in err  # the CLI gives 2 for every anglekit error
+    assert code == 1 and len(line.splitlines()) == 1 and "Traceback" not in err  # a data error: exit 1
     assert str(unscored) in line and "'margin-mse'" in line and "positive_score, negative_1_score, negative_2_score" in line
     assert not (out / "model").exists()
     rows = [json.loads(x) for x in _mined(tmp_path / "m.jsonl").read_text().splitlines()]
@@ -150,7 +150,7 @@ def test_bad_data_is_one_line_naming_file_columns_row_and_objective(tiny_bert_di
     nan = tmp_path / "nan.jsonl"
     nan.write_text("".join(json.dumps(r) + "\n" for r in rows))
     code, _, err = run_cli(["train", str(tiny_bert_dir), "--train-data", str(nan), "--objective", "distill-kl", "--output-dir", str(out), *COMMON], capsys)
-    assert code == 2 and f"{nan}, row 5, field 'negative_1_score'" in err and "not a finite number" in err and len(err.strip().splitlines()) == 1
+    assert code == 1 and f"{nan}, row 5, field 'negative_1_score'" in err and "not a finite number" in err and len(err.strip().splitlines()) == 1
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text(json.dumps({"text1": "a", "text2": "b", "label": 1}) + "\n")
     with pytest.raises(DataError, match="learns a teacher's scores of n-tuples"):
