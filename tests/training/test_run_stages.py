@@ -108,3 +108,12 @@ def test_build_datasets_weights_only_a_dataset_whose_weight_is_not_one(tmp_path:
     assert (first.name, second.name) == ("a", "b")
     assert not isinstance(first.objective, Weighted)
     assert isinstance(second.objective, Weighted) and second.objective.weight == 0.5 and second.weight == 0.5
+
+
+def test_a_finished_run_is_not_loaded_again(tmp_path: Path) -> None:
+    from anglekit.errors import ConfigError
+    from anglekit.training.run import Run, TrainResult, load
+
+    done = TrainResult(output_dir=tmp_path, model_dir=tmp_path / "model", steps=3, train_seconds=1.0, pairs_per_second=2.0, peak_memory_mb=1.0)
+    with pytest.raises(ConfigError, match="already complete"):
+        load(Run(config(tmp_path), [], tmp_path, finished=done))

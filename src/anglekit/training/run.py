@@ -502,6 +502,8 @@ def load(run: Run) -> Run:
     (checked before anything is written), score the test set before training and tokenize."""
     from transformers import set_seed
 
+    if run.finished is not None:
+        raise ConfigError(f"{run.out}: the run is already complete (results.json); there is nothing to load or fit")
     config = run.config
     set_seed(config.trainer.seed)
     run.datasets = build_datasets(config, run.plans, run.train_dataset)
