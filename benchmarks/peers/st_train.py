@@ -72,10 +72,7 @@ def length_grouped_batch_sampler(lengths: list[int]) -> type:
     import torch
     from transformers.trainer_pt_utils import get_length_grouped_indices
 
-    try:  # 6.x location
-        from sentence_transformers.base.sampler import DefaultBatchSampler
-    except ImportError:  # pragma: no cover - 3.x-5.x layout
-        from sentence_transformers.sampler import DefaultBatchSampler
+    from sentence_transformers.base.sampler import DefaultBatchSampler  # 5.4+; the old path is deprecated
 
     class LengthGroupedBatchSampler(DefaultBatchSampler):
         batches_yielded = 0
@@ -102,10 +99,7 @@ def run(args) -> dict:
         SentenceTransformerTrainingArguments,
     )
 
-    try:  # 5.x location; the top-level alias is deprecated
-        from sentence_transformers.sentence_transformer import losses
-    except ImportError:  # pragma: no cover - older 3.x/4.x layout
-        from sentence_transformers import losses
+    from sentence_transformers.sentence_transformer import losses  # 5.4+; the top-level alias is deprecated
     from transformers import set_seed
 
     model_dir = common.minilm_dir(args.model_zip)

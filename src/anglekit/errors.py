@@ -1,10 +1,33 @@
-"""Exceptions raised by anglekit: one family, each message names what was wrong and where."""
+"""Exceptions raised by anglekit: one family, each message names what was wrong and where.
+
+Each type carries the exit status the command line gives for it (``exit_status``):
+:data:`EXIT_USAGE` (2) for the way a command was called or set up (a flag, a config key, a model or
+output path, a service it talks to) and :data:`EXIT_DATA` (1) for the input data it was given. A
+new type inherits its base's status; ``tests/cli/test_exit_status.py`` pins each type's.
+"""
 
 from __future__ import annotations
 
+EXIT_DATA = 1
+"""Exit status of an error in the input data (:class:`DataError`, :class:`UndefinedScoreError`)."""
+EXIT_USAGE = 2
+"""Exit status of a usage or setup error (a flag, a config key, a model or output path), as
+argparse gives for a bad command line; also of an error of the system (a full disk, a missing file)."""
+EXIT_PARTIAL = 3
+"""Exit status of a command that did part of its work and kept it (some LLM requests or some
+repositories failed): rerun the same command to finish."""
+EXIT_UNEXPECTED = 70
+"""Exit status of an unexpected failure, an error anglekit did not raise on purpose (``EX_SOFTWARE``
+of sysexits.h), so that a script tells a bug from bad data."""
+EXIT_INTERRUPTED = 130
+"""Exit status on Ctrl-C (128 + SIGINT), as a shell gives."""
+
 
 class AnglekitError(Exception):
-    """Base class of every error anglekit raises on purpose."""
+    """Base class of every error anglekit raises on purpose. ``exit_status``: the command line's
+    exit status for it, :data:`EXIT_USAGE` unless a subclass is about the input data."""
+
+    exit_status: int = EXIT_USAGE
 
 
 class ConfigError(AnglekitError, ValueError):
@@ -17,6 +40,8 @@ class DataError(AnglekitError, ValueError):
     ``row`` is 1-based as a person counts rows in a file (header excluded for tabular files,
     ``None`` when the problem concerns the whole source).
     """
+
+    exit_status = EXIT_DATA
 
     def __init__(
         self,
@@ -40,6 +65,18 @@ class DataError(AnglekitError, ValueError):
         super().__init__(f"{prefix}: {message}" if prefix else message)
 
 
+class InputPathError(DataError):
+    """An input path the command was given that is not there (and, where a name is also taken, is
+    no known dataset or hub id), or is not the kind the flag takes (a folder where a file belongs, a
+    file where a folder does). The data was never reached, the command is wrong: a usage error for
+    the command line (exit 2), as argparse's for a file argument it cannot open. A
+    :class:`DataError` still, to code that catches those around reading its input. (A file missing
+    or of the wrong kind *inside* an input folder is a plain :class:`DataError`: the folder is the
+    data, and it is incomplete.)"""
+
+    exit_status = EXIT_USAGE
+
+
 class UnsupportedModelError(ConfigError):
     """A model folder holds parts anglekit cannot apply (e.g. a sentence-transformers module other
     than Transformer, Pooling and Normalize), so anglekit would embed differently from its authors."""
@@ -53,7 +90,8 @@ class OutputError(AnglekitError):
 class DiskFullError(OutputError):
     """A write ran out of space (ENOSPC, a quota, or a short write). The message names the file,
     the bytes asked for and written, and which finished parts are intact; ``path``, ``requested``
-    and ``written`` (bytes, ``None`` when unknown) say the same to code."""
+    and ``written`` (bytes, ``None`` when unknown) say the same to code. Exit 2 like every
+    :class:`OutputError`: the data is fine, the place it is written to is not."""
 
     def __init__(self, message: str, *, path: str, requested: int | None = None, written: int | None = None) -> None:
         self.path = path
@@ -64,7 +102,10 @@ class DiskFullError(OutputError):
 
 class UndefinedScoreError(AnglekitError, ValueError):
     """A score is undefined for the data given (e.g. a correlation over fewer than 2 pairs, or over
-    gold labels that are all equal). The message says which and why."""
+    gold labels that are all equal). The message says which and why. A data error for the
+    command line (exit 1): the data given has too few pairs or no spread."""
+
+    exit_status = EXIT_DATA
 
 
 class ExportError(AnglekitError, ValueError):
@@ -75,7 +116,8 @@ class ExportError(AnglekitError, ValueError):
 
 class ModelMismatchError(ConfigError):
     """Vectors made by one model met another: an index or shards searched or extended with a model
-    whose fingerprint (weights and embedding settings) differs from the one recorded with them."""
+    whose fingerprint (weights and embedding settings) differs from the one recorded with them.
+    A usage error (exit 2): neither file is malformed, the command paired the wrong two."""
 
 
 class UnknownBackendError(ConfigError):
@@ -110,4 +152,5 @@ class AmbiguousBackendError(ConfigError):
 
 class NothingGeneratedError(AnglekitError):
     """A generation run got answers, and every one was empty: no pairs file is written (an empty
-    file would pass for a finished run). The message names the LLMs and what to change."""
+    file would pass for a finished run). The message names the LLMs and what to change. A usage
+    error (exit 2): the input is fine, the fix is a setting (``--max-tokens``, the model, the prompt)."""

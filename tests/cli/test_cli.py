@@ -207,14 +207,14 @@ def test_encode_options(tmp_path: Path, tiny_bert_dir: Path, capsys: pytest.Capt
     ],
     ids=["empty", "only-newlines", "blank-line", "whitespace-line", "binary", "latin1", "no-text-column"],
 )
-def test_encode_bad_input_exits_2_and_writes_nothing(
+def test_encode_bad_input_exits_1_and_writes_nothing(
     tmp_path: Path, tiny_bert_dir: Path, content: bytes, suffix: str, match: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = tmp_path / f"input{suffix}"
     source.write_bytes(content)
     output = tmp_path / "vectors.npy"
     code, _, err = _run(["encode", str(tiny_bert_dir), "--input", str(source), "--output", str(output), "--quiet"], capsys)
-    assert code == 2
+    assert code == 1  # the data is wrong, not the command
     assert err.startswith("anglekit encode: error:")
     assert str(source) in err and match in err, err
     assert "Traceback" not in err
@@ -320,14 +320,14 @@ def test_eval_without_output_writes_nothing(
     ],
     ids=["bad-label", "empty-text", "bad-json"],
 )  # fmt: skip
-def test_eval_malformed_data_exits_2_naming_file_and_row(
+def test_eval_malformed_data_exits_1_naming_file_and_row(
     tmp_path: Path, tiny_bert_dir: Path, lines: list[str], row: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = tmp_path / "broken.jsonl"
     data.write_text("\n".join(lines) + "\n")
     output = tmp_path / "scores.json"
     code, _, err = _run(["eval", str(tiny_bert_dir), "--data", str(data), "--output", str(output), "--quiet"], capsys)
-    assert code == 2
+    assert code == 1
     assert err.startswith("anglekit eval: error:")
     assert str(data) in err and f"row {row}" in err, err
     assert not output.exists()
@@ -337,7 +337,7 @@ def test_eval_malformed_tsv_names_the_row(tmp_path: Path, tiny_bert_dir: Path, c
     data = tmp_path / "broken.tsv"
     data.write_text("text1\ttext2\tlabel\na dog\ta cat\t1.0\na man\ta woman\tnan\n")
     code, _, err = _run(["eval", str(tiny_bert_dir), "--data", str(data), "--quiet"], capsys)
-    assert code == 2 and str(data) in err and "row 2" in err
+    assert code == 1 and str(data) in err and "row 2" in err
 
 
 def test_eval_needs_data_and_an_existing_dataset(tmp_path: Path, tiny_bert_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

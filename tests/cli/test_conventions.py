@@ -49,7 +49,7 @@ def texts_file(tmp_path: Path) -> Path:
 # ------------------------------------------------------------------ the same options everywhere
 
 
-@pytest.mark.parametrize("command", ["eval", "encode", "merge-lora", "train", "generate"])
+@pytest.mark.parametrize("command", ["eval", "encode", "merge", "merge-lora", "train", "generate"])
 def test_commands_that_load_a_model_have_the_loading_options(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     out = _help([command], capsys)
     for option in LOADING_OPTIONS:
@@ -58,7 +58,7 @@ def test_commands_that_load_a_model_have_the_loading_options(command: str, capsy
 
 @pytest.mark.parametrize(
     "command",
-    [["train"], ["eval"], ["report"], ["encode"], ["merge-lora"], ["plot-dynamics"], ["generate"],
+    [["train"], ["eval"], ["report"], ["encode"], ["merge"], ["merge-lora"], ["plot-dynamics"], ["generate"],
      ["github-issues", "collect"], ["github-issues", "build"]],
 )  # fmt: skip
 def test_every_command_has_quiet(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -88,7 +88,7 @@ def test_one_default_batch_size() -> None:
 
 
 def test_output_is_a_file_and_output_dir_a_folder(capsys: pytest.CaptureFixture[str]) -> None:
-    for command in (["eval"], ["merge-lora"], ["github-issues", "collect"], ["github-issues", "build"]):
+    for command in (["eval"], ["merge"], ["merge-lora"], ["github-issues", "collect"], ["github-issues", "build"]):
         out = _help(command, capsys)
         assert "--output-dir DIR" in out, command
         assert "--out " not in out and "--out\n" not in out, command
@@ -225,7 +225,7 @@ def test_command_help_does_not_import_torch() -> None:
     code = (
         "import sys\nfrom anglekit.cli import build_parser\nparser = build_parser()\n"
         "for argv in (['--help'], ['train', '--help'], ['eval', '--help'], ['encode', '--help'], ['report', '--help'],\n"
-        "             ['merge-lora', '--help'], ['plot-dynamics', '--help'], ['generate', '--help'],\n"
+        "             ['merge', '--help'], ['merge-lora', '--help'], ['plot-dynamics', '--help'], ['generate', '--help'],\n"
         "             ['github-issues', 'collect', '--help'], ['github-issues', 'build', '--help']):\n"
         "    try:\n        parser.parse_args(argv)\n    except SystemExit:\n        pass\n"
         "print('torch' in sys.modules)"
@@ -378,14 +378,11 @@ def test_eval_falls_back_to_sentence_transformers_for_a_dense_module(
     tiny_bert_dir: Path, dev_pair_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     st = pytest.importorskip("sentence_transformers")
+    from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
+
     from anglekit.data.catalog import resolve_dataset
     from anglekit.metrics.similarity import evaluate_pairs
     from anglekit.model.embedder import Embedder
-
-    try:
-        from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
-    except ImportError:  # sentence-transformers < 5.3
-        from sentence_transformers.models import Dense, Pooling, Transformer
 
     folder = tmp_path / "st-dense"
     modules = [Transformer(str(tiny_bert_dir), max_seq_length=32), Pooling(32, pooling_mode="mean"), Dense(32, 16)]

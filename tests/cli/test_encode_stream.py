@@ -86,7 +86,7 @@ def test_bad_corpus_names_the_row(tmp_path: Path, tiny_bert_dir: Path, capsys: p
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"id": "a", "text": "dog"}\n{"id": "b", "text": ""}\n')
     code, _, err = helpers.run_cli(["encode", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(tmp_path / "out"), "--quiet"], capsys)
-    assert code == 2 and err.startswith("anglekit encode: error:") and f"{corpus}, row 2, field 'text': text is empty" in err
+    assert code == 1 and err.startswith("anglekit encode: error:") and f"{corpus}, row 2, field 'text': text is empty" in err
 
 
 def test_kill_9_then_resume_gives_the_bytes_of_an_uninterrupted_run(tmp_path: Path, tiny_bert_dir: Path) -> None:

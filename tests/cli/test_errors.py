@@ -23,8 +23,8 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
     return helpers.run_cli(argv, capsys)
 
 
-def _clean_error(code: int, err: str, *needles: str) -> None:
-    assert code == 2, err
+def _clean_error(code: int, err: str, *needles: str, status: int = 2) -> None:
+    assert code == status, err
     assert "Traceback" not in err, err
     for needle in needles:
         assert needle in err, (needle, err)
@@ -56,6 +56,7 @@ def _commands_with_outputs(model: str, texts: Path, pairs: Path, bad: Path) -> l
         ["eval", model, "--suite", "sts", "--output-dir", folder],
         ["train", model, "--train-data", str(pairs), "--output-dir", folder],
         ["merge-lora", model, "--output-dir", folder],
+        ["merge", model, model, "--weight", "0.5", "--output-dir", folder],
         ["generate", "--input", str(texts), "--llm", "openai:m@http://127.0.0.1:9", "--output", file + ".jsonl"],
         ["github-issues", "collect", "--repos", "a/b", "--base-url", "http://127.0.0.1:9", "--output-dir", folder],
         ["github-issues", "build", str(texts.parent), "--output-dir", folder],
@@ -104,12 +105,12 @@ def test_an_unexpected_error_is_one_line_and_a_saved_traceback(
     monkeypatch.setenv("ANGLEKIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(encode, "run", boom)
     code, _, err = _run(["encode", "m", "--input", str(texts), "--output", str(tmp_path / "v.npy")], capsys)
-    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert code == 70 and len(err.strip().splitlines()) == 1, err
     assert "unexpected error: RuntimeError: something nobody expected" in err and "Traceback" not in err
     saved = next((tmp_path / "cache" / "logs").glob("anglekit-encode-*.txt"))
     assert saved.name in err and "RuntimeError: something nobody expected" in saved.read_text()
     code, _, err = _run(["--debug", "encode", "m", "--input", str(texts), "--output", str(tmp_path / "v.npy")], capsys)
-    assert code == 1 and "Traceback (most recent call last)" in err
+    assert code == 70 and "Traceback (most recent call last)" in err
 
 
 def _numeric_flags() -> list[tuple[list[str], str, str]]:
@@ -266,11 +267,11 @@ def test_eval_on_one_pair_and_on_constant_labels(tiny_bert_dir: Path, tmp_path: 
     one = tmp_path / "one.jsonl"
     one.write_text(json.dumps({"text1": "a dog", "text2": "a cat", "label": 1.0}) + "\n")
     code, _, err = _run(["eval", str(tiny_bert_dir), "--data", str(one)], capsys)
-    _clean_error(code, err, "at least 2 pairs, got 1")
+    _clean_error(code, err, "at least 2 pairs, got 1", status=1)
     same = tmp_path / "same.jsonl"
     same.write_text("".join(json.dumps({"text1": f"a dog {i}", "text2": "a cat", "label": 3.0}) + "\n" for i in range(4)))
     code, out, err = _run(["eval", str(tiny_bert_dir), "--data", str(same)], capsys)
-    _clean_error(code, err, "undefined", "all 4 gold labels equal 3")
+    _clean_error(code, err, "undefined", "all 4 gold labels equal 3", status=1)
     assert "nan" not in out.lower()
 
 
@@ -285,9 +286,9 @@ def test_inputs_of_the_wrong_shape(tiny_bert_dir: Path, tmp_path: Path, capsys: 
     obj.write_text('{"text": "one", "label": 1}')
     folder = tmp_path / "folder"
     folder.mkdir()
-    for source, needle in ((obj, "not a list of records"), (folder, "is a folder, not a file")):
+    for source, needle, status in ((obj, "not a list of records", 1), (folder, "is a folder, not a file", 2)):
         code, _, err = _run(["encode", str(tiny_bert_dir), "--input", str(source), "--output", str(out)], capsys)
-        _clean_error(code, err, needle)
+        _clean_error(code, err, needle, status=status)
     mac = tmp_path / "mac.txt"
     mac.write_bytes(b"first line\rsecond line\rthird line\r")
     assert _run(["encode", str(tiny_bert_dir), "--input", str(mac), "--output", str(out), "--quiet"], capsys)[0] == 0
@@ -314,7 +315,7 @@ def test_generate_with_a_missing_local_model(tmp_path: Path, texts: Path, capsys
 def test_github_collect_failures_name_the_host_even_when_quiet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(["github-issues", "collect", "--repos", "a/b", "--base-url", "http://127.0.0.1:9", "--max-retries", "0",
                            "--quiet", "--output-dir", str(tmp_path / "c")], capsys)  # fmt: skip
-    assert code == 1 and "1 failed" in out
+    assert code == 3 and "1 failed" in out
     assert "a/b failed" in err and "127.0.0.1:9" in err and "refused" in err.lower()
 
 

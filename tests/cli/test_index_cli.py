@@ -98,11 +98,11 @@ def test_search_with_another_model_exits_2(tmp_path: Path, tiny_bert_dir: Path, 
      (b'{"id": "a", "text": "dog"}\n{"id": 2.5, "text": "cat"}\n', "row 2, field 'id': id must be a string or an integer"),
      (b"", "empty")],
 )  # fmt: skip
-def test_bad_corpus_exits_2_and_writes_no_index(tmp_path: Path, tiny_bert_dir: Path, content: bytes, match: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_corpus_exits_1_and_writes_no_index(tmp_path: Path, tiny_bert_dir: Path, content: bytes, match: str, capsys: pytest.CaptureFixture[str]) -> None:
     corpus = tmp_path / "c.jsonl"
     corpus.write_bytes(content)
     code, out, err = _run(["index", "build", str(tiny_bert_dir), "--input", str(corpus), "--output-dir", str(tmp_path / "ix"), "--quiet"], capsys)
-    assert code == 2 and match in err and "Traceback" not in err, err
+    assert code == 1 and match in err and "Traceback" not in err, err
     assert not (tmp_path / "ix").exists()
 
 
@@ -130,7 +130,7 @@ def test_existing_index_needs_overwrite_and_bad_flags(tmp_path: Path, tiny_bert_
         assert code == 2 and message in err, (argv2, err)
 
 
-def test_search_of_an_index_corrupted_at_the_same_size_exits_2_naming_the_file(
+def test_search_of_an_index_corrupted_at_the_same_size_exits_1_naming_the_file(
     tmp_path: Path, tiny_bert_dir: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     index = tmp_path / "ix"
@@ -141,7 +141,7 @@ def test_search_of_an_index_corrupted_at_the_same_size_exits_2_naming_the_file(
     data[-5] ^= 0x40  # a float of the last vector changes; the size does not
     (index / name).write_bytes(bytes(data))
     code, out, err = _run(["search", str(index), "a dog", "-k", "2"], capsys)
-    assert code == 2 and out == "" and err.count("\n") == 1 and name in err and "SHA-256" in err, err
+    assert code == 1 and out == "" and err.count("\n") == 1 and name in err and "SHA-256" in err, err
 
 
 def test_overwrite_never_deletes_the_corpus_or_the_model_inside_the_index_folder(

@@ -11,7 +11,7 @@ from anglekit.data import load_snli, load_stsb, normalize_split, parse_spec
 from anglekit.data.flickr import load_flickr30k_captions
 from anglekit.data.github_issues import load_github_issues
 from anglekit.data.spec import DatasetSpec, hub_source, looks_like_split
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import ConfigError
 
 
 @pytest.mark.parametrize(
@@ -48,7 +48,7 @@ def test_loaders_share_the_split_names(tmp_path: Path) -> None:
         (flickr / "Val" / f"val.{j}").write_text(f"caption {j} of image 0\n", encoding="utf-8")
     for alias in ("dev", "val", "validation", "valid"):
         assert load_flickr30k_captions(flickr, alias).split == "dev"
-    with pytest.raises(DataError, match="unknown Flickr30k split"):
+    with pytest.raises(ConfigError, match="unknown Flickr30k split"):
         load_flickr30k_captions(flickr, "holdout")
     snli = tmp_path / "SNLI"
     snli.mkdir()

@@ -238,7 +238,7 @@ def test_cli_default_repositories_and_failure_status(tmp_path: Path) -> None:
                 "--quiet",
             ]
         )
-    assert rc == 1
+    assert rc == 3
     assert main(["github-issues", "build", str(tmp_path / "nothing"), "--output-dir", str(tmp_path / "d")]) == 2
 
 
@@ -262,7 +262,9 @@ def test_unfinished_collection_is_refused_with_the_command_resuming_it(
     with FakeGitHub(fixture) as server:
         first = collect(list(REPOS), out, client=GitHubClient(server.base_url, per_page=50, sleep=lambda s: None, max_retries=0))
         assert [(r.repo, r.phase) for r in first.failed] == [("acme/a", "issues")]
-        assert main(["github-issues", "build", str(out), "--output-dir", str(tmp_path / "d"), "--seed", "3", "--split-shares", "0.6,0.2,0.2"]) == 2
+        assert (
+            main(["github-issues", "build", str(out), "--output-dir", str(tmp_path / "d"), "--seed", "3", "--split-shares", "0.6,0.2,0.2"]) == 1
+        )  # an unfinished collection: the data
         err = _error_line(capsys)
         assert "the collection is unfinished (1 of 2 repositories): acme/a stopped in phase 'issues'" in err
         assert not (tmp_path / "d").exists()  # nothing written
@@ -289,7 +291,7 @@ def test_missing_or_unstarted_repository_folder_is_refused(collection: Path, tmp
     target = tmp_path / "d"
     target.mkdir()
     (target / "train.jsonl").write_text("earlier\n")
-    assert main(["github-issues", "build", str(broken), "--output-dir", str(target)]) == 2
+    assert main(["github-issues", "build", str(broken), "--output-dir", str(target)]) == 1
     err = _error_line(capsys)
     assert f"error: {broken}: the collection is unfinished (1 of 2 repositories): acme/b has no folder acme__b;" in err
     assert err.endswith(f"resume it with: anglekit github-issues collect --output-dir {broken} --repos acme/b --base-url {_manifest_url(broken)}")

@@ -217,6 +217,7 @@ def test_every_command_generates_a_flag_with_the_same_help(capsys: pytest.Captur
         "encode": ["encode", "m", "--input", "x", "--output", "v.npy"], "eval": ["eval", "m", "--data", "x"],
         "index": ["index", "build", "m", "--input", "x", "--output-dir", "d"], "search": ["search", "d", "q"],
         "serve": ["serve", "m"], "merge-lora": ["merge-lora", "a", "--output-dir", "d"],
+        "merge": ["merge", "a", "b", "--weight", "0.5", "--output-dir", "d"],
     }  # fmt: skip
     for name, argv in commands.items():
         keys = build_parser().parse_args(argv)._load_settings  # the fields this command has flags for
@@ -227,6 +228,7 @@ def test_every_command_generates_a_flag_with_the_same_help(capsys: pytest.Captur
             setting = load_setting(key)
             assert " ".join(setting.help.split())[:35] in flat, (name, key)  # the first line of the field's help
     assert build_parser().parse_args(commands["merge-lora"]).device == "cpu"  # a command's own default
+    assert build_parser().parse_args(commands["merge"]).device == "cpu"
 
 
 def test_train_declares_its_shared_loading_settings_on_load_settings() -> None:

@@ -29,11 +29,9 @@ TOL = {"atol": 1e-5, "rtol": 0}
 
 
 def _st_modules() -> tuple[Any, Any]:
-    try:
-        from sentence_transformers.base.modules import Transformer
-        from sentence_transformers.sentence_transformer.modules import Pooling
-    except ImportError:  # sentence-transformers < 5.4
-        from sentence_transformers.models import Pooling, Transformer
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
     return Transformer, Pooling
 
 

@@ -56,11 +56,9 @@ def reader(request: pytest.FixtureRequest) -> Reader:
 
 
 def _st_modules() -> tuple[Any, Any, Any]:
-    try:
-        from sentence_transformers.base.modules import Normalize, Transformer
-        from sentence_transformers.sentence_transformer.modules import Pooling
-    except ImportError:  # sentence-transformers < 5.4
-        from sentence_transformers.models import Normalize, Pooling, Transformer
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling
+
     return Transformer, Pooling, Normalize
 
 

@@ -145,7 +145,8 @@ def test_the_issue_s_folders_fail_in_one_line_from_the_cli(st_folder: Path, tmp_
 @pytest.mark.parametrize("normalize", [False, True])
 def test_truncate_dim_applies_as_sentence_transformers_applies_it(tiny_bert_dir: Path, tmp_path: Path, normalize: bool) -> None:
     st = pytest.importorskip("sentence_transformers")
-    from sentence_transformers.models import Normalize, Pooling, Transformer
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling
 
     modules = [Transformer(str(tiny_bert_dir), max_seq_length=16), Pooling(32, pooling_mode="mean")]
     if normalize:

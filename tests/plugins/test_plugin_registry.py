@@ -6,6 +6,7 @@ distributions written here (dist-info folders on sys.path), nothing installed.""
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from collections.abc import Iterator
@@ -150,3 +151,49 @@ def test_each_registry_of_anglekit_refuses_a_wrong_plugin_with_a_warning(site_di
         assert fresh.names() == ()
     assert message in str(caught[0].message) and "from wrong-plugin 0.1" in str(caught[0].message)
     assert registry.names() == before  # entry points are read once
+
+
+@pytest.mark.parametrize(
+    ("exit_call", "shown"),
+    [("sys.exit()", "sys.exit(None)"), ("sys.exit(3)", "sys.exit(3)"), ("sys.exit('torchwidgets is missing')", "sys.exit('torchwidgets is missing')"), ("raise SystemExit(0)", "sys.exit(0)")],
+)  # fmt: skip
+def test_a_plugin_that_exits_as_it_loads_is_named_and_left_out(site_dir: Path, exit_call: str, shown: str) -> None:
+    """A module that calls sys.exit() on import is one more broken plugin: warned of, not the end of the command."""
+    add_distribution(site_dir, "quitting-widgets", {"quits": "widgets_quits:X", "nine": "widgets_nine:NINE"},
+                     modules={"widgets_quits": f"import sys\n{exit_call}\nX = 1\n", "widgets_nine": "NINE = 9\n"})  # fmt: skip
+    registry = widgets()
+    with pytest.warns(PluginWarning) as caught:
+        assert registry.names() == ("nine",)
+    messages = [str(w.message) for w in caught if issubclass(w.category, PluginWarning)]
+    assert messages == [
+        "anglekit: the widget plugin 'quits' (widgets_quits:X, from quitting-widgets 0.1; entry point group anglekit.tests_widgets) "
+        f"is left out: it called {shown} as it loaded"
+    ]
+    assert registry.plugins == {"nine": "quitting-widgets 0.1"}
+
+
+def test_ctrl_c_while_a_plugin_loads_still_stops_the_command(site_dir: Path) -> None:
+    add_distribution(site_dir, "slow-widgets", {"slow": "widgets_slow:X"}, modules={"widgets_slow": "raise KeyboardInterrupt\n"})
+    with pytest.raises(KeyboardInterrupt):
+        widgets().names()
+
+
+def test_the_command_line_goes_on_past_a_plugin_that_exits_as_it_loads(tmp_path: Path) -> None:
+    """Through the command: ``anglekit train --help`` reads the objective plugins; one that calls
+    sys.exit() is named in a warning, the help is printed with the built-in presets, exit 0."""
+    import subprocess
+
+    import anglekit
+
+    site = tmp_path / "site"
+    add_distribution(site, "exiting-objectives", {"quitter": "widgets_quitter:FAMILY"}, group=GROUPS["objectives"],
+                     modules={"widgets_quitter": "import sys\nsys.exit('a required library is missing')\n"})  # fmt: skip
+    src = Path(anglekit.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(site)])}
+    done = subprocess.run([sys.executable, "-m", "anglekit", "train", "--help"], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "simcse-sup" in done.stdout and "--positive-threshold" in done.stdout
+    assert (
+        "the objective family plugin 'quitter' (widgets_quitter:FAMILY, from exiting-objectives 0.1; entry point group anglekit.objectives) "
+        "is left out: it called sys.exit('a required library is missing') as it loaded"
+    ) in done.stderr

@@ -4,6 +4,7 @@ both give Embedder.encode's vectors."""
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +29,37 @@ def test_spark_predict_fn_equals_encode(tiny_bert_dir: Path) -> None:
     expected = Embedder.from_pretrained(tiny_bert_dir, device="cpu", prompts={"document": "passage: "}).encode(TEXTS, normalize=True, role="document")
     assert out.dtype == np.float32 and out.shape == (len(TEXTS), 32)
     np.testing.assert_allclose(out, expected, atol=1e-5, rtol=0)
-    with pytest.raises(DataError, match="row 2"):
-        predict(np.array(["dog", None], dtype=object))
+    assert predict(np.array([], dtype=object)).shape == (0, 32)  # an empty batch: no rows, no error
+
+
+@pytest.mark.parametrize(
+    ("batch", "message"),
+    [
+        (np.array(["dog", None], dtype=object), "text 2 of a batch of 2 (after 'dog') is null: drop them first, e.g. df.where(F.col('text').isNotNull()"),
+        (np.array(["dog", float("nan")], dtype=object), "text 2 of a batch of 2 (after 'dog') is null"),  # a null under pandas 3
+        (np.array([" \u200b "], dtype=object), "text 1 of a batch of 1 is blank"),
+        (np.array([7, 8], dtype=np.int32), "text 1 of a batch of 2 is not a string but int 7: embed a string column"),
+        (np.array([b"dog"], dtype=object), "is not a string but bytes b'dog'"),
+        (np.array([["a", "b"]], dtype=object), "expected one column of strings, got a batch of shape (1, 2)"),
+    ],
+)
+def test_spark_batch_checks(batch: np.ndarray, message: str) -> None:
+    from anglekit.scale.spark import check_batch
+
+    with pytest.raises(DataError, match=re.escape(message)):
+        check_batch(batch)
+
+
+def test_spark_factory_settings(tiny_bert_dir: Path) -> None:
+    from anglekit.errors import ConfigError
+    from anglekit.scale.spark import predict_fn_factory
+
+    for bad, match in [({"batch_size": 0}, "batch_size must be a positive integer"), ({"batch_size": True}, "batch_size"),
+                       ({"normalize": "yes"}, "normalize must be"), ({"role": " "}, "role must be")]:  # fmt: skip
+        with pytest.raises(ConfigError, match=match):
+            predict_fn_factory(str(tiny_bert_dir), **bad)
+    with pytest.raises(ConfigError, match="role 'document': the model has no prompt of that name; its prompts: none"):
+        predict_fn_factory(str(tiny_bert_dir), device="cpu", role="document")()  # when the worker loads it, before any batch
 
 
 def test_ray_embedder_on_a_batch_without_ray(tiny_bert_dir: Path) -> None:

@@ -117,6 +117,38 @@ def test_a_bad_environment_switch_is_a_config_error(no_gpu: None, monkeypatch: p
         resolve_precision("auto", "cpu")
 
 
+@pytest.mark.parametrize("flags", [{"avx512f", "avx512_bf16"}, {"avx2", "avx512f"}], ids=["cpu-with-bf16", "cpu-without-bf16"])
+@pytest.mark.parametrize("requested", ["auto", "fp32", "bf16"])
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_a_bad_environment_switch_is_refused_whatever_the_cpu(
+    no_gpu: None, monkeypatch: pytest.MonkeyPatch, flags: set[str], requested: str, device: str | None
+) -> None:
+    """The value is checked before the CPU is asked: ``yes`` is refused on a CPU without bf16 too
+    (where the switch would change nothing), and whatever the precision asked for."""
+    _simulate_cpu(monkeypatch, flags)
+    monkeypatch.setenv(precision_module.AUTO_BF16_ENV, "yes")
+    with pytest.raises(ConfigError, match=r"^\$ANGLEKIT_AUTO_BF16 must be 0 or 1, got 'yes'$"):
+        resolve_precision(requested, device)
+    monkeypatch.setenv(precision_module.AUTO_BF16_ENV, "1")  # a good value: the choice of before
+    assert resolve_precision(requested, device).name == (requested if requested != "auto" else "bf16" if "avx512_bf16" in flags else "fp32")
+
+
+@pytest.mark.parametrize("flags", [{"avx512f", "avx512_bf16"}, {"avx2"}], ids=["cpu-with-bf16", "cpu-without-bf16"])
+def test_train_refuses_a_bad_environment_switch_before_writing(
+    tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, no_gpu: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flags: set[str]
+) -> None:
+    """Through ``anglekit train``: one line naming the variable and its value, exit 2, no output folder."""
+    _simulate_cpu(monkeypatch, flags)
+    monkeypatch.setenv(precision_module.AUTO_BF16_ENV, "yes")
+    out = tmp_path / "run"
+    code, _, err = helpers.run_cli(
+        ["train", "--model", str(tiny_bert_dir), "--train-data", str(pair_file), "--output-dir", str(out), "--device", "cpu"], capsys
+    )
+    assert code == 2
+    assert err == "anglekit train: error: $ANGLEKIT_AUTO_BF16 must be 0 or 1, got 'yes'\n"
+    assert not out.exists()
+
+
 def test_the_suite_runs_fp32_whatever_the_cpu(no_gpu: None) -> None:
     """conftest turns auto-bf16 off: a test that does not ask for bf16 trains in fp32 on every CPU."""
     assert resolve_precision("auto", "cpu").name == "fp32"

@@ -25,6 +25,7 @@ from anglekit.cli import (
     generate,
     github_issues,
     index,
+    merge,
     merge_lora,
     mine,
     plot_dynamics,
@@ -34,11 +35,11 @@ from anglekit.cli import (
     serve,
     train,
 )
-from anglekit.errors import AnglekitError
+from anglekit.errors import EXIT_INTERRUPTED, EXIT_UNEXPECTED, EXIT_USAGE, AnglekitError
 from anglekit.io.atomic import check_writable, out_of_space
 from anglekit.version import __version__
 
-COMMANDS = (train, eval, report, encode, index, search, mine, fingerprint, merge_lora, export, plot_dynamics, generate, github_issues, serve, reproduce)
+COMMANDS = (train, eval, report, encode, index, search, mine, fingerprint, merge, merge_lora, export, plot_dynamics, generate, github_issues, serve, reproduce)
 """The command modules, in the order ``anglekit --help`` lists them."""
 
 
@@ -76,9 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``anglekit ARGV`` (default: ``sys.argv[1:]``); the exit status.
 
     The one error boundary of the command line: argparse exits 2 on a bad command line; errors
-    anglekit raises on purpose (and errors of the system, such as a full disk) print one line
-    ``anglekit CMD: error: ...`` and give 2; anything unexpected prints one line with the path of
-    its saved traceback and gives 1 (``--debug`` prints the traceback too); Ctrl-C gives 130.
+    anglekit raises on purpose print one line ``anglekit CMD: error: ...`` and give their type's
+    ``exit_status`` (1 for the input data, 2 for usage: :mod:`anglekit.errors`); errors of the
+    system (a missing file, a full disk) print the same line and give 2; anything unexpected prints
+    one line with the path of its saved traceback and gives 70 (``--debug`` prints the traceback
+    too); Ctrl-C gives 130.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -94,20 +97,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args._run(args)
     except AnglekitError as exc:
         print(f"{prefix}: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_status
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except OSError as exc:
         where = _save_traceback(args.command, args.debug)
 
         full = out_of_space(exc.filename or "a file being written", exc)  # a write outside the atomic helpers
         print(f"{prefix}: error: {full or exc}{where}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except Exception as exc:  # noqa: BLE001 - the boundary: one line, the traceback in a file
         where = _save_traceback(args.command, args.debug)
         print(f"{prefix}: unexpected error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
-        return 1
+        return EXIT_UNEXPECTED
 
 
 def _check_outputs(args: argparse.Namespace) -> None:

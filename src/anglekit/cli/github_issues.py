@@ -15,7 +15,7 @@ from typing import Any
 from anglekit.cli.common import add_output_dir, add_quiet
 from anglekit.cli.fields import add_setting
 from anglekit.config import settings_of
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import EXIT_PARTIAL, ConfigError, DataError, InputPathError
 from anglekit.github_issues.settings import BuildSettings, CollectSettings
 from anglekit.io.read import read_user_text
 
@@ -95,6 +95,8 @@ def _read_repos_file(path: Path) -> list[str]:
     from anglekit.github_issues.repos import parse_repos
 
     expected = "one owner/name a line (# comments allowed)"
+    if not path.is_file():  # the flag names no file: usage (exit 2), not the data (exit 1)
+        raise InputPathError(f"{'is a folder' if path.is_dir() else 'no such file'}; expected a file holding {expected}", source=str(path))
     names: list[str] = []
     for row, line in enumerate(read_user_text(path, expected=expected).splitlines(), start=1):
         item = line.split("#", 1)[0].strip()
@@ -146,7 +148,7 @@ def _collect(args: argparse.Namespace) -> int:
             f"anglekit github-issues collect: {failure.repo} failed in phase {failure.phase} against {settings.base_url}: {failure.error} (rerun to resume)",
             file=sys.stderr,
         )
-    return 1 if summary.failed else 0
+    return EXIT_PARTIAL if summary.failed else 0
 
 
 def _build(args: argparse.Namespace) -> int:

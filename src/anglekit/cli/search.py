@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from anglekit.cli.common import add_loading_options, add_quiet, load_settings, positive_int
+from anglekit.errors import ConfigError
 
 NAME = "search"
 
@@ -34,7 +35,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from anglekit.index.store import VectorIndex
+    from anglekit.io.text import is_blank
 
+    blank = next((number for number, query in enumerate(args.queries, start=1) if is_blank(query)), None)
+    if blank is not None:  # an argument, not a file's row: a usage error (exit 2), found before the index loads
+        raise ConfigError(f"query {blank} is blank (only whitespace or invisible characters): {args.queries[blank - 1]!r}")
     index = VectorIndex.load(args.index)
     load = load_settings(args).given()  # over the settings the index recorded
     if args.model is not None or load:

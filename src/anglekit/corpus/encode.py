@@ -37,7 +37,7 @@ from anglekit.corpus.shards import (
     shard_files,
     shard_name,
 )
-from anglekit.errors import ConfigError, DataError, DiskFullError, ModelMismatchError, OutputError
+from anglekit.errors import ConfigError, DiskFullError, InputPathError, ModelMismatchError, OutputError
 from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
 from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.model.encoding import zero_rows_message
@@ -429,7 +429,7 @@ def encode_corpus(model: Any, request: EncodeRequest, say: Callable[[str], None]
     folder = Path(os.fspath(r.output_dir)).expanduser()
     corpus_format(source)  # an unreadable format is refused before the model loads
     if not source.is_file():
-        raise DataError("is a folder, not a file" if source.is_dir() else "no such file", source=os.fspath(r.input))
+        raise InputPathError("is a folder, not a file" if source.is_dir() else "no such file", source=os.fspath(r.input))
     if folder.resolve() == source.resolve() or folder.resolve() in source.resolve().parents:
         raise ConfigError(f"--output-dir {folder} would hold the input {source}; give another folder")
     kwargs = dict(r.model_kwargs or {})

@@ -72,7 +72,7 @@ from anglekit.data.sources import collect_texts, is_hub_id
 from anglekit.data.spec import hub_source, parse_spec
 from anglekit.data.splits import normalize_split
 from anglekit.data.triplets import read_triplets
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import ConfigError, DataError, InputPathError
 
 __all__ = [  # DATA_ENV_VAR, default_data_root and normalize_split are re-exported from root and splits
     "DATA_ENV_VAR",
@@ -118,7 +118,7 @@ def _split_file(directory: Path, files: dict[str, str], split: str, dataset: str
 def _as_dir_or_file(path: str | os.PathLike[str]) -> Path:
     p = Path(path).expanduser()
     if not p.exists():
-        raise DataError("no such file or directory", source=os.fspath(path))
+        raise InputPathError("no such file or directory", source=os.fspath(path))
     return p
 
 
@@ -452,7 +452,7 @@ def load_dataset_by_name(
         if not split:
             raise ConfigError(f"loading {text!r} from the hub needs a split")
         return read_pairs(text, format="hub", split=split, lenient=lenient, **read_kwargs)
-    raise DataError("no such file or directory, and not a known dataset name or a hub id", source=text)
+    raise InputPathError("no such file or directory, and not a known dataset name or a hub id", source=text)
 
 
 def known_names() -> list[str]:

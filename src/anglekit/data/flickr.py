@@ -49,8 +49,8 @@ def load_flickr30k_captions(directory: str | os.PathLike[str], split: str = "tes
     """
     try:
         key = normalize_split(split)
-    except ConfigError:
-        raise DataError(f"unknown Flickr30k split {split!r}; expected one of train, dev (val), test") from None
+    except ConfigError:  # a parameter, not the data: a usage error
+        raise ConfigError(f"unknown Flickr30k split {split!r}; expected one of train, dev (val), test") from None
     folder, stem, image_list = FLICKR_SPLITS[key]
     root = Path(directory)
     files = [

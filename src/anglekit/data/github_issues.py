@@ -30,7 +30,7 @@ from pathlib import Path
 from anglekit.data.readers import read_pairs
 from anglekit.data.records import PairDataset
 from anglekit.data.splits import normalize_split
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import ConfigError, DataError, InputPathError
 
 __all__ = ["FILE_SPLITS", "HUB_ID", "MANIFEST", "NAMES", "load_github_issues"]
 
@@ -90,5 +90,5 @@ def load_github_issues(
         return read_pairs(found, columns=_COLUMNS, label_range=(0.0, 1.0), lenient=lenient, name=f"github-issues:{canonical}")
     hub = HUB_ID if text.lower() in NAMES else text
     if hub.count("/") != 1:
-        raise DataError("no such file or directory, and not a hub id", source=text)
+        raise InputPathError("no such file or directory, and not a hub id", source=text)
     return read_pairs(hub, format="hub", split=canonical, columns=_COLUMNS, label_range=(0.0, 1.0), lenient=lenient, name=f"github-issues:{canonical}")

@@ -55,7 +55,7 @@ from anglekit.data.sources import (
     short_repr,
     text_problem,
 )
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import ConfigError, DataError, InputPathError
 
 __all__ = [
     "FORMATS",
@@ -302,9 +302,9 @@ def read_pairs(
             return sink.build(name or path.stem, f"file has no data rows{header_only}")
         if fmt is None and is_hub_id(text) and not looks_like_path(text):
             if split is None:
-                raise DataError(f"no such file or directory; if {text!r} is a Hugging Face hub id, pass split=", source=text)
+                raise InputPathError(f"no such file or directory; if {text!r} is a Hugging Face hub id, pass split=", source=text)
             return read_hub_pairs(text, None, split, columns, label_range, lenient, name)
-        raise DataError("no such file or directory", source=text)
+        raise InputPathError("no such file or directory", source=text)
     if fmt is not None:
         raise ConfigError(f"format={fmt!r} applies to paths, not to {type(source).__name__} objects")
     sink, default_name = _python_sink(source, split, columns, label_range, lenient)

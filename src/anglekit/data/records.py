@@ -364,6 +364,9 @@ class TripletDataset:
         negatives: each row's hard negatives (n-tuples; ``negative`` is then ``None``). Rows hold
             the same number unless the data was read with ``pad_negatives`` (then the training
             pads the shorter rows and masks the padding out of the loss).
+        scores: n-tuples read with ``scores=True`` from a source with a teacher's ``positive_score``
+            and ``negative_k_score`` columns: each row's scores of its positive and then of each of
+            its negatives (finite numbers); ``None`` otherwise.
     """
 
     anchor: list[str]
@@ -373,9 +376,11 @@ class TripletDataset:
     source: str = ""
     skipped: dict[str, int] = field(default_factory=dict)
     negatives: list[tuple[str, ...]] | None = None
+    scores: list[tuple[float, ...]] | None = None
 
     def __post_init__(self) -> None:
         where = self.source or self.name or None
+        self._check_scores(where)
         self.anchor = list(self.anchor)
         self.positive = list(self.positive)
         self.negative = None if self.negative is None else list(self.negative)
@@ -398,6 +403,21 @@ class TripletDataset:
                     continue
                 _check_text(text, where, i + 1, column_name)
         self.skipped = {str(k): int(v) for k, v in dict(self.skipped).items()}
+
+    def _check_scores(self, where: str | None) -> None:
+        """Scores only for n-tuples: one finite number for each row's positive and each negative."""
+        if self.scores is None:
+            return
+        if self.negatives is None or len(self.scores) != len(self.negatives):
+            raise DataError("scores go with n-tuples (negatives), one tuple per row", source=where)
+        self.scores = [tuple(row) for row in self.scores]
+        for i, (row, negatives) in enumerate(zip(self.scores, self.negatives, strict=True)):
+            if len(row) != 1 + len(negatives):
+                raise DataError(f"{len(row)} scores for a positive and {len(negatives)} negatives", source=where, row=i + 1, field="scores")
+            for k, value in enumerate(row):
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                    name = "positive_score" if k == 0 else f"negative_{k}_score"
+                    raise DataError(f"teacher score {value!r} is not a finite number", source=where, row=i + 1, field=name)
 
     @property
     def has_negatives(self) -> bool:
@@ -442,11 +462,12 @@ class TripletDataset:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TripletDataset):
             return NotImplemented
-        return (self.anchor, self.positive, self.negative, self.negatives, self.name, self.source, self.skipped) == (
+        return (self.anchor, self.positive, self.negative, self.negatives, self.scores, self.name, self.source, self.skipped) == (
             other.anchor,
             other.positive,
             other.negative,
             other.negatives,
+            other.scores,
             other.name,
             other.source,
             other.skipped,
@@ -467,6 +488,7 @@ class TripletDataset:
             source=self.source,
             skipped=dict(self.skipped),
             negatives=None if self.negatives is None else [self.negatives[i] for i in positions],
+            scores=None if self.scores is None else [self.scores[i] for i in positions],
         )
 
     def summary(self) -> str:
@@ -476,6 +498,8 @@ class TripletDataset:
         if self.negatives is not None:
             n = self.negatives_per_row
             parts = f"anchor, positive, {'up to ' if self.padded else ''}{n} hard negative{'s' if n != 1 else ''}{', padded' if self.padded else ''}"
+            if self.scores is not None:
+                parts += ", teacher scores"
         else:
             parts = "anchor, positive, hard negative" if self.has_negatives else "anchor, positive"
         text = f"{head}: {len(self)} rows ({parts})"

@@ -36,7 +36,7 @@ from anglekit.data.sources import (
     pick_split,
     scan_hf_dataset,
 )
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import ConfigError, InputPathError
 
 __all__ = ["SentenceDataset", "read_sentences"]  # SentenceDataset: re-exported from anglekit.data.records
 
@@ -93,7 +93,7 @@ def read_sentences(
         sink.check_done("dataset has no rows")
         return _from_sink(sink, name or path.name + (f":{split}" if split else ""))
     if not path.is_file():
-        raise DataError("no such file or directory", source=text)
+        raise InputPathError("no such file or directory", source=text)
     if split is not None:
         raise ConfigError(f"split={split!r} does not apply to a single file ({text}); a file holds one split")
     if fmt not in (None, "hf", "hub") and path.suffix.lower() not in ("", ".txt", ".text") and infer_format(path) != fmt:

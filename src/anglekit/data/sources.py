@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import ConfigError, DataError, InputPathError
 from anglekit.io.text import is_blank
 
 __all__ = [
@@ -777,7 +777,7 @@ def infer_format(path: str | os.PathLike[str]) -> str:
         return EXTENSIONS[suffix]
     known = ", ".join(sorted(EXTENSIONS))
     raise ConfigError(
-        f"cannot infer the format of {os.fspath(path)!r} from its extension {suffix or '(none)'!r}; known: {known}; pass format= (one of {', '.join(FORMATS)})"
+        f"cannot infer the format of {os.fspath(path)!r} from its extension {suffix or '(none)'!r}; known: {known}; give the file one of those extensions (or, in Python, pass format=: one of {', '.join(FORMATS)})"
     )
 
 
@@ -837,9 +837,9 @@ def collect_texts(source: Any, column: str | None = None, lenient: bool = False,
     path = Path(os.fspath(source)).expanduser()
     text_source = os.fspath(source)
     if path.is_dir():
-        raise DataError("is a folder, not a file; give a .txt file (one text a line) or a csv/tsv/jsonl/json/parquet file", source=text_source)
+        raise InputPathError("is a folder, not a file; give a .txt file (one text a line) or a csv/tsv/jsonl/json/parquet file", source=text_source)
     if not path.is_file():
-        raise DataError("no such file", source=text_source)
+        raise InputPathError("no such file", source=text_source)
     sink = TextSink(text_source, lenient, column)
     suffix = path.suffix.lower()
     if plain or suffix in TEXT_EXTENSIONS:

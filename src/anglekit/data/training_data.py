@@ -54,7 +54,7 @@ from anglekit.data.sentences import read_sentences
 from anglekit.data.sources import Sink, infer_format, is_hf_dataset, is_hub_id, load_from_disk, scan_file
 from anglekit.data.spec import hub_source, parse_spec
 from anglekit.data.triplets import TRIPLET_ALIASES, negative_columns, read_triplets
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import ConfigError, DataError, InputPathError
 
 __all__ = [
     "HUB_NLI",
@@ -156,7 +156,7 @@ def _one_sentence_source(spec: str, *, column: str | None, default_split: str, r
         return known
     if is_hub_id(source) and "/" in source:
         return read_sentences(source, format="hub", split=split, column=column, lenient=lenient)
-    raise DataError(
+    raise InputPathError(
         f"no such file or directory, and not a known corpus ({', '.join(sentence_names())}) or a hub id",
         source=source,
     )
@@ -208,33 +208,39 @@ def resolve_triplets(
     nli_pairing: str = "zip",
     columns: dict[str, str] | None = None,
     pad_negatives: bool = False,
+    scores: bool = False,
 ) -> TripletDataset:
     """Resolve a ``--train-data`` spec to triplets or n-tuples (see the module doc); ``columns``
     maps anchor/positive/negative to the names of a file, folder or hub split; ``pad_negatives``
-    lets n-tuple rows hold fewer negatives (:mod:`anglekit.data.triplets`)."""
+    lets n-tuple rows hold fewer negatives, ``scores`` reads their teacher scores too
+    (:mod:`anglekit.data.triplets`)."""
     if columns is not None:
         source, split, fmt = _columns_source(spec, default_split, explicit_or_default_root(data_root))
-        return read_triplets(source, columns=columns, format=fmt, split=split, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives)
+        return read_triplets(
+            source, columns=columns, format=fmt, split=split, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives, scores=scores
+        )
     root = explicit_or_default_root(data_root)
     source, split, given, force_hub = parse_spec(spec, default_split)
     if force_hub:
         hub_id, config = hub_source(source, spec.strip())
-        return read_triplets(hub_id, format="hub", config=config, split=split, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives)
+        return read_triplets(
+            hub_id, format="hub", config=config, split=split, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives, scores=scores
+        )
     path = _local_path(source, root, known=is_known_nli_name(source))
     if path is not None and path.is_file():
         if given:
             raise ConfigError(f"{spec!r}: {path} is a single file and has no splits; drop ':{split}'")
-        return read_triplets(path, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives)
+        return read_triplets(path, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives, scores=scores)
     if path is not None and path.is_dir():
         if is_snli_dir(path):
             return load_snli(path, split, pairing=nli_pairing, lenient=lenient)
-        return read_triplets(path, split=split if given else None, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives)
+        return read_triplets(path, split=split if given else None, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives, scores=scores)
     known = load_triplets_by_name(source, split, data_root=root, lenient=lenient, nli_pairing=nli_pairing)
     if known is not None:
         return known
     if is_hub_id(source) and "/" in source:
-        return read_triplets(source, format="hub", split=split, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives)
-    raise DataError("no such file or directory, and not a known NLI set (snli, mnli, all-nli) or a hub id", source=source)
+        return read_triplets(source, format="hub", split=split, lenient=lenient, nli_pairing=nli_pairing, pad_negatives=pad_negatives, scores=scores)
+    raise InputPathError("no such file or directory, and not a known NLI set (snli, mnli, all-nli) or a hub id", source=source)
 
 
 def resolve_training_data(

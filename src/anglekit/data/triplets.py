@@ -17,7 +17,10 @@ canonical       also accepted (only when the canonical name is absent)
 
 n-tuples. Instead of ``negative``, numbered columns ``negative_1``, ``negative_2``, ...
 ``negative_n`` (what ``anglekit mine`` writes) give each row n hard negatives; columns ending in
-``_score`` (the miner's scores) and any other columns are not read. A row whose negatives are
+``_score`` (the miner's or a teacher's scores) are read only with ``scores=True`` (distillation:
+``positive_score`` and ``negative_k_score`` for every numbered negative, each a finite number; a
+missing or NaN score of a real negative is an error naming the row and column; without all those
+columns the dataset's ``scores`` is None), and other columns are not read. A row whose negatives are
 fewer than the columns (an empty cell, a null, a JSON object without the key) is an error naming
 the file, row and field, unless ``pad_negatives`` is set: then its negatives are the cells given
 (they must come first: ``negative_1`` before ``negative_2``) and training pads the row and masks
@@ -26,7 +29,9 @@ error in both modes.
 
 A source with ``premise``, ``hypothesis`` and ``label`` columns (SNLI, MultiNLI,
 sentence-transformers/all-nli ``pair-class``) is an NLI set: it is turned into triplets by
-:func:`anglekit.data.nli.nli_to_triplets` (entailment positive, contradiction hard negative).
+:func:`anglekit.data.nli.nli_to_triplets` (entailment positive, contradiction hard negative). Two
+of those columns without the third (and without an anchor column) is a DataError naming the missing
+one; ``columns`` (``anchor=premise,positive=hypothesis``) reads premise/hypothesis rows as pairs.
 """
 
 from __future__ import annotations
@@ -61,10 +66,19 @@ from anglekit.data.sources import (
     short_repr,
     text_problem,
 )
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import ConfigError, DataError, InputPathError
 
 # TripletDataset and TripletRecord are re-exported from anglekit.data.records.
-__all__ = ["TRIPLET_ALIASES", "TRIPLET_FIELDS", "TripletDataset", "TripletRecord", "negative_columns", "read_triplets", "triplets_from_records"]
+__all__ = [
+    "TRIPLET_ALIASES",
+    "TRIPLET_FIELDS",
+    "TripletDataset",
+    "TripletRecord",
+    "negative_columns",
+    "read_triplets",
+    "score_columns",
+    "triplets_from_records",
+]
 
 TRIPLET_FIELDS = ("anchor", "positive", "negative")
 TRIPLET_ALIASES: dict[str, tuple[str, ...]] = {
@@ -86,6 +100,28 @@ def negative_columns(available: Sequence[str], source: str) -> list[str]:
     return [f"negative_{k}" for k in numbers]
 
 
+def score_columns(negatives: int) -> list[str]:
+    """The teacher-score columns of an n-tuple with ``negatives`` negatives: ``positive_score``,
+    ``negative_1_score`` .. ``negative_<n>_score`` (what ``anglekit mine`` writes)."""
+    return ["positive_score", *(f"negative_{k}_score" for k in range(1, negatives + 1))]
+
+
+def _score(value: Any) -> float | str:
+    """A teacher score cell as a float, or why it is not one."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return "is missing"
+    if isinstance(value, bool):
+        return f"{value!r} is not a number"
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return f"{value!r} is not a number"
+    if not isinstance(value, (int, float)):
+        return f"{short_repr(value)} is not a number"
+    return float(value) if math.isfinite(value) else f"is {value}: not a finite number"
+
+
 # --------------------------------------------------------------------------------------------
 # Sink: the readers' machinery (strict / lenient, row and field in every error)
 # --------------------------------------------------------------------------------------------
@@ -96,8 +132,11 @@ class _TripletSink(Sink):
 
     fields = TRIPLET_FIELDS
 
-    def __init__(self, source: str, lenient: bool, columns: Mapping[str, str] | None, pad_negatives: bool = False) -> None:
+    def __init__(self, source: str, lenient: bool, columns: Mapping[str, str] | None, pad_negatives: bool = False, scores: bool = False) -> None:
         super().__init__(source, lenient)
+        self.want_scores = scores
+        self.has_scores = False  # every score column of the first record is there
+        self.scores: list[tuple[float, ...]] = []
         self.columns = check_columns(columns, TRIPLET_FIELDS)
         self.anchor: list[str] = self.new_column("anchor")
         self.positive: list[str] = self.new_column("positive")
@@ -119,6 +158,8 @@ class _TripletSink(Sink):
                     "streamed; give anchor/positive/negative columns, or train without stream_data"
                 )
             return list(NLI_COLUMNS)
+        if not self.columns and not ({"anchor", "query", "sent0"} & present):
+            self.check_partial_nli(present, available)
         chosen = []
         numbered = [] if "negative" in self.columns else negative_columns(available, self.source)
         for canonical in TRIPLET_FIELDS:
@@ -145,9 +186,30 @@ class _TripletSink(Sink):
         if numbered:
             self.numbered = numbered
             self.optional = frozenset(numbered)
+            scored = score_columns(len(numbered))
+            self.has_scores = self.want_scores and set(scored) <= present
+            if self.has_scores:
+                self.optional = frozenset(numbered + scored)
+                return chosen + numbered + scored
             return chosen + numbered
         self.with_negative = len(chosen) == 3
         return chosen
+
+    def check_partial_nli(self, present: set[str], available: Sequence[str]) -> None:
+        """A DataError naming the missing NLI column(s) when ``premise`` or ``hypothesis`` is there with
+        another NLI column but not all three: such rows are an NLI set, not anchor/positive rows."""
+        nli = [c for c in NLI_COLUMNS if c in present]
+        if len(nli) < 2 or not ({"premise", "hypothesis"} & present):
+            return
+        missing = [c for c in NLI_COLUMNS if c not in present]
+        names = ", ".join(repr(a) for a in available)
+        mapped = "; as (anchor, positive) rows: columns anchor=premise,positive=hypothesis" if {"premise", "hypothesis"} <= present else ""
+        raise DataError(
+            f"{' and '.join(map(repr, nli))} columns make an NLI set, which also needs {' and '.join(map(repr, missing))} "
+            f"to pair its rows into triplets (label: entailment, neutral, contradiction or 0, 1, 2){mapped}; available columns: {names}",
+            source=self.source,
+            field=missing[0],
+        )
 
     def record_values(self, row: int, record: Mapping[str, Any], chosen: Sequence[str]) -> list[Any] | None:
         if not self.numbered:
@@ -166,7 +228,8 @@ class _TripletSink(Sink):
                 return None
             self.numbered = numbered  # padding: the earlier, shorter rows are padded to the longest
             self.optional = frozenset(numbered)
-        return [record.get(name) for name in chosen[:2]] + [record.get(name) for name in self.numbered]
+        scored = score_columns(len(self.numbered)) if self.has_scores else []
+        return [record.get(name) for name in chosen[:2]] + [record.get(name) for name in [*self.numbered, *scored]]
 
     def add_ntuple(self, row: int, values: Sequence[Any], names: Sequence[str]) -> None:
         """An n-tuple row: anchor, positive and the cells of the numbered negative columns."""
@@ -192,6 +255,9 @@ class _TripletSink(Sink):
                 return
             negatives.append(value)
         expected = len(names) - 2
+        row_scores = self.row_scores(row, values[2 + expected :], len(negatives)) if self.has_scores else ()
+        if row_scores is None:
+            return
         if len(negatives) != expected and not self.pad_negatives:
             self.fail(
                 "differing number of negatives",
@@ -204,6 +270,20 @@ class _TripletSink(Sink):
         self.anchor.append(values[0])
         self.positive.append(values[1])
         self.negatives.append(tuple(negatives))
+        if self.has_scores:
+            self.scores.append(row_scores)
+
+    def row_scores(self, row: int, cells: Sequence[Any], negatives: int) -> tuple[float, ...] | None:
+        """The teacher's scores of a row's positive and its ``negatives`` real negatives (a padding
+        slot's cell is not read), or None after failing the row."""
+        out = []
+        for name, cell in zip(score_columns(negatives), cells, strict=False):
+            value = _score(cell)
+            if isinstance(value, str):
+                self.fail("bad teacher score", f"teacher score {value}", row, name)
+                return None
+            out.append(value)
+        return tuple(out)
 
     def add(self, row: int, values: Sequence[Any], names: Sequence[str]) -> None:
         if self.numbered:
@@ -287,6 +367,7 @@ class _TripletSink(Sink):
             source=self.source,
             skipped=dict(self.skipped),
             negatives=self.negatives if self.numbered else None,
+            scores=self.scores if self.has_scores else None,
         )
 
 
@@ -301,6 +382,7 @@ def read_triplets(
     name: str | None = None,
     nli_pairing: str = "zip",
     pad_negatives: bool = False,
+    scores: bool = False,
 ) -> TripletDataset:
     """Read triplets (or n-tuples) from a file, a saved or hub Hugging Face dataset, or Python data.
 
@@ -310,25 +392,26 @@ def read_triplets(
     ``anchor``/``positive``/``negative`` to the source's column names. NLI sources (premise,
     hypothesis, label) are converted with ``nli_pairing`` (see :mod:`anglekit.data.nli`).
     ``pad_negatives``: n-tuple rows may hold fewer negatives than the columns (see the module doc).
+    ``scores``: also read the n-tuples' teacher scores (``*_score`` columns; see the module doc).
     """
     fmt = check_format(format)
     check_columns(columns, TRIPLET_FIELDS)
     if isinstance(source, (str, os.PathLike)):
-        return _triplets_from_path(os.fspath(source), fmt, columns, split, config, lenient, name, nli_pairing, pad_negatives)
+        return _triplets_from_path(os.fspath(source), fmt, columns, split, config, lenient, name, nli_pairing, pad_negatives, scores)
     if fmt is not None or config is not None:
         raise ConfigError("format= and config= apply to paths and hub ids")
-    return _triplets_from_data(source, columns, split, lenient, name, nli_pairing, pad_negatives)
+    return _triplets_from_data(source, columns, split, lenient, name, nli_pairing, pad_negatives, scores)
 
 
 def _triplets_from_path(text: str, fmt: str | None, columns: dict[str, str] | None, split: str | None, config: str | None, lenient: bool,
-                        name: str | None, nli_pairing: str, pad_negatives: bool = False) -> TripletDataset:  # fmt: skip
+                        name: str | None, nli_pairing: str, pad_negatives: bool = False, scores: bool = False) -> TripletDataset:  # fmt: skip
     """:func:`read_triplets` of a file, a saved dataset folder or a hub id."""
     path = Path(text).expanduser()
     if fmt == "hub" or (fmt is None and not path.exists() and is_hub_id(text) and not looks_like_path(text)):
         label = f"hf:{text}" + (f"/{config}" if config else "")
         if not split:
             raise ConfigError(f"reading {label} from the Hugging Face hub needs split= (e.g. 'train')")
-        sink = _TripletSink(label, lenient, columns, pad_negatives)
+        sink = _TripletSink(label, lenient, columns, pad_negatives, scores)
         ds = load_hub_dataset(text, config=config, split=split)
         scan_hf_dataset(ds, sink)
         return sink.build(name or f"{text}:{split}", "dataset has no rows", pairing=nli_pairing)
@@ -338,14 +421,14 @@ def _triplets_from_path(text: str, fmt: str | None, columns: dict[str, str] | No
         if fmt not in (None, "hf"):
             raise ConfigError(f"{text} is a directory; format {fmt!r} applies to a file")
         ds = pick_split(load_from_disk(path, text), split, text)
-        sink = _TripletSink(text, lenient, columns, pad_negatives)
+        sink = _TripletSink(text, lenient, columns, pad_negatives, scores)
         scan_hf_dataset(ds, sink)
         return sink.build(name or path.name + (f":{split}" if split else ""), "dataset has no rows", pairing=nli_pairing)
     if not path.is_file():
-        raise DataError("no such file or directory", source=text)
+        raise InputPathError("no such file or directory", source=text)
     if split is not None:
         raise ConfigError(f"split={split!r} does not apply to a single file ({text}); a file holds one split")
-    sink = _TripletSink(text, lenient, columns, pad_negatives)
+    sink = _TripletSink(text, lenient, columns, pad_negatives, scores)
     file_format = fmt or infer_format(path)
     scan_file(path, file_format, sink)
     header_only = " (header only)" if file_format in ("csv", "tsv") else ""
@@ -353,23 +436,23 @@ def _triplets_from_path(text: str, fmt: str | None, columns: dict[str, str] | No
 
 
 def _triplets_from_data(source: Any, columns: dict[str, str] | None, split: str | None, lenient: bool, name: str | None,
-                        nli_pairing: str, pad_negatives: bool = False) -> TripletDataset:  # fmt: skip
+                        nli_pairing: str, pad_negatives: bool = False, scores: bool = False) -> TripletDataset:  # fmt: skip
     """:func:`read_triplets` of Python data: a datasets.Dataset, a dict of lists, a DataFrame, a list."""
     if is_hf_dataset(source) or is_hf_dataset_dict(source):
         ds = pick_split(source, split, "<datasets.Dataset>")
-        sink = _TripletSink("<datasets.Dataset>", lenient, columns, pad_negatives)
+        sink = _TripletSink("<datasets.Dataset>", lenient, columns, pad_negatives, scores)
         scan_hf_dataset(ds, sink)
         return sink.build(name or "triplets", "dataset has no rows", pairing=nli_pairing)
     if split is not None:
         raise ConfigError("split= applies to dataset directories, DatasetDicts and hub ids only")
     if isinstance(source, Mapping):
-        sink = _TripletSink("<dict of lists>", lenient, columns, pad_negatives)
+        sink = _TripletSink("<dict of lists>", lenient, columns, pad_negatives, scores)
         if not source or all(len(v) == 0 for v in source.values()):
             raise DataError("no rows", source=sink.source)
         scan_columns([str(k) for k in source], lambda k: source[k], sink)
         return sink.build(name or "triplets", "no rows", pairing=nli_pairing)
     if hasattr(source, "columns") and hasattr(source, "iloc"):  # pandas DataFrame
-        sink = _TripletSink("<DataFrame>", lenient, columns, pad_negatives)
+        sink = _TripletSink("<DataFrame>", lenient, columns, pad_negatives, scores)
         if len(source) == 0:
             raise DataError("no rows", source=sink.source)
         scan_columns([str(c) for c in source.columns], lambda k: source[k].tolist(), sink)
@@ -377,7 +460,7 @@ def _triplets_from_data(source: Any, columns: dict[str, str] | None, split: str 
     if isinstance(source, (list, tuple)):
         if not source:
             raise DataError("no rows (empty list)", source="<list>")
-        sink = _TripletSink("<list of dicts>" if isinstance(source[0], Mapping) else "<list of tuples>", lenient, columns, pad_negatives)
+        sink = _TripletSink("<list of dicts>" if isinstance(source[0], Mapping) else "<list of tuples>", lenient, columns, pad_negatives, scores)
         scan_sequence(source, sink)
         return sink.build(name or "triplets", "no rows", pairing=nli_pairing)
     raise ConfigError(

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import ConfigError, DataError, InputPathError
 from anglekit.evaluation.tables import markdown_table
 from anglekit.io.read import describe, read_json, require_object
 
@@ -43,13 +43,13 @@ def load_run(run_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """``{suite: result}`` of the suite JSON files in ``run_dir``."""
     directory = Path(run_dir)
     if directory.is_file():
-        raise DataError(
+        raise InputPathError(
             "is a file; expected a folder of <suite>.json files written by 'anglekit eval --suite "
             "NAME --output-dir DIR' (the JSON of 'eval --data --output' is not a suite result)",
             source=str(directory),
         )
     if not directory.is_dir():
-        raise DataError("run folder not found; expected a folder of <suite>.json files written by run_suite", source=str(directory))
+        raise InputPathError("run folder not found; expected a folder of <suite>.json files written by run_suite", source=str(directory))
     results: dict[str, dict[str, Any]] = {}
     for suite in SUITE_ORDER:
         path = directory / f"{suite}.json"

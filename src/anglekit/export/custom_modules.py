@@ -121,11 +121,7 @@ class AnglekitPooling(nn.Module):
             return AnglekitPooling(**json.load(handle))
 
 
-try:  # sentence-transformers >= 5.4
-    from sentence_transformers.base.modules.transformer import Transformer as _Transformer
-except ImportError:
-    from sentence_transformers.models import Transformer as _Transformer
-
+from sentence_transformers.base.modules.transformer import Transformer as _Transformer  # noqa: E402 - 5.4+ (the floor)
 
 if hasattr(_Transformer, "preprocess"):
 

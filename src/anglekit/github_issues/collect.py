@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anglekit.errors import DataError
+from anglekit.errors import DataError, InputPathError
 from anglekit.github_issues.client import DEFAULT_BASE_URL, GitHubClient, GitHubError, NotFound
 from anglekit.github_issues.duplicates import ASSOCIATIONS, PROJECT_ASSOCIATIONS, IssueRef, find_duplicate_pairs, is_candidate, parse_authors
 from anglekit.github_issues.repos import parse_repos, repo_dirname
@@ -533,7 +533,9 @@ def read_collection(out: str | os.PathLike[str]) -> list[RepoData]:
     root = Path(out)
     manifest = root / "collection.json"
     if not root.is_dir():
-        raise DataError("not a folder; expected a collection folder written by 'github-issues collect'", source=str(root))
+        raise InputPathError(
+            ("not a folder" if root.exists() else "no such folder") + "; expected a collection folder written by 'github-issues collect'", source=str(root)
+        )
     if not manifest.exists():
         raise DataError("not a collection folder (no collection.json); run 'github-issues collect' first", source=str(root))
     options = _read_collection_manifest(manifest)

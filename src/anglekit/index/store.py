@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from anglekit.errors import ConfigError, DataError, DiskFullError
+from anglekit.errors import ConfigError, DataError, DiskFullError, InputPathError
 from anglekit.index.graph import GraphSettings, load_graph, make_graph, resolve_backend
 from anglekit.index.quantize import QUANTIZATIONS, binary_codes, block_scorer, int8_codes, int8_scale, rescore, top_k
 from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
@@ -604,8 +604,10 @@ def _check_manifest(data: dict[str, Any], source: str) -> None:
 
 def _read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / INDEX_FILE
-    if not path.is_file():
-        raise DataError(f"no {INDEX_FILE}: not an index folder (build one with 'anglekit index build')", source=str(folder))
+    if path.is_dir():  # an index folder, broken: the data
+        raise DataError(f"{INDEX_FILE} is a folder, not a file", source=str(folder))
+    if not path.is_file():  # the command names no index: a usage error (exit 2)
+        raise InputPathError(f"no {INDEX_FILE}: not an index folder (build one with 'anglekit index build')", source=str(folder))
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -20,9 +20,13 @@ set explicitly, the preprocessing is on for templates that put ``{text}`` inside
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from anglekit.errors import ConfigError
 
 PLACEHOLDER = "{text}"
+_BRACES = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 
 PROMPT_PRESETS: dict[str, str | None] = {
     "paper": 'Summarize sentence "{text}" in one word:"',
@@ -46,6 +50,38 @@ def resolve_prompt(value: str | None, *, field: str = "prompt") -> str | None:
     if PLACEHOLDER not in value:
         raise ConfigError(f"{field} must be a template containing '{PLACEHOLDER}' or a preset ({', '.join(PROMPT_PRESETS)}), got {value!r}")
     return value
+
+
+def placeholders(value: str) -> list[str]:
+    """The placeholders of ``value`` as written: its ``{...}`` fields, as ``str.format`` finds them,
+    whose name (before ``!``, ``:``, ``.`` or ``[``) is empty, a number or a word: ``{}``, ``{0}``,
+    ``{txt}``, ``{ text }``, ``{text!r}``. ``{{``, ``}}``, a lone brace and other braced text
+    (``{"a": 1}``) are text, kept as written (prompts are applied with ``str.replace``)."""
+    found = []
+    for match in _BRACES.finditer(value):
+        inner = match.group(1)
+        if inner is None:
+            continue  # {{ or }}
+        name = re.split(r"[!:.\[]", inner, maxsplit=1)[0].strip()
+        if name == "" or name.isdigit() or name.isidentifier():
+            found.append(match.group(0))
+    return found
+
+
+def unknown_placeholder(value: Any) -> str | None:
+    """The first placeholder of ``value`` (:func:`placeholders`) other than ``{text}``; None when
+    ``value`` is a prefix (no placeholder), a ``{text}`` template or not a string."""
+    if not isinstance(value, str):
+        return None
+    return next((found for found in placeholders(value) if found != PLACEHOLDER), None)
+
+
+def check_placeholders(value: Any, where: str) -> None:
+    """A ConfigError naming the placeholder when a prompt a person gave (``where``: its setting and
+    value) holds one other than ``{text}``: a misspelt ``{text}`` would be applied as literal text."""
+    found = unknown_placeholder(value)
+    if found is not None:
+        raise ConfigError(f"unknown placeholder {found} in {where}; use {PLACEHOLDER} for the text's place (a prefix has no placeholder)")
 
 
 def quotes_text(template: str | None) -> bool:
@@ -73,4 +109,13 @@ def apply_prompt(template: str | None, text: str, *, preprocess: bool) -> str:
     return template.replace(PLACEHOLDER, text)
 
 
-__all__ = ["PROMPT_PRESETS", "apply_prompt", "preprocess_sentence", "quotes_text", "resolve_prompt"]
+__all__ = [
+    "PROMPT_PRESETS",
+    "apply_prompt",
+    "check_placeholders",
+    "placeholders",
+    "preprocess_sentence",
+    "quotes_text",
+    "resolve_prompt",
+    "unknown_placeholder",
+]

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import ConfigError, InputPathError
 from anglekit.io.atomic import same_file
 from anglekit.mining.pool import Pool, text_hashes
 
@@ -43,10 +43,10 @@ def _check_corpus(corpus: str | os.PathLike[str] | None) -> Path | None:
         return None
     path = Path(os.fspath(corpus)).expanduser()
     if path.is_dir():
-        raise DataError("--corpus is a folder, not a file; give a .txt, .jsonl, .csv, .tsv or .parquet corpus", source=os.fspath(corpus))
+        raise InputPathError("--corpus is a folder, not a file; give a .txt, .jsonl, .csv, .tsv or .parquet corpus", source=os.fspath(corpus))
     corpus_format(path)
     if not path.is_file():
-        raise DataError("--corpus: no such file", source=os.fspath(corpus))
+        raise InputPathError("--corpus: no such file", source=os.fspath(corpus))
     return path
 
 

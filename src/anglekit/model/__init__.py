@@ -13,6 +13,8 @@
   :mod:`~anglekit.model.sentence_transformers` find files, packaged models and the settings of
   sentence-transformers folders.
 - :mod:`~anglekit.model.card`: the README.md model card written with a model (and read back).
+- :mod:`~anglekit.model.merge`: weight averaging of a trained model with its start (WiSE-FT,
+  LM-Cocktail; ``anglekit merge``), after checking that both embed alike but for their weights.
 - :mod:`~anglekit.model.identity`: a model's fingerprint, from its settings, config, tokenizer and
   weight bytes (never from floats computed on the machine), and the one check of a recorded one.
 - :mod:`~anglekit.model.pooling`, :mod:`~anglekit.model.padding`, :mod:`~anglekit.model.devices`,

@@ -33,7 +33,8 @@ class ModelCardData:
     the card's metadata names its hub id where there is one. ``datasets`` are hub dataset ids for
     the metadata, ``data`` the data as given to training. ``objective``: the objective's settings
     (weights, temperatures, ...). ``training``: readable facts of the run (steps, seed, hardware,
-    ...). ``scores``: evaluation name -> {metric: value x 100}.
+    ...). ``scores``: evaluation name -> {metric: value x 100}. ``merge``: for a model averaged with
+    its start (:mod:`anglekit.model.merge`): both models, their fingerprints, the weight, the formula.
     """
 
     base_model: str | None = None
@@ -43,6 +44,7 @@ class ModelCardData:
     objective: dict[str, Any] = field(default_factory=dict)
     training: dict[str, Any] = field(default_factory=dict)
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    merge: dict[str, Any] = field(default_factory=dict)
     language: list[str] = field(default_factory=list)
     license: str | None = None
     tags: list[str] = field(default_factory=list)
@@ -252,6 +254,12 @@ def _base_model_section(card: ModelCardData, hub_base: str | None) -> list[str]:
     return lines
 
 
+def _merge_section(merge: dict[str, Any]) -> list[str]:
+    """The "Merge" section: how the weights were averaged, and from which models."""
+    lines = ["## Merge", "", f"Weight averaging with the start (WiSE-FT, LM-Cocktail): every floating-point weight is `{merge.get('formula', '')}`.", ""]
+    return [*lines, *_table({key: value for key, value in merge.items() if key != "formula"}, ("merge", "value")), ""]
+
+
 def render(
     card: ModelCardData,
     settings: dict[str, Any],
@@ -261,7 +269,7 @@ def render(
     notes: list[str] | None = None,
     extra_tags: tuple[str, ...] = (),
 ) -> str:
-    """The README.md text: YAML metadata, then the settings, base model, training, scores, usage.
+    """The README.md text: YAML metadata, then the settings, base model, training, merge, scores, usage.
 
     ``settings``: the model's embedding settings (pooling, normalize, max_length, prompts, dim).
     ``usage``: a code block showing how to load it. ``notes``: lines for a "Notes" section.
@@ -282,6 +290,8 @@ def render(
             lines += [*_table(card.objective, ("objective", "value")), ""]
         if card.training:
             lines += [*_table(card.training, ("run", "value")), ""]
+    if card.merge:
+        lines += _merge_section(card.merge)
     if card.scores:
         lines += ["## Evaluation", "", "Spearman and Pearson correlation x 100 between cosine similarity and the gold scores.", ""]
         lines += ["| evaluation | " + " | ".join(metric_names) + " |", "|---|" + "---|" * len(metric_names)]

@@ -21,6 +21,7 @@ from typing import Any
 
 from anglekit.config.fields import check_fields, positive_int, setting
 from anglekit.errors import ConfigError
+from anglekit.llm.prompts import check_placeholders
 from anglekit.model.backends import AUTO, backend_names, get_backend
 from anglekit.model.encoding import LONG_TEXT_MODES
 
@@ -42,11 +43,34 @@ def device_name(text: str) -> str:
 
 
 def named_prompt(text: str) -> tuple[str, str]:
-    """A flag's parser (argparse type): ``NAME=PROMPT`` as (name, prompt); the prompt may be empty."""
+    """A flag's parser (argparse type): ``NAME=PROMPT`` as (name, prompt); the prompt may be empty,
+    a prefix or a template, but not hold a placeholder other than ``{text}``."""
     name, sep, prompt = text.partition("=")
     if not sep or not name.strip() or name != name.strip():
         raise argparse.ArgumentTypeError(f"expected NAME=PROMPT (a role name, '=', then a prefix or a template with {{text}}), got {text!r}")
+    prompt_template(prompt, shown=text)
     return name, prompt
+
+
+def prompt_template(text: str, *, shown: str | None = None) -> str:
+    """A flag's parser (argparse type): a prompt template or preset, refused when it holds a
+    placeholder other than ``{text}`` (:func:`~anglekit.llm.prompts.placeholders`)."""
+    try:
+        check_placeholders(text, repr(text if shown is None else shown))
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def check_prompt_placeholders(settings: Any) -> None:
+    """A ConfigError naming the setting when a prompt of ``settings`` (``prompt``, ``query_prompt``,
+    ``document_prompt``, ``prompts``; those it has) holds a placeholder other than ``{text}``."""
+    for name in ("prompt", "query_prompt", "document_prompt"):
+        value = getattr(settings, name, None)
+        check_placeholders(value, f"{name} {value!r}")
+    prompts = getattr(settings, "prompts", None)
+    for role, value in prompts.items() if isinstance(prompts, dict) else ():
+        check_placeholders(value, f"prompts.{role} {value!r}")
 
 
 def _backend_choices() -> tuple[str, ...]:
@@ -86,16 +110,23 @@ class LoadSettings:
     max_length: int | None = setting(None, parse=positive_int, minimum=1, metavar="N", help="Truncate to this many tokens (default: the model's).")
     pooling: str | None = setting(None, metavar="NAME", help="Override the model's pooling: cls, cls_avg, last_avg, last_max, first_last_avg, last_token.")
     prompt: str | None = setting(
-        None, metavar="TEMPLATE", help="Prompt template with {text}, or a preset: paper, paper-b, retrieval-query, none (default: the model's)."
+        None,
+        parse=prompt_template,
+        metavar="TEMPLATE",
+        help="Prompt template with {text}, or a preset: paper, paper-b, retrieval-query, none (default: the model's).",
     )
-    query_prompt: str | None = setting(None, metavar="TEMPLATE", help="Prompt template of queries (the role query; default: the model's).")
-    document_prompt: str | None = setting(None, metavar="TEMPLATE", help="Prompt template of documents (the role document; default: the model's).")
+    query_prompt: str | None = setting(
+        None, parse=prompt_template, metavar="TEMPLATE", help="Prompt template of queries (the role query; default: the model's)."
+    )
+    document_prompt: str | None = setting(
+        None, parse=prompt_template, metavar="TEMPLATE", help="Prompt template of documents (the role document; default: the model's)."
+    )
     prompts: dict[str, str] | None = setting(
         None,
         parse=named_prompt,
         metavar="NAME=PROMPT",
-        help="A named prompt (role), as sentence-transformers saves them: a prefix, or a template with {text}; repeatable "
-        "(--prompts 'query=query: ' --prompts 'document=passage: ') (default: the model's).",
+        help="A named prompt (role), as sentence-transformers saves them: a prefix, or a template with {text} (no other "
+        "placeholder); repeatable (--prompts 'query=query: ' --prompts 'document=passage: ') (default: the model's).",
     )
     prompt_preprocess: bool | None = setting(
         None, help="Apply the paper's sentence preprocessing before the prompt (default: on when the template quotes {text})."
@@ -140,6 +171,7 @@ class LoadSettings:
         if self.dtype is not None:
             object.__setattr__(self, "dtype", _dtype_name(self.dtype))
         check_fields(self, exclude=("dtype",) if self.dtype == AUTO else ())  # auto: transformers' choice, for the python API
+        check_prompt_placeholders(self)
 
     @classmethod
     def of(cls, settings: LoadSettings | None = None, **options: Any) -> LoadSettings:
@@ -179,4 +211,14 @@ def _dtype_name(dtype: Any) -> str:
     return DTYPE_ALIASES.get(name, name)
 
 
-__all__ = ["DTYPE_CHOICES", "EMBEDDING_FIELDS", "FIXED_BY_EXPORT", "INFERENCE_PRECISIONS", "LoadSettings", "device_name", "named_prompt"]
+__all__ = [
+    "DTYPE_CHOICES",
+    "EMBEDDING_FIELDS",
+    "FIXED_BY_EXPORT",
+    "INFERENCE_PRECISIONS",
+    "LoadSettings",
+    "check_prompt_placeholders",
+    "device_name",
+    "named_prompt",
+    "prompt_template",
+]

@@ -201,14 +201,14 @@ def _unsupported_module(kind: str, where: str) -> UnsupportedModelError:
 
 def _st_classes() -> dict[str, Any]:
     """sentence-transformers' Transformer, Pooling, Normalize and its import_from_string."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from sentence_transformers.models import Normalize, Pooling, Transformer
+    # The locations of 5.4 (the floor) to 6.x: sentence_transformers.models is deprecated there.
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling
 
-        try:
-            from sentence_transformers.util import import_from_string
-        except ImportError:  # pragma: no cover - older layouts
-            from sentence_transformers.util.misc import import_from_string  # type: ignore[no-redef]
+    try:
+        from sentence_transformers.util import import_from_string
+    except ImportError:  # pragma: no cover - older layouts
+        from sentence_transformers.util.misc import import_from_string  # type: ignore[no-redef]
     return {"Transformer": Transformer, "Pooling": Pooling, "Normalize": Normalize, "import": import_from_string}
 
 

@@ -9,9 +9,9 @@ the registry's own typed error, listing the names), and read-only mapping access
 **Installed plugins.** A distribution adds to a registry through an entry point of its group
 (:data:`GROUPS`): the entry point's name is the name registered, its object the item (each registry
 says what it takes). Entry points are read when the registry is first asked for its names or an
-item, not when anglekit is imported. A plugin that fails to load (an import error, a wrong object,
-a name already taken) is left out with a :class:`PluginWarning` naming it and its distribution;
-the command goes on without it.
+item, not when anglekit is imported. A plugin that fails to load (an import error, a ``sys.exit()``
+as it is imported, a wrong object, a name already taken) is left out with a :class:`PluginWarning`
+naming it and its distribution; the command goes on without it (Ctrl-C still stops it).
 
 This package imports only :mod:`anglekit.errors`: every layer can hold a registry without cycles.
 """
@@ -180,10 +180,10 @@ class Registry(Generic[T]):
             loaded = entry.load()
             item = self._from_entry_point(entry.name, loaded) if self._from_entry_point is not None else loaded
             self.register(entry.name, item)
-        except Exception as exc:  # noqa: BLE001 - a broken plugin is left out, the command goes on
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken plugin is left out, the command goes on (Ctrl-C still stops it)
+            why = f"it called sys.exit({exc.code!r}) as it loaded" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
             warnings.warn(
-                f"anglekit: the {self.kind} plugin {entry.name!r} ({entry.value}, from {origin}; entry point group {self.group}) "
-                f"is left out: {type(exc).__name__}: {exc}",
+                f"anglekit: the {self.kind} plugin {entry.name!r} ({entry.value}, from {origin}; entry point group {self.group}) is left out: {why}",
                 PluginWarning,
                 stacklevel=4,
             )

@@ -27,6 +27,7 @@ from anglekit.errors import AnglekitError
 from anglekit.model.config import present_role
 from anglekit.serve.backends import Backend
 from anglekit.serve.batcher import Batcher
+from anglekit.serve.clients import client_fields
 from anglekit.serve.errors import (
     IndexNotFound,
     InternalError,
@@ -40,7 +41,7 @@ from anglekit.serve.errors import (
     Unauthorized,
 )
 from anglekit.serve.metrics import CONTENT_TYPE, Metrics
-from anglekit.serve.quantized import QUANTIZED_FORMATS, UNIT_RANGE, Calibration, describe, quantize
+from anglekit.serve.quantized import UNIT_RANGE, Calibration, describe, quantize
 from anglekit.serve.schemas import (
     ENCODING_FORMATS,
     MAX_K,
@@ -299,25 +300,34 @@ def _roles(backend: Any) -> tuple[str, ...]:
 
 async def _embeddings(state: ServerState, request: Request) -> Response:
     """OpenAI embeddings: ``input``, ``model``, ``encoding_format``, ``dimensions``, ``user``; ``layer``, ``index``,
-    ``input_type``, ``prompt_name``. The prompt applied is in the body's ``prompt_name`` and the headers."""
+    ``input_type``, ``prompt_name``; other clients' ``task``, ``truncate``, ``truncation``, ``output_dimension``,
+    ``output_dtype``, ``embedding_type``, ``normalized``, ``late_chunking`` (docs/serve.md, Clients).
+    The prompt applied is in the body's ``prompt_name`` and the headers."""
     settings = state.settings
     batcher, data = await state.begin(request)
     backend = batcher.backend
     parsed = EmbeddingsRequest.parse(data, max_inputs=settings.max_client_batch, dim=backend.dim, roles=_roles(backend))
     state.check_model(parsed.model)
     state.check_layer(parsed.layer, backend)
-    quantized = parsed.encoding_format in QUANTIZED_FORMATS
-    calibration = state.calibration(parsed, backend.dim) if quantized else None
-    result = await batcher.embed(parsed.texts, parsed.role, truncate=settings.auto_truncate, layer=parsed.layer)
-    vectors = finish(result.vectors, normalize=backend.normalize or quantized, dimensions=parsed.dimensions)
+    encoding = parsed.encoding
+    calibration = state.calibration(parsed, backend.dim) if encoding.quantized else None
+    result = await batcher.embed(parsed.texts, parsed.role, layer=parsed.layer, **_truncation(parsed.truncation, settings.auto_truncate))
+    normalize = backend.normalize if parsed.normalize is None else parsed.normalize
+    vectors = finish(result.vectors, normalize=normalize or encoding.quantized, dimensions=parsed.dimensions)
     quantization = None
     if calibration is not None:
-        quantization = describe(parsed.encoding_format, calibration, vectors.shape[1])
-        vectors = quantize(vectors, parsed.encoding_format, calibration)
-    body = embeddings_response(
-        vectors, encoding_format=parsed.encoding_format, model=state.model_name, tokens=result.tokens, role=parsed.role, quantization=quantization
-    )
+        quantization = describe(encoding.dtype, calibration, vectors.shape[1])
+        vectors = quantize(vectors, encoding.dtype, calibration)
+    body = embeddings_response(vectors, base64_rows=encoding.base64, model=state.model_name, tokens=result.tokens, role=parsed.role, quantization=quantization)
     return Response(body, media_type="application/json", headers=prompt_headers(parsed.role))
+
+
+def _truncation(asked: str | None, auto_truncate: bool) -> dict[str, Any]:
+    """The batcher's ``truncate`` and ``refusal`` for a request's ``truncate``/``truncation``
+    (:data:`~anglekit.serve.clients.TRUNCATIONS`; None: the server's ``--auto-truncate``)."""
+    if asked is None:
+        return {"truncate": auto_truncate}
+    return {"truncate": asked.lower(), "refusal": "the request asks for no truncation: truncate 'NONE' or truncation false"}
 
 
 async def _search(state: ServerState, request: Request) -> Response:
@@ -363,8 +373,9 @@ async def _models(state: ServerState, request: Request) -> Response:
 
 async def _info(state: ServerState, request: Request) -> Response:
     """What the page needs (503 while loading): the model's name, dimension, prompt names, the
-    prompt each ``input_type`` applies (null: the general one), layers (early exit), the encoding
-    formats, the search depth and every served index."""
+    prompt each ``input_type`` applies (null: the general one), the other clients' fields and their
+    values (Jina's ``task``: the prompt each applies), layers (early exit), the encoding formats,
+    the search depth and every served index."""
     state.authorize(request)
     backend = state.ready_batcher().backend
     early_exit = bool(getattr(backend, "early_exit", False))
@@ -372,7 +383,8 @@ async def _info(state: ServerState, request: Request) -> Response:
                 "max_k": min(MAX_K, s.size)} for s in state.indexes.values()]  # fmt: skip
     return _json({
         "object": "info", "model": state.model_name, "dimensions": backend.dim, "max_input_tokens": backend.max_length,
-        "normalize": bool(backend.normalize), "prompts": list(_roles(backend)), "input_types": input_type_prompts(_roles(backend)), "layers": getattr(backend, "layers", None) if early_exit else None,
+        "normalize": bool(backend.normalize), "prompts": list(_roles(backend)), "input_types": input_type_prompts(_roles(backend)),
+        "client_fields": client_fields(backend.dim, _roles(backend)), "layers": getattr(backend, "layers", None) if early_exit else None,
         "encoding_formats": list(ENCODING_FORMATS), "max_k": MAX_K, "max_client_batch": state.settings.max_client_batch,
         "auto_truncate": state.settings.auto_truncate, "indexes": indexes,
     })  # fmt: skip

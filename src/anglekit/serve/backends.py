@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -110,6 +111,37 @@ class TorchBackend:
         )
         return encoded["input_ids"]
 
+    def keep_end(self, texts: Sequence[str], role: Role | None) -> list[list[int]]:
+        """Token ids of each text with the role's prompt, a text too long for ``max_length`` cut at
+        its start: the longest end of it, cut where a token starts, that fits with the prompt and
+        the special tokens (NVIDIA NIM's ``truncate: START``; the batcher's ``truncate="start"``)."""
+        return [self._keep_end(text, role) for text in texts]
+
+    def _keep_end(self, text: str, role: Role | None) -> list[int]:
+        starts = _token_starts(self.embedder.tokenizer, text)
+        fitting: dict[int, list[int]] = {}
+
+        def fits(i: int) -> bool:
+            fitting[i] = self.tokenize([text[starts[i] :]], role, truncate=False)[0]
+            return len(fitting[i]) <= self.max_length
+
+        if not fits(len(starts) - 1):  # the prompt and one token do not fit: cut the end of the last token's text
+            return self.tokenize([text[starts[-1] :]], role, truncate=True)[0]
+        # The first start from which the rest fits, by bisection (the rest shrinks as the start moves
+        # on); it lies among the last max_length starts (the rest has no more tokens than starts), so
+        # the search begins there and tokenizes short ends only.
+        low, high = 0, len(starts) - 1
+        bound = max(0, len(starts) - self.max_length)
+        if bound > 0:
+            low, high = (0, bound) if fits(bound) else (bound + 1, high)
+        while low < high:
+            middle = (low + high) // 2
+            if fits(middle):
+                high = middle
+            else:
+                low = middle + 1
+        return fitting[low] if low in fitting else self.tokenize([text[starts[low] :]], role, truncate=False)[0]
+
     def embed(self, token_ids: Sequence[Sequence[int]], layer: int | None = None) -> np.ndarray:
         if layer is not None:
             if not self.early_exit:
@@ -152,6 +184,17 @@ class EncoderBackend(TorchBackend):
     def _embed(self, token_ids: Sequence[Sequence[int]], layer: int | None = None) -> np.ndarray:
         with getattr(self.embedder, "_encoding", contextlib.nullcontext)():  # the context its encode loop runs in
             return self.embedder.embed_padded(self.embedder.pad(token_ids), normalize=False)
+
+
+def _token_starts(tokenizer: Any, text: str) -> list[int]:
+    """The character offsets where the tokens of ``text`` start (a fast tokenizer's offsets; else
+    where its words start), the first 0."""
+    try:
+        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)["offset_mapping"]
+        starts = sorted({start for start, end in offsets if end > start})
+    except NotImplementedError:  # a slow (Python) tokenizer has no offsets
+        starts = [match.start() for match in re.finditer(r"\S+", text)]
+    return [0, *(start for start in starts if start > 0)]
 
 
 def load_backend(

@@ -55,16 +55,36 @@ class Embedded:
     """Tokens embedded (prompt and special tokens included, after truncation)."""
 
 
+TRUNCATE_MODES = ("end", "start", "none")
+"""What :meth:`Batcher.embed` does with a text longer than the model's max length: cut its end, cut
+its start (keep its end, with the prompt; the backend's ``keep_end``), or refuse it."""
+
+SERVER_REFUSES = "the server runs with --no-auto-truncate"
+"""Why a text is refused when the request did not choose (``ContextLengthExceeded``'s message says it)."""
+
+
+def truncate_mode(truncate: bool | str) -> str:
+    """A mode of :data:`TRUNCATE_MODES` (True: ``end``, False: ``none``); ValueError for anything else."""
+    if isinstance(truncate, bool):
+        return "end" if truncate else "none"
+    if truncate not in TRUNCATE_MODES:
+        raise ValueError(f"truncate must be True, False or one of {', '.join(TRUNCATE_MODES)}, got {truncate!r}")
+    return truncate
+
+
 @dataclass(eq=False)
 class _Job:
     texts: list[str]
     role: Role | None
-    truncate: bool
+    truncate: str
+    """A mode of :data:`TRUNCATE_MODES`."""
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Embedded]
     arrived: float
     layer: int | None = None
     """Embed from this layer (a backend with early exit), None: the model's output."""
+    refusal: str = SERVER_REFUSES
+    """Why a text too long is refused (truncate ``none``), said after its token count."""
     ids: list[list[int]] = field(default_factory=list)
     vectors: np.ndarray | None = None
     remaining: int = 0
@@ -180,12 +200,16 @@ class Batcher:
         return self._texts
 
     # ----------------------------------------------------------------- requests
-    async def embed(self, texts: Sequence[str], role: Role | None = None, *, truncate: bool = True, layer: int | None = None) -> Embedded:
+    async def embed(
+        self, texts: Sequence[str], role: Role | None = None, *, truncate: bool | str = True, layer: int | None = None, refusal: str = SERVER_REFUSES
+    ) -> Embedded:
         """The vectors of ``texts`` (from ``layer`` when given: texts of one layer share a batch);
+        ``truncate``: what to do with a text over the max length (:func:`truncate_mode`);
         :class:`QueueFull` when ``max_queue`` texts already wait, :class:`ContextLengthExceeded` for a
-        text over the max length when not ``truncate``."""
+        text over the max length when ``truncate`` is False or ``none`` (its message ends with ``refusal``)."""
+        mode = truncate_mode(truncate)
         loop = asyncio.get_running_loop()
-        job = _Job(list(texts), role, truncate, loop, loop.create_future(), time.perf_counter(), layer)
+        job = _Job(list(texts), role, mode, loop, loop.create_future(), time.perf_counter(), layer, refusal)
         n = len(job.texts)
         with self._lock:
             if self._closed or self._thread is None:
@@ -290,12 +314,12 @@ class Batcher:
 
     def _prepare(self, jobs: list[_Job], pool: deque[tuple[_Job, int]]) -> None:
         """Tokenise new jobs, check their lengths, append their texts to the pool."""
-        groups: dict[tuple[Role | None, bool], list[_Job]] = {}
+        groups: dict[tuple[Role | None, str], list[_Job]] = {}
         for job in jobs:
             groups.setdefault((job.role, job.truncate), []).append(job)
-        for (role, truncate), group in groups.items():
+        for (role, mode), group in groups.items():
             try:
-                ids = self.backend.tokenize([t for job in group for t in job.texts], role, truncate=truncate)
+                ids = self.backend.tokenize([t for job in group for t in job.texts], role, truncate=mode == "end")
             except Exception:  # noqa: BLE001 - find the job that broke it: tokenise one by one
                 ids = None
             start = 0
@@ -305,18 +329,37 @@ class Batcher:
                     start += len(job.texts)
                 else:
                     try:
-                        job.ids = self.backend.tokenize(job.texts, role, truncate=truncate)
+                        job.ids = self.backend.tokenize(job.texts, role, truncate=mode == "end")
                     except Exception as exc:  # noqa: BLE001 - one bad request fails alone
                         log.exception("tokenizing a request failed")
                         self._finish(job, error=InvalidRequest(f"the input could not be tokenized: {exc}", param="input"))
                         continue
-                error = self._check_lengths(job)
+                error = self._keep_ends(job) if mode == "start" else None
+                error = error or self._check_lengths(job)
                 if error is not None:
                     self._finish(job, error=error)
                     continue
                 job.vectors = np.empty((len(job.texts), self.backend.dim), dtype=np.float32)
                 job.remaining = len(job.texts)
                 pool.extend((job, i) for i in range(len(job.texts)))
+
+    def _keep_ends(self, job: _Job) -> ServeError | None:
+        """Truncate ``start``: the texts over the max length cut at their start (the backend's ``keep_end``)."""
+        limit = self.backend.max_length
+        long = [i for i, seq in enumerate(job.ids) if len(seq) > limit]
+        if not long or getattr(self.backend, "chunks_long_texts", False):
+            return None
+        keep_end = getattr(self.backend, "keep_end", None)
+        if keep_end is None:
+            return InvalidRequest("truncate START (keep the end of a long input) is not available with this backend", param="truncate")
+        try:
+            kept = keep_end([job.texts[i] for i in long], job.role)
+        except Exception as exc:  # noqa: BLE001 - one bad request fails alone
+            log.exception("cutting the start of a long input failed")
+            return InvalidRequest(f"the input could not be tokenized: {exc}", param="input")
+        for i, seq in zip(long, kept, strict=True):
+            job.ids[i] = seq
+        return None
 
     def _check_lengths(self, job: _Job) -> ServeError | None:
         limit = self.backend.max_length
@@ -326,7 +369,7 @@ class Batcher:
                 return InvalidRequest(f"input[{i}] has no tokens", param="input")
             if len(seq) > limit and not chunks:
                 return ContextLengthExceeded(
-                    f"input[{i}] has {len(seq)} tokens, more than the model's maximum of {limit} (the server runs with --no-auto-truncate)",
+                    f"input[{i}] has {len(seq)} tokens, more than the model's maximum of {limit} ({job.refusal})",
                     param="input",
                 )
         return None
@@ -408,4 +451,4 @@ class Batcher:
                 self._finish(job, Embedded(job.vectors, sum(len(seq) for seq in job.ids)))  # type: ignore[arg-type]
 
 
-__all__ = ["WARMUP_BATCH", "WARMUP_WIDTH", "Batcher", "Embedded", "warmup_shapes"]
+__all__ = ["SERVER_REFUSES", "TRUNCATE_MODES", "WARMUP_BATCH", "WARMUP_WIDTH", "Batcher", "Embedded", "truncate_mode", "warmup_shapes"]

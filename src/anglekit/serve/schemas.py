@@ -13,23 +13,25 @@ import numpy as np
 import orjson
 
 from anglekit.io.text import is_blank
-from anglekit.model.config import present_role
 from anglekit.serve.backends import Role
+from anglekit.serve.clients import (
+    ENCODING_FORMATS,
+    FOREIGN_FIELDS,
+    INPUT_TYPES,
+    TASKS,
+    Encoding,
+    check_late_chunking,
+    check_prompt_field,
+    pick_dimensions,
+    pick_encoding,
+    pick_truncation,
+    prompts_of,
+)
 from anglekit.serve.errors import InvalidRequest
-from anglekit.serve.quantized import QUANTIZED_FORMATS
+from anglekit.serve.fields import kind_of as _kind
+from anglekit.serve.fields import optional as _optional
+from anglekit.serve.fields import shown
 
-ENCODING_FORMATS = ("float", "base64", *QUANTIZED_FORMATS)
-INPUT_TYPES = {
-    "query": "query", "document": "document",  # Voyage, most OpenAI-compatible servers
-    "passage": "document",  # NVIDIA NIM (with query)
-    "search_query": "query", "search_document": "document", "classification": "classification", "clustering": "clustering",  # Cohere
-    "retrieval.query": "query", "retrieval.passage": "document",  # Jina
-}  # fmt: skip
-"""``input_type`` values of ``/v1/embeddings``, as the hosted embedding APIs name the two sides (and
-Cohere's other tasks) -> the role each stands for; :func:`input_type_prompts` resolves a role to the
-model's prompt, its general prompt where it lacks the role (as ``encode_query`` / ``encode_document``)."""
-SHOWN_CHARS = 60
-"""A value echoed in an error message is cut to this many characters."""
 MAX_K = 10_000
 """Results per search query at most."""
 
@@ -47,34 +49,16 @@ def parse_json(body: bytes) -> dict[str, Any]:
     return data
 
 
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}.get(
-        type(value), "null" if value is None else type(value).__name__
-    )
-
-
 def _check_keys(data: dict[str, Any], known: tuple[str, ...]) -> None:
     unknown = [k for k in data if k not in known]
     if unknown:
-        raise InvalidRequest(f"unknown field {unknown[0]!r}; known fields: {', '.join(known)}", param=unknown[0])
-
-
-def _optional(data: dict[str, Any], name: str, kind: type, what: str) -> Any:
-    value = data.get(name)
-    if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
-        raise InvalidRequest(f"{name} must be {what}, got {_kind(value)}", param=name)
-    return value
+        name = unknown[0]
+        hint = f" ({FOREIGN_FIELDS[name]})" if name in FOREIGN_FIELDS and name not in known else ""
+        raise InvalidRequest(f"unknown field {name!r}{hint}; known fields: {', '.join(known)}", param=name)
 
 
 def _has_none(roles: Sequence[str]) -> str:
     return f"its prompts: {', '.join(roles) or 'none'}"
-
-
-def shown(value: str) -> str:
-    """``repr(value)``, cut to :data:`SHOWN_CHARS` characters (with the full length) when longer."""
-    if len(value) <= SHOWN_CHARS:
-        return repr(value)
-    return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
 
 
 def _prompt(role: str | None) -> str:
@@ -92,39 +76,32 @@ def check_role(value: Any, name: str, roles: Sequence[str]) -> str | None:
 def input_type_prompts(roles: Sequence[str]) -> dict[str, str | None]:
     """Each accepted ``input_type`` -> the prompt it applies on a model with the prompts ``roles``
     (None: the general prompt, where the model lacks the role; as :func:`present_role`)."""
-    return {input_type: present_role(role, roles) for input_type, role in INPUT_TYPES.items()}
+    return prompts_of(INPUT_TYPES, roles)
 
 
-def _accepted_input_types() -> str:
-    return ", ".join(repr(t) for t in INPUT_TYPES)
-
-
-def check_input_type(value: Any, roles: Sequence[str]) -> tuple[bool, str | None]:
-    """(whether ``input_type`` was given, the prompt it applies: None for the general one); a 400
-    naming the accepted values for anything but one of them (or null, as if not given)."""
-    if value is None:
-        return False, None
-    if not isinstance(value, str):
-        raise InvalidRequest(f"input_type must be a string, one of {_accepted_input_types()}; got {_kind(value)}", param="input_type")
-    if value not in INPUT_TYPES:
-        got = "an empty string" if not value else shown(value)
-        hint = f" (did you mean {value.strip().lower()!r}?)" if value.strip().lower() in INPUT_TYPES else ""
-        raise InvalidRequest(f"input_type must be one of {_accepted_input_types()}; got {got}{hint}", param="input_type")
-    return True, present_role(INPUT_TYPES[value], roles)
+def _shown_field(data: dict[str, Any], name: str) -> str:
+    return f"{name} {data[name]!r}"
 
 
 def pick_role(data: dict[str, Any], roles: Sequence[str]) -> str | None:
     """The prompt a ``/v1/embeddings`` request asks for: ``input_type`` (any value of
-    :data:`INPUT_TYPES`: the model's prompt for that role, else its general prompt) and/or
-    ``prompt_name`` (one of its prompts, strictly, as text-embeddings-inference names the field);
-    both given must apply the same prompt. None: the model's general prompt."""
-    typed, by_type = check_input_type(data.get("input_type"), roles)
+    :data:`INPUT_TYPES`: the model's prompt for that role, else its general prompt), Jina's ``task``
+    (:data:`TASKS`, the same) and/or ``prompt_name`` (one of its prompts, strictly, as
+    text-embeddings-inference names the field); any of them given must apply the same prompt, else
+    a 400 naming two that disagree. None: the model's general prompt."""
+    given: list[tuple[str, str | None]] = []
+    for name, table in (("input_type", INPUT_TYPES), ("task", TASKS)):
+        typed, prompt = check_prompt_field(data, name, table, roles)
+        if typed:
+            given.append((f"{_shown_field(data, name)} ({_prompt(prompt)})", prompt))
     prompt_name = check_role(data.get("prompt_name"), "prompt_name", roles)
-    if typed and prompt_name is not None and prompt_name != by_type:
-        raise InvalidRequest(
-            f"input_type {data['input_type']!r} ({_prompt(by_type)}) and prompt_name {prompt_name!r} disagree; give one of them", param="prompt_name"
-        )
-    return prompt_name if prompt_name is not None else by_type
+    if prompt_name is not None:
+        given.append((f"prompt_name {prompt_name!r}", prompt_name))
+    for said, prompt in given[1:]:
+        if prompt != given[0][1]:
+            param = "prompt_name" if said.startswith("prompt_name") else "task"
+            raise InvalidRequest(f"{given[0][0]} and {said} disagree; give one of them", param=param)
+    return given[0][1] if given else None
 
 
 def parse_texts(value: Any, name: str, max_inputs: int) -> list[str]:
@@ -155,39 +132,48 @@ def parse_texts(value: Any, name: str, max_inputs: int) -> list[str]:
 class EmbeddingsRequest:
     """``POST /v1/embeddings`` (OpenAI), with fields of anglekit's: ``layer`` (a model trained
     with ESE embeds from that layer, the layers after it not run), ``index`` (the served int8
-    index whose scale calibrates ``encoding_format`` int8/uint8), and the prompt to embed with:
-    ``input_type`` (a value of :data:`INPUT_TYPES`) or ``prompt_name`` (see :func:`pick_role`)."""
+    index whose scale calibrates ``encoding_format`` int8/uint8), the prompt to embed with
+    (``input_type`` or ``prompt_name``, see :func:`pick_role`), and the fields of other APIs'
+    clients (:mod:`anglekit.serve.clients`): ``task``, ``truncate`` / ``truncation``,
+    ``output_dimension``, ``output_dtype`` / ``embedding_type``, ``normalized``, ``late_chunking``."""
 
     texts: list[str]
     model: str | None
-    encoding_format: str
+    encoding: Encoding
     dimensions: int | None
     user: str | None
     layer: int | None = None
     index: str | None = None
     role: Role | None = None
+    truncation: str | None = None
+    """``END``, ``START`` or ``NONE`` (:data:`~anglekit.serve.clients.TRUNCATIONS`); None: the server's setting."""
+    normalize: bool | None = None
+    """Jina's ``normalized``; None: the model's own setting (quantized outputs are always normalised)."""
 
-    FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "layer", "index", "input_type", "prompt_name")
+    FIELDS = (
+        "input", "model", "encoding_format", "dimensions", "user", "layer", "index", "input_type", "prompt_name",
+        "task", "truncate", "truncation", "output_dimension", "output_dtype", "embedding_type", "normalized", "late_chunking",
+    )  # fmt: skip
 
     @classmethod
     def parse(cls, data: dict[str, Any], *, max_inputs: int, dim: int, roles: Sequence[str] = ()) -> EmbeddingsRequest:
         _check_keys(data, cls.FIELDS)
         model = _optional(data, "model", str, "a string")
-        encoding_format = _optional(data, "encoding_format", str, "a string") or "float"
-        if encoding_format not in ENCODING_FORMATS:
-            known = ", ".join(repr(f) for f in ENCODING_FORMATS)
-            raise InvalidRequest(f"encoding_format must be one of {known}, got {shown(encoding_format)}", param="encoding_format")
-        dimensions = _optional(data, "dimensions", int, "an integer")
-        if dimensions is not None and not 1 <= dimensions <= dim:
-            raise InvalidRequest(f"dimensions must be between 1 and the model's dimension {dim}, got {dimensions}", param="dimensions")
+        encoding = pick_encoding(data)
+        dimensions = pick_dimensions(data, dim)
         user = _optional(data, "user", str, "a string")
         layer = _optional(data, "layer", int, "an integer")
         index = _optional(data, "index", str, "a string")
-        if index is not None and encoding_format not in ("int8", "uint8"):
-            raise InvalidRequest(f"index calibrates the int8 and uint8 encoding formats only; encoding_format is {encoding_format!r}", param="index")
+        if index is not None and encoding.dtype not in ("int8", "uint8"):
+            raise InvalidRequest(f"index calibrates the int8 and uint8 encoding formats only; the request asks for {encoding.dtype}", param="index")
+        normalize = _optional(data, "normalized", bool, "true or false")
+        if normalize is False and encoding.quantized:
+            raise InvalidRequest(f"normalized is false, but {encoding.dtype} codes are always those of the L2-normalised vectors", param="normalized")
+        check_late_chunking(data)
+        truncation = pick_truncation(data)
         role = pick_role(data, roles)
         texts = parse_texts(data.get("input"), "input", max_inputs)
-        return cls(texts, model, encoding_format, dimensions, user, layer, index, role)
+        return cls(texts, model, encoding, dimensions, user, layer, index, role, truncation, normalize)
 
 
 @dataclass
@@ -256,13 +242,15 @@ def prompt_headers(role: str | None) -> dict[str, str]:
 
 
 def embeddings_response(
-    vectors: np.ndarray, *, encoding_format: str, model: str, tokens: int, role: str | None = None, quantization: dict[str, Any] | None = None
+    vectors: np.ndarray, *, base64_rows: bool, model: str, tokens: int, role: str | None = None, quantization: dict[str, Any] | None = None
 ) -> bytes:
-    """The OpenAI embeddings response; ``base64`` is the little-endian float32 bytes of each vector;
-    quantized codes (``vectors`` holding them) come with their ``quantization`` object.
-    ``prompt_name`` (a field OpenAI clients ignore) is the prompt applied, null for the general one."""
-    if encoding_format == "base64":
-        rows: list[Any] = [base64.b64encode(row.astype("<f4").tobytes()).decode("ascii") for row in vectors]
+    """The OpenAI embeddings response; ``base64_rows``: each row as the base64 of its bytes (the
+    little-endian float32 of a vector, the int8/uint8 of codes, as Voyage's ``base64``); quantized
+    codes (``vectors`` holding them) come with their ``quantization`` object. ``prompt_name`` (a
+    field OpenAI clients ignore) is the prompt applied, null for the general one."""
+    if base64_rows:
+        little = vectors.astype("<f4") if vectors.dtype.kind == "f" else vectors
+        rows: list[Any] = [base64.b64encode(row.tobytes()).decode("ascii") for row in little]
     else:
         rows = list(vectors)
     data = [{"object": "embedding", "embedding": row, "index": i} for i, row in enumerate(rows)]
@@ -289,6 +277,6 @@ def dumps(value: Any) -> bytes:
 
 
 __all__ = [
-    "ENCODING_FORMATS", "INPUT_TYPES", "MAX_K", "EmbedRequest", "EmbeddingsRequest", "SearchRequest", "dumps", "embeddings_response", "finish",
+    "ENCODING_FORMATS", "INPUT_TYPES", "MAX_K", "TASKS", "EmbedRequest", "EmbeddingsRequest", "SearchRequest", "dumps", "embeddings_response", "finish",
     "input_type_prompts", "parse_json", "parse_texts", "prompt_headers", "search_response",
 ]  # fmt: skip

@@ -31,7 +31,11 @@ class ServeSettings:
     max_client_batch: int = setting(2048, minimum=1, help="Inputs per request at most.")
     max_queue: int = setting(32768, minimum=1, help="Texts waiting or being embedded at most; a request beyond it gets 429 with Retry-After.")
     payload_limit: int = setting(4 * 1024 * 1024, minimum=1, help="Request body size limit in bytes.")
-    auto_truncate: bool = setting(True, help="Truncate inputs longer than the model's max length (--no-auto-truncate: reject them, with their token count).")
+    auto_truncate: bool = setting(
+        True,
+        help="Truncate inputs longer than the model's max length (--no-auto-truncate: reject them, with their token count); a request's "
+        "'truncate' or 'truncation' field overrides it.",
+    )
     api_key: str | None = setting(None, help=f"Require 'Authorization: Bearer KEY' on the embedding, model and info routes (default: ${API_KEY_ENV}, if set).")
     index: tuple[str, ...] | None = setting(
         None,

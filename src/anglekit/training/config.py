@@ -27,7 +27,7 @@ from anglekit.config import OldName, check_fields, negate, read_sections, same_s
 from anglekit.errors import ConfigError
 from anglekit.llm.attention import ATTENTION_CHOICES
 from anglekit.model import DEFAULT_BATCH_SIZE
-from anglekit.model.load_settings import LoadSettings
+from anglekit.model.load_settings import LoadSettings, check_prompt_placeholders
 from anglekit.training.roles import check_column_roles, column_role
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
@@ -84,6 +84,7 @@ class ModelSection:
         from anglekit.llm.prompts import resolve_prompt
         from anglekit.model.pooling import check_strategy
 
+        check_prompt_placeholders(self)
         resolve_prompt(self.prompt)
         if self.pooling is not None:
             check_strategy(self.pooling)

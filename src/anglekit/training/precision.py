@@ -75,12 +75,13 @@ def _accelerator(device: str | None) -> str:
 
 
 def resolve_precision(precision: str, device: str | None) -> Precision:
-    """The arithmetic for ``precision`` on ``device`` (None: the default device). fp16 off CUDA is
-    a :class:`~anglekit.errors.ConfigError`."""
+    """The arithmetic for ``precision`` on ``device`` (None: the default device). fp16 off CUDA, and
+    ``$ANGLEKIT_AUTO_BF16`` other than 0 or 1 on any machine, are ConfigErrors."""
     import torch
 
     from anglekit.model.hardware import cpu_has_native_bf16
 
+    auto_bf16 = auto_bf16_on_cpu()  # read on every machine: a bad value is an error whatever the CPU
     where = _accelerator(device)
     on_cpu = where == "cpu"
     if precision == "auto":
@@ -88,7 +89,7 @@ def resolve_precision(precision: str, device: str | None) -> Precision:
             bf16 = torch.cuda.is_bf16_supported()
             return Precision("bf16" if bf16 else "fp16", precision, "GPU supports bf16" if bf16 else "GPU lacks bf16", False)
         if on_cpu and cpu_has_native_bf16():
-            if auto_bf16_on_cpu():
+            if auto_bf16:
                 return Precision("bf16", precision, "CPU has native bf16 (avx512_bf16/amx_bf16)", True)
             return Precision("fp32", precision, f"CPU has native bf16 but AUTO_BF16_ON_CPU/${AUTO_BF16_ENV} is off", True)
         return Precision("fp32", precision, "CPU without native bf16" if on_cpu else f"{where} device", on_cpu)

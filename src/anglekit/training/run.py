@@ -65,6 +65,9 @@ class TrainResult:
     speed_swaps: dict[str, Any] | None = None
     """The speed swaps as applied (:meth:`anglekit.training.speed.SpeedPlan.record`: applied, skipped
     and why); None in older results."""
+    guide_masked: float | None = None
+    """With ``--guide``: the share of in-batch negatives the guide left out, per batch, averaged over
+    the run's training batches; None without a guide."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +86,7 @@ class TrainResult:
             "precision": self.precision,
             "peak_gpu_memory_mb": self.peak_gpu_memory_mb,
             "speed_swaps": self.speed_swaps,
+            "guide_masked": self.guide_masked,
         }
 
     @classmethod
@@ -107,6 +111,8 @@ class TrainResult:
             f"peak memory {self.peak_memory_mb:.0f} MB",
             f"model saved to {self.model_dir}",
         ]
+        if self.guide_masked is not None:
+            lines.insert(-1, f"the guide left out {100 * self.guide_masked:.2f}% of the in-batch negatives (mean per batch)")
         if self.already_complete:
             lines.insert(0, f"the run in {self.output_dir} is already complete (results.json); nothing was changed")
         return "\n".join(lines)
@@ -338,7 +344,7 @@ def dataset_plans(config: TrainConfig) -> list[DatasetPlan]:
     if entries is None:
         task, resolved = resolve(config.objective, config.data.text_column)
         return [DatasetPlan(None, None, task, resolved)]
-    from anglekit.losses.registry import family_of
+    from anglekit.losses.registry import applicable_knobs
 
     given = {key: value for key, value in config.objective.knobs.items() if value is not None}
     used: set[str] = set()
@@ -346,7 +352,7 @@ def dataset_plans(config: TrainConfig) -> list[DatasetPlan]:
     readers = False
     for entry in entries:
         name = entry.objective or config.objective.name
-        knobs = {key: value for key, value in given.items() if key in family_of(name).knobs}
+        knobs = applicable_knobs(name, given)  # of its family; --guide only where there are in-batch negatives
         used |= set(knobs)
         try:
             section = replace(config.objective, name=name, knobs=knobs)
@@ -377,6 +383,7 @@ def check(config: TrainConfig) -> list[DatasetPlan]:
     config.require_inputs()
     plans = dataset_plans(config)
     for plan in plans:
+        plan.task.check_data_file(config.data.train_data if plan.entry is None else plan.entry.data, plan.objective)
         if config.trainer.batch_size < plan.task.min_batch_size:
             raise ConfigError(f"the objective {plan.objective!r} needs batch_size >= {plan.task.min_batch_size} (in-batch negatives)")
     if config.trainer.device == "cuda" and not torch.cuda.is_available():
@@ -668,7 +675,7 @@ def build_datasets(config: TrainConfig, plans: Sequence[DatasetPlan], train_data
     for each in plans:
         data = config.data if each.entry is None else replace(config.data, train_data=each.entry.data)
         train_set = each.task.load_data(data, train_dataset)
-        objective, objective_config = each.task.build_objective(each.resolved, train_set, config.objective.positive_threshold)
+        objective, objective_config = each.task.build_objective(each.resolved, train_set, config.objective.positive_threshold, config.model.name)
         nested = nest_objective(objective, config)
         weighted = nested if each.weight == 1.0 else Weighted(nested, each.weight)
         datasets.append(TrainingDataset(each.name, each.task, weighted, each.weight, train_set, objective_config))
@@ -843,6 +850,7 @@ def finish(run: Run) -> TrainResult:
         precision=run.precision.name,
         peak_gpu_memory_mb=gpu_peak,
         speed_swaps=run.speed,
+        guide_masked=trainer.guide_masked_overall(),
     )
     if writer:
         atomic_write_json(run.out / "results.json", result.as_dict())

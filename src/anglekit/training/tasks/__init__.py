@@ -8,6 +8,7 @@ from anglekit.errors import ConfigError
 from anglekit.losses.registry import ResolvedObjective, all_presets, preset_batch_kind, resolve_objective
 from anglekit.training.tasks.base import BatchServices, TrainingTask
 from anglekit.training.tasks.contrastive import SentenceTask, TripletTask, dropout_views
+from anglekit.training.tasks.distill import DistillTask
 from anglekit.training.tasks.pairs import PairTask, default_positive_threshold
 
 TASKS: dict[str, TrainingTask] = {}
@@ -20,7 +21,7 @@ def register_task(task: TrainingTask) -> TrainingTask:
     return task
 
 
-for _task in (PairTask(), SentenceTask(), TripletTask()):
+for _task in (PairTask(), SentenceTask(), TripletTask(), DistillTask()):
     register_task(_task)
 
 
@@ -53,6 +54,7 @@ def resolve(section: Any, text_column: str | None) -> tuple[TrainingTask, Resolv
 __all__ = [
     "TASKS",
     "BatchServices",
+    "DistillTask",
     "PairTask",
     "ResolvedObjective",
     "SentenceTask",

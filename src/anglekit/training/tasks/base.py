@@ -21,15 +21,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import Tensor
 
+from anglekit.data.sources import EXTENSIONS, TEXT_EXTENSIONS
 from anglekit.errors import ConfigError
 from anglekit.losses.combined import ObjectiveOutput
-from anglekit.losses.registry import ResolvedObjective
+from anglekit.losses.registry import ResolvedObjective, all_presets
 from anglekit.model.long_text import RowChunks, expand_rows, pool_rows, tokenize_whole
+from anglekit.training.guide import attach_guide
 
 
 class BatchServices(Protocol):
@@ -57,6 +60,23 @@ class TrainingTask(ABC):
     """The smallest batch it can train on (in-batch negatives need 2)."""
     unit: ClassVar[str] = "rows"
     """What one training row is, for throughput (``pairs/s``, ``sentences/s``)."""
+    columns: ClassVar[str] = ""
+    """The columns of a training file, in messages (empty: it reads sentence files too)."""
+
+    def check_data_file(self, spec: Any, objective: str) -> None:
+        """A ConfigError naming ``spec`` when it is a file of sentences (``.txt``, ``.text`` or no
+        extension: one sentence a line) and this task reads columns; before anything is loaded."""
+        if not self.columns or not isinstance(spec, str) or not spec.strip():
+            return
+        path = Path(spec.strip()).expanduser()
+        if path.suffix.lower() not in TEXT_EXTENSIONS or not path.is_file():
+            return
+        kind = f"a {path.suffix} file" if path.suffix else "a file without an extension"
+        sentences = " or ".join(sorted(p for p, k in all_presets().items() if k == "sentences")) or "a sentence objective"
+        raise ConfigError(
+            f"{spec}: {kind} is read as sentences, one a line, but the objective {objective!r} trains on {self.kind}: give a file "
+            f"({', '.join(sorted(EXTENSIONS))}) with {self.columns}, or train on sentences with {sentences}"
+        )
 
     def check_model(self, objective: ResolvedObjective, facts: Any, source: str) -> None:
         """A ConfigError when the model (its :class:`~anglekit.model.checks.ModelFacts`) cannot
@@ -73,11 +93,12 @@ class TrainingTask(ABC):
         ``train_dataset`` (a ``datasets.Dataset``/``IterableDataset``, read in record batches with
         the same checks, ``data.columns`` naming its columns) when given."""
 
-    def build_objective(self, objective: ResolvedObjective, train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
+    def build_objective(self, objective: ResolvedObjective, train_set: Any, positive_threshold: float | None, student: str | None = None) -> tuple[Any, Any]:
         """(objective module, its typed config) for ``objective`` plus what the task derives from
-        ``train_set`` (:meth:`objective_settings`)."""
+        ``train_set`` (:meth:`objective_settings`); with ``--guide``, the guide attached (its
+        embeddings of ``train_set``; ``student``: the model trained, for a guide that is it)."""
         resolved = objective.with_settings(**self.objective_settings(objective.config, train_set, positive_threshold))
-        return resolved.build(), resolved.config
+        return attach_guide(resolved.build(), resolved.config, train_set, student), resolved.config
 
     def objective_settings(self, config: Any, train_set: Any, positive_threshold: float | None) -> dict[str, Any]:
         """Config fields the task sets from its data (none by default), given the preset's ``config``."""
