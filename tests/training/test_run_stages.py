@@ -11,7 +11,7 @@ import pytest
 from anglekit.errors import UndefinedScoreError
 from anglekit.training.config import TrainConfig
 from anglekit.training.precision import resolve_precision
-from anglekit.training.run import check, load_datasets, total_steps, training_arguments
+from anglekit.training.run import build_datasets, check, load_eval_sets, total_steps, training_arguments
 
 
 def config(tmp_path: Path, **values: Any) -> TrainConfig:
@@ -53,13 +53,67 @@ def test_total_steps_counts_batches_or_token_budgets(tmp_path: Path) -> None:
     assert total_steps(budget, Tokenized([5] * 8)) == 4  # two texts of 5 tokens per budget of 10
 
 
-def test_load_datasets_reads_every_split_and_refuses_unscorable_test_pairs(tmp_path: Path, pair_file: Path, tiny_bert_dir: Path) -> None:
-    good = config(tmp_path, model=str(tiny_bert_dir), train_data=str(pair_file), test_data=str(pair_file))
-    task = check(good)[0].task
-    train_set, dev_set, test_set, probe_set = load_datasets(task, good.data)
-    assert len(train_set) == 64 and len(test_set.labels) == 64 and dev_set is None and probe_set is None
+def test_the_data_stage_reads_every_split_and_refuses_unscorable_test_pairs(tmp_path: Path, pair_file: Path, tiny_bert_dir: Path) -> None:
+    good = config(tmp_path, model=str(tiny_bert_dir), train_data=str(pair_file), test_data=str(pair_file), positive_threshold=3.0)
+    (dataset,) = build_datasets(good, check(good))
+    dev_set, test_set, probe_set = load_eval_sets(good.data)
+    assert len(dataset.train_set) == 64 and len(test_set.labels) == 64 and dev_set is None and probe_set is None
+    assert dataset.name is None and dataset.weight == 1.0 and dataset.task.kind == "pairs"
     flat = tmp_path / "flat.jsonl"
     flat.write_text("".join(f'{{"text1": "a{i}", "text2": "b{i}", "label": 3}}\n' for i in range(5)), encoding="utf-8")
     bad = config(tmp_path, model=str(tiny_bert_dir), train_data=str(pair_file), test_data=str(flat))
     with pytest.raises(UndefinedScoreError, match="all 5 gold labels equal 3"):
-        load_datasets(check(bad)[0].task, bad.data)
+        load_eval_sets(bad.data)
+
+
+class Rows:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def summary(self) -> str:
+        return self.text
+
+
+def test_a_run_of_one_dataset_and_of_several_describe_themselves_from_the_same_list(tmp_path: Path) -> None:
+    """One dataset is a list of one: what the run records (the rows, the unit, the objective settings,
+    the batch kinds) reads the list, in the shapes train_config.json and the card had before."""
+    from types import SimpleNamespace
+
+    from anglekit.losses import ContrastiveConfig, ObjectiveConfig
+    from anglekit.training.multi import TrainingDataset
+    from anglekit.training.run import Run
+    from anglekit.training.tasks import TASKS
+
+    angle, cosine = ObjectiveConfig(), ContrastiveConfig()
+    one = Run(config(tmp_path), [], tmp_path, datasets=[TrainingDataset(None, TASKS["pairs"], None, 1.0, Rows("64 pairs"), angle)])
+    assert (one.summary(), one.unit, one.batch_kinds()) == ("64 pairs", "pairs", "pairs")
+    assert one.objective_settings() == vars(angle)
+    two = [
+        TrainingDataset("sts", TASKS["pairs"], None, 2.0, Rows("64 pairs"), angle),
+        TrainingDataset("nli", TASKS["triplets"], None, 1.0, Rows("8 triplets"), cosine),
+    ]
+    several = Run(config(tmp_path), [], tmp_path, datasets=two)
+    assert several.summary() == "[sts, pairs, weight 2] 64 pairs; [nli, triplets, weight 1] 8 triplets"
+    assert several.unit == "rows" and several.batch_kinds() == {"sts": "pairs", "nli": "triplets"}
+    assert several.objective_settings() == {"sts": repr(angle), "nli": repr(cosine)}
+    assert Run(config(tmp_path), [], tmp_path, datasets=[two[0], SimpleNamespace(**{**vars(two[0]), "name": "b"})]).unit == "pairs"
+
+
+def test_build_datasets_weights_only_a_dataset_whose_weight_is_not_one(tmp_path: Path, pair_file: Path, tiny_bert_dir: Path) -> None:
+    from anglekit.training.multi import Weighted
+    from anglekit.training.run import dataset_plans
+
+    both = config(tmp_path, model=str(tiny_bert_dir), train_data=[f"{pair_file};name=a", f"{pair_file};name=b;weight=0.5"], positive_threshold=3.0)
+    first, second = build_datasets(both, dataset_plans(both))
+    assert (first.name, second.name) == ("a", "b")
+    assert not isinstance(first.objective, Weighted)
+    assert isinstance(second.objective, Weighted) and second.objective.weight == 0.5 and second.weight == 0.5
+
+
+def test_a_finished_run_is_not_loaded_again(tmp_path: Path) -> None:
+    from anglekit.errors import ConfigError
+    from anglekit.training.run import Run, TrainResult, load
+
+    done = TrainResult(output_dir=tmp_path, model_dir=tmp_path / "model", steps=3, train_seconds=1.0, pairs_per_second=2.0, peak_memory_mb=1.0)
+    with pytest.raises(ConfigError, match="already complete"):
+        load(Run(config(tmp_path), [], tmp_path, finished=done))

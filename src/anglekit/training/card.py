@@ -5,6 +5,7 @@ and temperatures, steps, seed, hardware) and how it scored, as a
 from __future__ import annotations
 
 import platform
+from collections.abc import Mapping
 from typing import Any
 
 from anglekit.model.card import ModelCardData
@@ -69,7 +70,7 @@ def scores_of(result: dict[str, Any]) -> dict[str, float]:
 
 def training_card(
     config: Any,
-    objective: Any,
+    objective: Mapping[str, Any],
     *,
     train_summary: str,
     steps: int,
@@ -78,7 +79,8 @@ def training_card(
     after: dict[str, Any] | None = None,
 ) -> ModelCardData:
     """The card data of a run of ``config`` (a :class:`~anglekit.training.config.TrainConfig`) with
-    the typed objective config ``objective``; ``before`` / ``after``: test-set scores."""
+    the objective settings ``objective`` (its config's fields, or each dataset's config by name);
+    ``before`` / ``after``: test-set scores."""
     import torch
     import transformers
 
@@ -94,7 +96,7 @@ def training_card(
     every = [*train_specs, data.dev_data, data.test_data]
     card.datasets = list(dict.fromkeys(h for h in (dataset_hub_id(s) for s in every if s) if h))
     card.objective = {"preset": config.objective.name}
-    card.objective.update({k: v for k, v in vars(objective).items() if v is not None})
+    card.objective.update({k: v for k, v in objective.items() if v is not None})
     nesting = config.objective.nesting()
     if nesting is not None:
         kind = nesting.pop("kind")
@@ -126,14 +128,4 @@ def training_card(
     return card
 
 
-def record_scores(model: Any, folder: Any, test_spec: str | None, scores: dict[str, Any]) -> None:
-    """Add the test scores measured after saving to ``model``'s card and rewrite its README.md."""
-    from anglekit.model.card import card_of, write_card
-
-    card = card_of(model)
-    card.scores[test_spec or "test"] = scores_of(scores)
-    model.card = card
-    write_card(model, folder)
-
-
-__all__ = ["dataset_hub_id", "hardware", "record_scores", "scores_of", "training_card"]
+__all__ = ["dataset_hub_id", "hardware", "scores_of", "training_card"]

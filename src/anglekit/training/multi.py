@@ -44,9 +44,10 @@ ORDERS = ("proportional", "round_robin")
 
 @dataclass
 class TrainingDataset:
-    """One dataset of a multi-dataset run: its name, task, objective (weighted) and rows."""
+    """One dataset of a run: its name (None for a run's single ``train_data``), task, objective
+    (weighted where its weight is not 1), rows and the objective's typed config."""
 
-    name: str
+    name: str | None
     task: Any
     objective: Any
     weight: float

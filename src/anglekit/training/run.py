@@ -1,4 +1,6 @@
-"""One training run end to end: load, read data, evaluate, train, save, report."""
+"""One training run end to end: :func:`train` is a chain of stages, :func:`plan` (check the config,
+ready the output folder), :func:`load` (the datasets, always a list, the evaluation sets, the model,
+the tokenized rows), :func:`fit` (train) and :func:`finish` (score, save, report), over one :class:`Run`."""
 
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ from anglekit.training.tasks import ResolvedObjective, TrainingTask, default_pos
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import TrainerCallback
+
+    from anglekit.training.multi import TrainingDataset
 
 logger = logging.getLogger(__name__)
 
@@ -384,16 +388,17 @@ def check(config: TrainConfig) -> list[DatasetPlan]:
             raise ConfigError(f"the objective {plan.objective!r} needs batch_size >= {plan.task.min_batch_size} (in-batch negatives)")
     if config.trainer.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device cuda: no CUDA GPU is available here; use --device cpu, or --device auto to take one when there is")
-    check_writable(config.trainer.output_dir, folder=True)
     model = config.model
     name = model.name or None
+    facts = None
     if name is not None and not config.lora.init_adapters:
         facts = inspect_model(name, gguf_file=model.gguf_file, revision=model.revision, trust_remote_code=model.trust_remote_code)
-        for plan in plans:
-            plan.task.check_model(plan.resolved, facts, name)
-            check_nested(config, plan.resolved, facts.hidden_size, name)
         if model.max_length is not None:
             check_max_length(model.max_length, facts, name)
+    check_writable(config.trainer.output_dir, folder=True)
+    for each in plans if facts is not None else ():
+        each.task.check_model(each.resolved, facts, name)
+        check_nested(config, each.resolved, facts.hidden_size, name)
     return plans
 
 
@@ -406,84 +411,179 @@ def _named_dataset(config: TrainConfig, train_dataset: Any) -> TrainConfig:
     return replace(config, data=replace(config.data, train_data="<datasets.Dataset>"))
 
 
+@dataclass
+class Run:
+    """One training run as its stages fill it in (:func:`train`): :func:`plan` checks the config and
+    readies the output folder, :func:`load` reads the datasets (always a list: one dataset is a list
+    of one), the evaluation sets and the model and tokenizes the rows, :func:`fit` trains,
+    :func:`finish` saves and scores."""
+
+    config: TrainConfig
+    plans: list[DatasetPlan]
+    out: Path
+    callbacks: Sequence[TrainerCallback] = ()
+    train_dataset: Any = None
+    """An in-memory ``datasets.Dataset`` to train on instead of ``train_data``, or None."""
+    finished: TrainResult | None = None
+    """The result of a run that ``--resume`` found complete (the later stages do nothing)."""
+    precision: Any = None
+    resume_from: str | None = None
+    datasets: list[TrainingDataset] = field(default_factory=list)
+    dev_set: Any = None
+    test_set: Any = None
+    probe_set: Any = None
+    dev_retrieval: Any = None
+    embedder: Any = None
+    model: Any = None
+    """The module the trainer steps (the embedder, or it with the MLP head)."""
+    tokenized: Any = None
+    collator: Any = None
+    tokenize_seconds: float = 0.0
+    before: dict[str, float] = field(default_factory=dict)
+    trainer: Any = None
+    seconds: float = 0.0
+    speed: dict[str, Any] | None = None
+    """The speed swaps as applied (:meth:`anglekit.training.speed.SpeedPlan.record`)."""
+
+    @property
+    def unit(self) -> str:
+        """What a training row is (pairs, sentences, triplets); ``rows`` where the datasets differ."""
+        units = {d.task.unit for d in self.datasets}
+        return units.pop() if len(units) == 1 else "rows"
+
+    def summary(self) -> str:
+        """The training rows in one line (one part per dataset, named, where there are several)."""
+        if len(self.datasets) == 1:
+            return str(self.datasets[0].train_set.summary())
+        return "; ".join(f"[{d.name}, {d.task.kind}, weight {d.weight:g}] {d.train_set.summary()}" for d in self.datasets)
+
+    def objective_settings(self) -> dict[str, Any]:
+        """The objective config's fields, or with several datasets each one's config by name."""
+        if len(self.datasets) == 1:
+            return dict(vars(self.datasets[0].objective_config))
+        return {d.name: repr(d.objective_config) for d in self.datasets}
+
+    def batch_kinds(self) -> Any:
+        """The batch kind, or with several datasets each one's by name."""
+        return self.datasets[0].task.kind if len(self.datasets) == 1 else {d.name: d.task.kind for d in self.datasets}
+
+
 def train(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), *, train_dataset: Any = None) -> TrainResult:
     """Fine-tune ``config.model`` on ``config.data.train_data``; see :class:`TrainConfig`.
 
     ``callbacks``: further ``transformers.TrainerCallback`` objects, run after anglekit's own.
     ``train_dataset``: a ``datasets.Dataset`` or ``IterableDataset`` to train on instead of
     ``train_data`` (read in record batches, checked like a file; ``columns`` names its columns).
+    The stages, in order: :func:`plan`, :func:`load`, :func:`fit`, :func:`finish`, over one :class:`Run`.
     """
+    run = plan(config, callbacks, train_dataset)
+    if run.finished is not None:
+        return run.finished
+    load(run)
+    fit(run)
+    return finish(run)
+
+
+def plan(config: TrainConfig, callbacks: Sequence[TrainerCallback] = (), train_dataset: Any = None) -> Run:
+    """The run checked (:func:`check`) before anything is loaded, its precision chosen and its output
+    folder readied (the checkpoint to resume from; a finished run's result when ``--resume`` finds one)."""
     config = _named_dataset(config, train_dataset)
+    plans = check(config)
+    settings = config.trainer
+    run = Run(config, plans, Path(settings.output_dir), callbacks, train_dataset)
+    run.finished = finished_result(run.out) if settings.resume else None
+    if run.finished is not None:
+        logger.info("%s: the run is complete; nothing to resume", run.out)
+        return run
+    run.precision = resolve_precision(settings.precision, settings.device)
+    logger.info("precision %s (%s: %s)", run.precision.name, run.precision.requested, run.precision.reason)
+    run.resume_from = _prepare_output_dir(settings)
+    if run.resume_from is not None:
+        _check_resumed_ese_target(run.out, config)
+    run.out.mkdir(parents=True, exist_ok=True)
+    return run
+
+
+def load(run: Run) -> Run:
+    """Seed, then read the datasets and evaluation sets, load the model, give the columns their roles
+    (checked before anything is written), score the test set before training and tokenize."""
     from transformers import set_seed
+
+    if run.finished is not None:
+        raise ConfigError(f"{run.out}: the run is already complete (results.json); there is nothing to load or fit")
+    config = run.config
+    set_seed(config.trainer.seed)
+    run.datasets = build_datasets(config, run.plans, run.train_dataset)
+    run.dev_set, run.test_set, run.probe_set = load_eval_sets(config.data)
+    run.dev_retrieval = load_dev_retrieval(config.data)
+    run.embedder = load_embedder(config, "cpu" if config.trainer.device == "cpu" else None)
+    role_sets = _column_roles(run.datasets, config.data.column_roles, run.embedder)
+    run.model = _training_model(config, run.embedder)
+    warn_unused_data_settings(config.data, [d.train_set for d in run.datasets])
+    run.before = _test_scores(run.embedder, config.trainer.eval_batch_size, config.data.test_data, run.test_set)
+    started = time.perf_counter()
+    run.tokenized, run.collator = _tokenize(run.datasets, role_sets)
+    run.tokenize_seconds = time.perf_counter() - started
+    return run
+
+
+def fit(run: Run) -> Run:
+    """Train: the trainer over the tokenized datasets, with the speed swaps in place for the loop
+    (``train_config.json`` written with them as applied)."""
+    run.trainer = _trainer(run)
+    settings = run.config.trainer
+    logger.info("training %s on %s, objective %s", run.config.model.name, run.summary(), _objective_line(run))
+    started = time.perf_counter()
+    with loop_swaps(run.embedder, run.model, run.tokenized, getattr(run.collator, "pad_id", None), settings, run.precision.autocast_dtype) as speed:
+        _write_train_config(run, speed)  # the swaps as applied
+        run.trainer.train(resume_from_checkpoint=run.resume_from)
+    run.seconds = time.perf_counter() - started
+    run.speed = speed.record()
+    return run
+
+
+def _objective_line(run: Run) -> str:
+    """The objective config as logged: its repr, or each dataset's by name."""
+    if len(run.datasets) == 1:
+        return repr(run.datasets[0].objective_config)
+    return ", ".join(f"{d.name}: {d.objective_config!r}" for d in run.datasets)
+
+
+def _trainer(run: Run) -> Any:
+    """The :class:`~anglekit.training.trainer.AnglETrainer` of the run: its arguments, callbacks,
+    datasets (each batch routed to its dataset's task and objective) and evaluation sets."""
     from transformers.trainer_callback import PrinterCallback
 
     from anglekit.training.callbacks import ProbeCallback
     from anglekit.training.trainer import AnglETrainer
 
-    plans = check(config)
-    run, data = config.trainer, config.data
-    finished = finished_result(Path(run.output_dir)) if run.resume else None
-    if finished is not None:
-        logger.info("%s: the run is complete; nothing to resume", run.output_dir)
-        return finished
-    precision = resolve_precision(run.precision, run.device)
-    logger.info("precision %s (%s: %s)", precision.name, precision.requested, precision.reason)
-    resume_from = _prepare_output_dir(run)
-    out = Path(run.output_dir)
-    if resume_from is not None:
-        _check_resumed_ese_target(out, config)
-    out.mkdir(parents=True, exist_ok=True)
-    set_seed(run.seed)
-
-    several, task, (train_set, dev_set, test_set, probe_set), (objective, objective_config) = _training_data(config, plans, train_dataset)
-    dev_retrieval = load_dev_retrieval(data)
-
-    device = "cpu" if run.device == "cpu" else None
-    embedder = load_embedder(config, device)
-    role_sets = _column_roles(task, several, data.column_roles, train_set, embedder)  # checked before anything is written
-    model = _training_model(config, embedder)
-    warn_unused_data_settings(data, [train_set] if several is None else [d.train_set for d in several])
-
-    before = _test_scores(embedder, run.eval_batch_size, data.test_data, test_set)
-
-    tokenize_started = time.perf_counter()
-    tokenized, collator = _tokenize(task, several, role_sets)
-    tokenize_seconds = time.perf_counter() - tokenize_started
-    evaluating = dev_set is not None or dev_retrieval is not None
-    args = training_arguments(
-        run, out, total_steps(run, tokenized, data.dataset_order), evaluating, precision, best_by="ndcg@10" if dev_retrieval is not None else "spearman"
-    )
-    probes = task.probes_batches if several is None else any(d.task.probes_batches for d in several)
-    every_callback = _callbacks(config, out, precision, embedder, probe_set, probes, callbacks)
+    config, settings, first = run.config, run.config.trainer, run.datasets[0]
+    evaluating = run.dev_set is not None or run.dev_retrieval is not None
+    best_by = "ndcg@10" if run.dev_retrieval is not None else "spearman"
+    args = training_arguments(settings, run.out, total_steps(settings, run.tokenized, config.data.dataset_order), evaluating, run.precision, best_by=best_by)
+    probes = any(d.task.probes_batches for d in run.datasets)
+    every_callback = _callbacks(config, run.out, run.precision, run.embedder, run.probe_set, probes, run.callbacks)
     trainer = AnglETrainer(
-        model=model,
+        model=run.model,
         args=args,
-        train_dataset=tokenized,
-        eval_dataset=dev_set if dev_set is not None else dev_retrieval,
-        dev_retrieval=dev_retrieval,
-        data_collator=collator,
+        train_dataset=run.tokenized,
+        eval_dataset=run.dev_set if run.dev_set is not None else run.dev_retrieval,
+        dev_retrieval=run.dev_retrieval,
+        data_collator=run.collator,
         callbacks=every_callback,
-        objective=objective,
-        task=task,
-        group_by_length=run.group_by_length,
-        eval_batch_size=run.eval_batch_size,
+        objective=first.objective,
+        task=first.task,
+        group_by_length=settings.group_by_length,
+        eval_batch_size=settings.eval_batch_size,
         probes=next((c.accumulator for c in every_callback if isinstance(c, ProbeCallback)), None),
         gather_candidates=config.objective.gather_candidates,
-        gradcache_chunk_size=run.gradcache_chunk_size,
-        max_batch_tokens=run.max_batch_tokens,
-        datasets=several,
-        dataset_order=data.dataset_order,
+        gradcache_chunk_size=settings.gradcache_chunk_size,
+        max_batch_tokens=settings.max_batch_tokens,
+        datasets=run.datasets,
+        dataset_order=config.data.dataset_order,
     )
     trainer.remove_callback(PrinterCallback)  # our bar shows the components (none with --quiet); the default would print each log as a dict
-    logger.info("training %s on %s, objective %s", config.model.name, train_set.summary(), objective_config)
-    started = time.perf_counter()
-    with loop_swaps(embedder, model, tokenized, getattr(collator, "pad_id", None), run, precision.autocast_dtype) as speed:
-        _write_train_config(out, config, task, several, objective_config, train_set, speed)  # the swaps as applied
-        trainer.train(resume_from_checkpoint=resume_from)
-    seconds = time.perf_counter() - started
-    unit = task.unit if several is None or len({d.task.unit for d in several}) == 1 else "rows"
-    return _finish(config, trainer, embedder, objective_config, train_set.summary(), test_set, before, seconds, tokenize_seconds, unit,
-                   precision.name, speed.record())  # fmt: skip
+    return trainer
 
 
 def _training_model(config: TrainConfig, embedder: Any) -> Any:
@@ -495,63 +595,47 @@ def _training_model(config: TrainConfig, embedder: Any) -> Any:
     return TrainingModel(embedder, MLPHead(embedder.dim).to(embedder.device))
 
 
-def _write_train_config(out: Path, config: TrainConfig, task: Any, several: Sequence[Any] | None, objective_config: Any, train_set: Any,
-                        speed: Any) -> None:  # fmt: skip
+def _write_train_config(run: Run, speed: Any) -> None:
     """``train_config.json``: the settings (each speed swap flag as what ran: true only where a swap
     of it changed a module), the objective's config, the nesting wrapper's (ESE or Matryoshka,
     defaults filled in; null without one), the batch kind(s), the data, the speed plan as applied."""
-    kinds: Any = task.kind if several is None else {d.name: d.task.kind for d in several}
+    config = run.config
     atomic_write_json(
-        out / "train_config.json",
+        run.out / "train_config.json",
         {
             "train": _jsonable({**config.flat(), **speed.flags()}),
-            "objective": _jsonable(dict(objective_config.__dict__)),
+            "objective": _jsonable(run.objective_settings()),
             "nesting": config.objective.nesting(),
-            "batch_kind": kinds,
-            "train_data": train_set.summary(),
+            "batch_kind": run.batch_kinds(),
+            "train_data": run.summary(),
             "speed_swaps": speed.record(),
         },
     )
 
 
-def _training_data(config: TrainConfig, plans: Sequence[DatasetPlan], train_dataset: Any) -> tuple[Any, Any, tuple[Any, Any, Any, Any], tuple[Any, Any]]:
-    """(the several datasets or None, the task, (train, dev, test, probe sets), (objective, its config))."""
-    data = config.data
-    if data.datasets is None:
-        task = plans[0].task
-        sets = load_datasets(task, data, train_dataset)
-        objective, objective_config = task.build_objective(plans[0].resolved, sets[0], config.objective.positive_threshold, config.model.name)
-        return None, task, sets, (nest_objective(objective, config), objective_config)
-    several = build_datasets(config, plans)
-    dev_set, test_set, probe_set = load_eval_sets(data)
-    objective_config = _Configs({d.name: d.objective_config for d in several})
-    return several, several[0].task, (_Joined(several), dev_set, test_set, probe_set), (several[0].objective, objective_config)
-
-
-def _column_roles(task: Any, several: Sequence[Any] | None, configured: Any, train_set: Any, embedder: Any) -> list[tuple[Any, Any, dict[str, Any]]]:
+def _column_roles(datasets: Sequence[TrainingDataset], configured: Any, embedder: Any) -> list[tuple[Any, Any, dict[str, Any]]]:
     """(prompted set, what tokenizes it, its roles) per dataset: each column's role (named prompt);
     with several datasets each by its own kind, a configured column applying where the kind has it."""
-    if several is None:
-        role_sets = [apply_column_roles(task.columns_kind(train_set), configured, train_set, embedder)]
-        roles = role_sets[0][2]
-    else:
-        kinds = [d.task.columns_kind(d.train_set) for d in several]
-        role_sets = [apply_column_roles(kind, configured, d.train_set, embedder, partial=True) for kind, d in zip(kinds, several, strict=True)]
-        roles = {f"{d.name}:{column}": role for d, (_, _, own) in zip(several, role_sets, strict=True) for column, role in own.items()}
+    several = len(datasets) > 1
+    kinds = [d.task.columns_kind(d.train_set) for d in datasets]
+    role_sets = [apply_column_roles(kind, configured, d.train_set, embedder, partial=several) for kind, d in zip(kinds, datasets, strict=True)]
+    roles = role_sets[0][2]
+    if several:
+        roles = {f"{d.name}:{column}": role for d, (_, _, own) in zip(datasets, role_sets, strict=True) for column, role in own.items()}
         check_roles_used(configured, kinds)
     if any(role is not None for role in roles.values()):
         logger.info("column roles: %s", ", ".join(f"{column} {role or NO_ROLE}" for column, role in roles.items()))
     return role_sets
 
 
-def _tokenize(task: Any, several: Sequence[Any] | None, role_sets: Sequence[tuple[Any, Any, Any]]) -> tuple[Any, Any]:
-    """The tokenized training data and its collator (one per dataset, joined, with several)."""
-    if several is None:
-        prompted, tokenizer, _ = role_sets[0]
-        return task.tokenize(prompted, tokenizer)
+def _tokenize(datasets: Sequence[TrainingDataset], role_sets: Sequence[tuple[Any, Any, Any]]) -> tuple[Any, Any]:
+    """The tokenized training data and its collator: one dataset's own, or several joined
+    (:class:`~anglekit.training.multi.MultiDataset`, each batch from one of them)."""
+    pieces = [d.task.tokenize(prompted, tokenizer) for d, (prompted, tokenizer, _) in zip(datasets, role_sets, strict=True)]
+    if len(pieces) == 1:
+        return pieces[0]
     from anglekit.training.multi import MultiCollator, MultiDataset
 
-    pieces = [d.task.tokenize(prompted, tokenizer) for d, (prompted, tokenizer, _) in zip(several, role_sets, strict=True)]
     return MultiDataset([t for t, _ in pieces]), MultiCollator([c for _, c in pieces])
 
 
@@ -568,23 +652,6 @@ def warn_unused_data_settings(data: Any, train_sets: Sequence[Any]) -> list[str]
     return messages
 
 
-class _Joined:
-    """The training sets of several datasets, summarised together (one line each)."""
-
-    def __init__(self, datasets: Sequence[Any]) -> None:
-        self.datasets = list(datasets)
-
-    def summary(self) -> str:
-        return "; ".join(f"[{d.name}, {d.task.kind}, weight {d.weight:g}] {d.train_set.summary()}" for d in self.datasets)
-
-
-class _Configs:
-    """The objective configs of several datasets by name (what the model card and train_config.json show)."""
-
-    def __init__(self, configs: dict[str, Any]) -> None:
-        self.__dict__.update({name: repr(config) for name, config in configs.items()})
-
-
 def _jsonable(value: Any) -> Any:
     """``value`` with dataclasses (train_data entries) as mappings, for JSON."""
     import dataclasses
@@ -598,18 +665,20 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def build_datasets(config: TrainConfig, plans: Sequence[DatasetPlan]) -> list[Any]:
-    """Each dataset of a multi-dataset run read by its task, with its objective (nested like the
-    run's: Matryoshka, ESE) weighted by the entry's weight."""
+def build_datasets(config: TrainConfig, plans: Sequence[DatasetPlan], train_dataset: Any = None) -> list[TrainingDataset]:
+    """Each dataset of the run (one, or the entries of a multi-dataset run) read by its task, with its
+    objective nested like the run's (Matryoshka, ESE) and, where its weight is not 1, weighted by it
+    (:class:`~anglekit.training.multi.Weighted`). ``train_dataset``: the in-memory rows of a run on one."""
     from anglekit.training.multi import TrainingDataset, Weighted
 
     datasets = []
-    for plan in plans:
-        data = replace(config.data, train_data=plan.entry.data)
-        train_set = plan.task.load_data(data)
-        objective, objective_config = plan.task.build_objective(plan.resolved, train_set, config.objective.positive_threshold, config.model.name)
+    for each in plans:
+        data = config.data if each.entry is None else replace(config.data, train_data=each.entry.data)
+        train_set = each.task.load_data(data, train_dataset)
+        objective, objective_config = each.task.build_objective(each.resolved, train_set, config.objective.positive_threshold, config.model.name)
         nested = nest_objective(objective, config)
-        datasets.append(TrainingDataset(plan.name or "", plan.task, Weighted(nested, plan.weight), plan.weight, train_set, objective_config))
+        weighted = nested if each.weight == 1.0 else Weighted(nested, each.weight)
+        datasets.append(TrainingDataset(each.name, each.task, weighted, each.weight, train_set, objective_config))
     return datasets
 
 
@@ -623,13 +692,6 @@ def loop_swaps(embedder: Any, model: Any, tokenized: Any, pad_id: int | None, ru
     settings = settings_for(run, device=embedder.device.type, embedder=embedder, dataset=tokenized, pad_id=pad_id, autocast=autocast)
     with applied(plan(model, settings)) as speed:
         yield speed
-
-
-def load_datasets(task: Any, data: Any, train_dataset: Any = None) -> tuple[Any, Any, Any, Any]:
-    """(train, dev, test, probe) sets of the data section (None where not given); the dev and test
-    pairs are checked to be scorable now, not at the first evaluation."""
-    train_set = task.load_data(data, train_dataset)
-    return (train_set, *load_eval_sets(data))
 
 
 def load_eval_sets(data: Any) -> tuple[Any, Any, Any]:
@@ -756,44 +818,41 @@ def _test_scores(embedder: Any, batch_size: int, spec: str | None, test_set: Any
     return evaluate_pairs(lambda t: embedder.encode(t, batch_size), test_set.text1, test_set.text2, test_set.labels, source=source).as_dict()
 
 
-def _finish(config: TrainConfig, trainer: Any, embedder: Any, objective_config: Any, train_summary: str, test_set: Any,
-            before: dict[str, float], seconds: float, tokenize_seconds: float, unit: str, precision: str,
-            speed_swaps: dict[str, Any]) -> TrainResult:  # fmt: skip
-    """Save the model with its card, score the test set, write results.json (the first process only)."""
+def finish(run: Run) -> TrainResult:
+    """Score the test set, save the model with its card (the scores on it), write results.json (the
+    first process only)."""
     import torch
 
-    from anglekit.training.card import record_scores, training_card
+    from anglekit.training.card import training_card
 
-    run, out = config.trainer, Path(config.trainer.output_dir)
+    config, trainer, embedder = run.config, run.trainer, run.embedder
+    gpu_peak = torch.cuda.max_memory_allocated() / 2**20 if embedder.device.type == "cuda" else None
+    after = _test_scores(embedder, config.trainer.eval_batch_size, config.data.test_data, run.test_set)
     # With several processes only the first writes the model and results.json; the others wait
     # until it has, so that no process returns before the run is on disk.
     writer = trainer.is_world_process_zero()
-    card = training_card(config, objective_config, train_summary=train_summary, steps=trainer.state.global_step, seconds=seconds, before=before)
-    model_dir = embedder.save_pretrained(out / "model", card=card) if writer else out / "model"
-    gpu_peak = torch.cuda.max_memory_allocated() / 2**20 if embedder.device.type == "cuda" else None
-    after = _test_scores(embedder, run.eval_batch_size, config.data.test_data, test_set)
-    pairs = trainer.pairs_trained
+    steps = trainer.state.global_step
+    card = training_card(config, run.objective_settings(), train_summary=run.summary(), steps=steps, seconds=run.seconds, before=run.before, after=after)
+    model_dir = embedder.save_pretrained(run.out / "model", card=card) if writer else run.out / "model"
     result = TrainResult(
-        output_dir=out,
+        output_dir=run.out,
         model_dir=model_dir,
-        steps=trainer.state.global_step,
-        train_seconds=seconds,
-        tokenize_seconds=tokenize_seconds,
-        pairs_per_second=pairs / seconds if seconds > 0 else float("nan"),
-        unit=unit,
+        steps=steps,
+        train_seconds=run.seconds,
+        tokenize_seconds=run.tokenize_seconds,
+        pairs_per_second=trainer.pairs_trained / run.seconds if run.seconds > 0 else float("nan"),
+        unit=run.unit,
         threads=torch.get_num_threads(),
         peak_memory_mb=peak_memory_mb(),
-        before=before,
+        before=run.before,
         after=after,
         best_checkpoint=trainer.state.best_model_checkpoint,
-        precision=precision,
+        precision=run.precision.name,
         peak_gpu_memory_mb=gpu_peak,
-        speed_swaps=speed_swaps,
+        speed_swaps=run.speed,
         guide_masked=trainer.guide_masked_overall(),
     )
     if writer:
-        if after:
-            record_scores(embedder, model_dir, config.data.test_data, after)  # the card gets them too
-        atomic_write_json(out / "results.json", result.as_dict())
+        atomic_write_json(run.out / "results.json", result.as_dict())
     trainer.accelerator.wait_for_everyone()
     return result

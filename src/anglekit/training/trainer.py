@@ -51,7 +51,7 @@ from anglekit.metrics.similarity import evaluate_pairs
 from anglekit.model import DEFAULT_BATCH_SIZE
 from anglekit.training.gather import gather_rows
 from anglekit.training.gradcache import check_gradcache, gradcache_step
-from anglekit.training.multi import DatasetBatchSampler, TrainingDataset, component_names
+from anglekit.training.multi import DatasetBatchSampler, MultiDataset, TrainingDataset, component_names
 from anglekit.training.probes import ProbeAccumulator, batch_probes, gradient_norms
 from anglekit.training.sampler import LengthGroupedSampler, TokenBudgetBatchSampler
 from anglekit.training.tasks import TASKS, TrainingTask
@@ -106,17 +106,16 @@ class AnglETrainer(Trainer):
         self._component_counts: dict[str, int] = defaultdict(int)
         self.pairs_trained = 0
         """Pairs that went through a training step in this process (for throughput)."""
-        if gradcache_chunk_size is not None:
-            check_gradcache(objective)
         self.gradcache_chunk_size = gradcache_chunk_size
         self.max_batch_tokens = max_batch_tokens
-        self.datasets = list(datasets) if datasets else None
-        """Several datasets (``train_dataset`` a :class:`~anglekit.training.multi.MultiDataset`):
-        each batch is routed to its dataset's task and weighted objective."""
+        self.datasets = list(datasets) if datasets else [TrainingDataset(None, self.task, objective, 1.0, None)]
+        """The run's datasets, one or several (then ``train_dataset`` is a
+        :class:`~anglekit.training.multi.MultiDataset` and each batch is routed by its ``dataset``
+        tag to that dataset's task and objective); by default the one of ``task`` and ``objective``."""
         self.dataset_order = dataset_order
         self._dataset_sums: dict[str, float] = defaultdict(float)
         self._dataset_counts: dict[str, int] = defaultdict(int)
-        if self.datasets is not None and gradcache_chunk_size is not None:
+        if gradcache_chunk_size is not None:
             for entry in self.datasets:
                 check_gradcache(entry.objective)
 
@@ -157,10 +156,11 @@ class AnglETrainer(Trainer):
         ``skip_first_batches``); several processes each get whole batches (accelerate's
         ``BatchSamplerShard`` deals batch i to process i mod N and accepts batches of varying size).
         """
-        if (self.max_batch_tokens is None and self.datasets is None) or self.train_dataset is None:
+        joined = isinstance(self.train_dataset, MultiDataset)
+        if (self.max_batch_tokens is None and not joined) or self.train_dataset is None:
             return super().get_train_dataloader()
         sampler: Any
-        if self.datasets is not None:
+        if joined:
             sampler = self.dataset_batch_sampler()
         else:
             sampler = self.token_budget_sampler()
@@ -182,11 +182,9 @@ class AnglETrainer(Trainer):
 
     # ------------------------------------------------------------------ loss
     def route(self, inputs: dict[str, Tensor]) -> tuple[Any, Any, str | None, dict[str, Tensor]]:
-        """(task, objective, dataset name, inputs without the tag) of a batch: its dataset's with
-        several datasets, else the run's."""
-        if self.datasets is None or "dataset" not in inputs:
-            return self.task, self.objective, None, inputs
-        entry = self.datasets[int(inputs["dataset"])]
+        """(task, objective, dataset name, inputs without the tag) of a batch: those of the dataset its
+        ``dataset`` tag names (several datasets), else of the first (the name None: one dataset)."""
+        entry = self.datasets[int(inputs["dataset"])] if "dataset" in inputs else self.datasets[0]
         return entry.task, entry.objective, entry.name, {k: v for k, v in inputs.items() if k != "dataset"}
 
     def compute_loss(

@@ -25,11 +25,15 @@ for _task in (PairTask(), SentenceTask(), TripletTask(), DistillTask()):
     register_task(_task)
 
 
+NO_TASK = "no training task for batch kind {kind!r} (objective {name!r}); known: {known}"
+"""The error for an objective whose batch kind no task trains."""
+
+
 def task_for(objective: str | ResolvedObjective) -> TrainingTask:
     """The task that trains ``objective`` (a preset name, or a resolved one) by its batch kind."""
     name, kind = (objective.name, objective.batch_kind) if isinstance(objective, ResolvedObjective) else (objective, preset_batch_kind(objective))
     if kind not in TASKS:
-        raise ConfigError(f"no training task for batch kind {kind!r} (objective {name!r}); known: {', '.join(TASKS)}")
+        raise ConfigError(NO_TASK.format(kind=kind, name=name, known=", ".join(TASKS)))
     return TASKS[kind]
 
 
@@ -38,7 +42,9 @@ def resolve(section: Any, text_column: str | None) -> tuple[TrainingTask, Resolv
     (a knob of another family is a ConfigError naming its flag); ``text_column`` where the task
     reads no column is a ConfigError too."""
     objective = resolve_objective(section.name, section.knobs)
-    task = task_for(objective)
+    task = TASKS.get(objective.batch_kind)  # looked up here, so that resolving goes down to the registry once
+    if task is None:
+        raise ConfigError(NO_TASK.format(kind=objective.batch_kind, name=objective.name, known=", ".join(TASKS)))
     if text_column is not None and not task.reads_text_column:
         readers = [preset for preset, kind in all_presets().items() if kind in TASKS and TASKS[kind].reads_text_column]
         raise ConfigError(f"--text-column applies to sentence data ({', '.join(readers)}), not to the objective {section.name!r}")
