@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 
 from anglekit.cli import build_parser
-from anglekit.cli.generate import DERIVED, GenerateFlags, config_from_args, flags_from_args
+from anglekit.cli.generate import DERIVED, QUERY_DERIVED, GenerateFlags, config_from_args, flags_from_args, query_config_from_args
 from anglekit.config import Setting, settings_of
 from anglekit.generation.backends import GenerationParams
 from anglekit.generation.backends.openai_compat import RetryPolicy
 from anglekit.generation.cleaning import CleaningConfig
 from anglekit.generation.pipeline import GenerationConfig
+from anglekit.generation.queries import QueryConfig
 
 import helpers
 
@@ -34,6 +35,10 @@ def _parser_actions() -> dict[str, argparse.Action]:
 
 def _flagged() -> list[Setting]:
     return [s for s in settings_of(GenerationConfig) if s.name not in DERIVED] + settings_of(GenerateFlags)
+
+
+def _query_flagged() -> list[Setting]:
+    return [s for s in settings_of(QueryConfig) if s.name not in QUERY_DERIVED]
 
 
 def test_every_setting_reachable_from_the_cli_has_a_flag_made_from_its_metadata() -> None:
@@ -58,15 +63,21 @@ def test_every_setting_reachable_from_the_cli_has_a_flag_made_from_its_metadata(
     # The settings given through GenerateFlags (--kind, --*-template, --quiet) are exactly the derived ones.
     assert set(DERIVED) == set(GenerateFlags(input="x").config_values())
     assert set(mine) - {s.name for s in _flagged()} == set(DERIVED)
+    # QueryConfig's settings: each its flag, from its metadata; those given through GenerateFlags are the derived ones
+    for s in _query_flagged():
+        action = actions[s.flags[0]]
+        assert action.dest == s.key and " ".join(s.help.split()) in action.help, s.key
+    assert set(QUERY_DERIVED) == set(GenerateFlags(input="x", kind="queries").query_values())
+    assert {f.name for f in dataclasses.fields(QueryConfig)} - {s.name for s in _query_flagged()} == set(QUERY_DERIVED)
 
 
 def test_help_lists_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = helpers.run_cli(["generate", "--help"], capsys)
     assert code == 0
     flat = " ".join(out.split())
-    for s in _flagged():
+    for s in _flagged() + _query_flagged():
         assert s.flags[0] in flat, s.key
-    for flag in ("--output", "--llm SPEC", "--kind {synonym,antonym,both}", "--quiet"):
+    for flag in ("--output", "--llm SPEC", "--kind {synonym,antonym,both,queries}", "--query-style {question,keyword,both}", "--quiet"):
         assert flag in flat
 
 
@@ -87,6 +98,11 @@ def test_flag_defaults_are_the_dataclass_defaults() -> None:
     flags = flags_from_args(args)
     assert flags == GenerateFlags(input="in.txt")
     assert {name: getattr(expected, name) for name in DERIVED} == flags.config_values()
+    assert query_config_from_args(args) == QueryConfig()
+    for s in _query_flagged():
+        shown = s.default is not None and "default" not in s.help
+        if shown:
+            assert f"(default: {s.default})" in actions[s.flags[0]].help, s.key
 
 
 def _other_value(s: Setting) -> tuple[list[str], Any]:
@@ -138,6 +154,24 @@ def test_the_parsed_flags_build_the_configs_by_name() -> None:
         for f in dataclasses.fields(part):
             if f.name in expected:
                 assert getattr(built, f.name) == expected[f.name], (part.__name__, f.name)
+
+
+def test_the_parsed_query_flags_build_the_query_config_by_name(tmp_path: Any) -> None:
+    template = tmp_path / "keyword.txt"
+    template.write_text("Keywords for {document}")
+    argv = [*MINIMAL, "--kind", "queries", "--query-style", "both", "--question-template", "Ask {size}: {document}", "--keyword-template", f"@{template}"]
+    expected: dict[str, Any] = {}
+    for s in _query_flagged():
+        flags, value = _other_value(s)
+        if s.key == "max_words":  # above --min-words' other value
+            flags, value = [flags[0], "41"], 41
+        argv += flags
+        expected[s.name] = value
+    queries = query_config_from_args(build_parser().parse_args(argv))
+    for s in _query_flagged():
+        assert getattr(queries, s.name) == expected[s.name] != s.default, s.key
+    assert queries.styles == ("question", "keyword")
+    assert queries.templates == {"question": "Ask {size}: {document}", "keyword": "Keywords for {document}"}
 
 
 @pytest.mark.parametrize(

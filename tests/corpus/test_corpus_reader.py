@@ -146,3 +146,32 @@ def test_signature_is_that_of_the_bytes(tmp_path: Path) -> None:
     assert corpus_signature(a / "c.txt") == corpus_signature(b / "c.txt")
     (b / "c.txt").write_text("dog\ncow\n")
     assert corpus_signature(a / "c.txt") != corpus_signature(b / "c.txt")
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "tsv", "parquet"])
+def test_a_title_column_goes_before_the_text_as_beir_builds_documents(tmp_path: Path, fmt: str) -> None:
+    from anglekit.corpus.reader import corpus_columns
+
+    rows: list[dict[str, object]] = [{"id": "a", "title": "Guitars", "text": "a man plays ."}, {"id": "b", "title": "", "text": "dog"}]
+    path = _write(tmp_path / f"c.{fmt}", fmt, rows)
+    assert corpus_columns(path) == ["id", "title", "text"]
+    assert _all(path, title_column="title")[:2] == (["a", "b"], ["Guitars a man plays .", "dog"])
+    assert _all(path)[:2] == (["a", "b"], ["a man plays .", "dog"])  # opt-in: without it the title is not read
+    with pytest.raises(DataError, match="heading"):
+        _all(path, title_column="heading")
+    with pytest.raises(ConfigError, match="the text column and the title column are both 'text'"):
+        _all(path, title_column="text")
+
+
+def test_a_title_that_is_not_a_string_and_a_txt_corpus_with_a_title_are_refused(tmp_path: Path) -> None:
+    from anglekit.corpus.reader import corpus_columns
+
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"_id": "a", "title": null, "text": "x"}\n{"_id": "b", "title": ["t"], "text": "y"}\n')
+    with pytest.raises(DataError, match=r"c.jsonl, row 2, field 'title': title must be a string, got list"):
+        _all(path, id_column="_id", title_column="title")
+    txt = tmp_path / "c.txt"
+    txt.write_text("one\ntwo\n")
+    assert corpus_columns(txt) is None
+    with pytest.raises(ConfigError, match="plain-text corpus"):
+        _all(txt, title_column="title")

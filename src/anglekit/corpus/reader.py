@@ -11,6 +11,9 @@ Ids: the ``id_column`` (default: ``id`` when the file has one) holding strings o
 strings); without one, the row as errors count it (1-based: the line number of a .txt or .jsonl
 file, the record number of a table).
 Texts: the ``text_column`` (default ``text``, then ``sentence``, then the only other column).
+Titles (opt-in, ``title_column``): a record's text is ``(title + " " + text).strip()``, as BEIR,
+MTEB and sentence-transformers build a document; a missing, null or blank title adds nothing.
+:func:`corpus_columns` names a table's columns without reading it.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 from anglekit.data.sources import TEXT_ALIASES, DelimitedRows, bad_bytes_message, missing_column, short_repr, text_problem
 from anglekit.errors import ConfigError, DataError
 
-__all__ = ["CORPUS_FORMATS", "DEFAULT_CHUNK_ROWS", "CorpusChunk", "corpus_format", "corpus_signature", "iter_corpus"]
+__all__ = ["CORPUS_FORMATS", "DEFAULT_CHUNK_ROWS", "CorpusChunk", "corpus_columns", "corpus_format", "corpus_signature", "iter_corpus"]
 
 DEFAULT_CHUNK_ROWS = 10_000
 CORPUS_FORMATS = {".txt": "txt", ".text": "txt", "": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
@@ -94,6 +97,15 @@ def _check_text(value: Any, source: str, row: int, field: str) -> str:
     return value
 
 
+def _titled(title: Any, text: str, source: str, row: int, field: str | None) -> str:
+    """``text`` with its title before it (BEIR's ``title + " " + text``); no title: ``text``."""
+    if field is None or title is None or (isinstance(title, float) and title != title):  # absent, null, NaN
+        return text
+    if not isinstance(title, str):
+        raise DataError(f"title must be a string, got {type(title).__name__} {short_repr(title)}", source=source, row=row, field=field)
+    return f"{title} {text}".strip()
+
+
 def _open_text(path: Path, source: str, *, newline: str) -> Any:
     """The file opened as text (UTF-8, a BOM dropped; BOM-marked UTF-16), undecodable bytes kept
     as lone surrogates so that the record holding them can be named."""
@@ -132,8 +144,8 @@ def _lines(path: Path, source: str) -> Iterator[tuple[int, str]]:
             raise DataError(f"not valid UTF-16: {exc.reason}", source=source) from None
 
 
-def _txt(path: Path, source: str, text_column: str | None, id_column: str | None) -> Iterator[tuple[int, Any, str]]:
-    if text_column is not None or id_column is not None:
+def _txt(path: Path, source: str, text_column: str | None, id_column: str | None, title_column: str | None = None) -> Iterator[tuple[int, Any, str]]:
+    if text_column is not None or id_column is not None or title_column is not None:
         raise ConfigError(f"{source}: a plain-text corpus holds one text a line (ids are line numbers); --column and --id-column apply to tables")
     for lineno, line in _lines(path, source):
         if _SURROGATE.search(line):
@@ -166,7 +178,7 @@ def _pick_columns(available: Sequence[str], text_column: str | None, id_column: 
     )
 
 
-def _jsonl(path: Path, source: str, text_column: str | None, id_column: str | None) -> Iterator[tuple[int, Any, str]]:
+def _jsonl(path: Path, source: str, text_column: str | None, id_column: str | None, title_column: str | None = None) -> Iterator[tuple[int, Any, str]]:
     chosen: tuple[str, str | None] | None = None
     for lineno, line in _lines(path, source):
         if not line.strip():
@@ -181,31 +193,40 @@ def _jsonl(path: Path, source: str, text_column: str | None, id_column: str | No
             raise DataError(f"expected a JSON object, got {type(obj).__name__} {short_repr(obj)}", source=source, row=lineno)
         if chosen is None:
             chosen = _pick_columns(list(obj), text_column, id_column, source)
+            _check_title_column(title_column, list(obj), chosen[0], source)  # named by the first record; later ones may lack it
         text_name, id_name = chosen
         for name in (text_name, id_name):
             if name is not None and name not in obj:
                 keys = ", ".join(map(repr, obj)) or "none"
                 raise DataError(f"field {name!r} is missing (keys here: {keys})", source=source, row=lineno, field=name)
         ident = _check_id(obj[id_name], source, lineno, id_name) if id_name is not None else None
-        yield lineno, ident, _check_text(obj[text_name], source, lineno, text_name)
+        text = _check_text(obj[text_name], source, lineno, text_name)
+        yield lineno, ident, _titled(obj.get(title_column) if title_column else None, text, source, lineno, title_column)
 
 
-def _delimited(path: Path, source: str, text_column: str | None, id_column: str | None, tsv: bool) -> Iterator[tuple[int, Any, str]]:
+def _delimited(
+    path: Path, source: str, text_column: str | None, id_column: str | None, tsv: bool, title_column: str | None = None
+) -> Iterator[tuple[int, Any, str]]:
     """The records of a CSV/TSV file, streamed through :class:`anglekit.data.sources.DelimitedRows`
     (the scanner every reader of tables shares); the first bad row raises."""
     delimiter, quoting = ("\t", csv.QUOTE_NONE) if tsv else (",", csv.QUOTE_MINIMAL)
     with _open_text(path, source, newline="") as handle:
         table = DelimitedRows(handle, source, delimiter=delimiter, quoting=quoting)
         text_name, id_name = _pick_columns(table.names, text_column, id_column, source)
+        _check_title_column(title_column, table.names, text_name, source)
         t_index, *i_index = table.check_unique([text_name] + ([id_name] if id_name is not None else []))
+        title_index = table.names.index(title_column) if title_column else None
         for row, fields, problem in table.rows():
             if problem is not None:
                 raise DataError(problem.message, source=source, row=row, field=problem.field)
             ident = _check_id(fields[i_index[0]], source, row, id_name) if id_name is not None else None
-            yield row, ident, _check_text(fields[t_index], source, row, text_name)
+            text = _check_text(fields[t_index], source, row, text_name)
+            yield row, ident, _titled(fields[title_index] if title_index is not None else None, text, source, row, title_column)
 
 
-def _parquet(path: Path, source: str, text_column: str | None, id_column: str | None, batch_rows: int) -> Iterator[tuple[int, Any, str]]:
+def _parquet(
+    path: Path, source: str, text_column: str | None, id_column: str | None, batch_rows: int, title_column: str | None = None
+) -> Iterator[tuple[int, Any, str]]:
     try:
         import pyarrow.parquet as pq
     except ImportError:  # pragma: no cover - depends on the environment
@@ -216,21 +237,68 @@ def _parquet(path: Path, source: str, text_column: str | None, id_column: str | 
     except Exception as exc:  # pyarrow raises several types for a bad file
         raise DataError(f"not a readable Parquet file: {exc}", source=source) from None
     text_name, id_name = _pick_columns(names, text_column, id_column, source)
-    wanted = [text_name] + ([id_name] if id_name is not None else [])
+    _check_title_column(title_column, names, text_name, source)
+    wanted = [text_name] + ([id_name] if id_name is not None else []) + ([title_column] if title_column else [])
     row = 0
     try:
         batches = handle.iter_batches(batch_size=batch_rows, columns=wanted)
         for batch in batches:
             texts = batch.column(text_name).to_pylist()
             ids = batch.column(id_name).to_pylist() if id_name is not None else [None] * len(texts)
-            for ident, text in zip(ids, texts, strict=True):
+            titles = batch.column(title_column).to_pylist() if title_column else [None] * len(texts)
+            for ident, text, title in zip(ids, texts, titles, strict=True):
                 row += 1
                 checked_id = _check_id(ident, source, row, id_name) if id_name is not None else None
-                yield row, checked_id, _check_text(text, source, row, text_name)
+                yield row, checked_id, _titled(title, _check_text(text, source, row, text_name), source, row, title_column)
     except DataError:
         raise
     except Exception as exc:
         raise DataError(f"not a readable Parquet file: {exc}", source=source, row=row + 1) from None
+
+
+def _check_title_column(title_column: str | None, names: Sequence[str], text_name: str, source: str) -> None:
+    if title_column is None:
+        return
+    if title_column not in names:
+        raise missing_column(source, title_column, (title_column,), list(names))
+    if title_column == text_name:
+        raise ConfigError(f"{source}: the text column and the title column are both {title_column!r}")
+
+
+def corpus_columns(path: str | os.PathLike[str]) -> list[str] | None:
+    """The column names of a table corpus (a .jsonl file's first record, a csv/tsv header, a
+    Parquet schema); None for a plain-text corpus. Problems are the readers' DataErrors."""
+    p = Path(os.fspath(path)).expanduser()
+    source = os.fspath(path)
+    fmt = corpus_format(p)
+    if not p.is_file():
+        raise DataError("no such file" if not p.is_dir() else "is a folder, not a file", source=source)
+    if fmt == "txt":
+        return None
+    if fmt == "parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            return list(pq.ParquetFile(p).schema_arrow.names)
+        except ImportError:  # pragma: no cover - depends on the environment
+            raise ConfigError("reading Parquet needs pyarrow: pip install 'anglekit[data]'") from None
+        except Exception as exc:  # pyarrow raises several types for a bad file
+            raise DataError(f"not a readable Parquet file: {exc}", source=source) from None
+    if fmt in ("csv", "tsv"):
+        with _open_text(p, source, newline="") as handle:
+            return list(
+                DelimitedRows(handle, source, delimiter="\t" if fmt == "tsv" else ",", quoting=csv.QUOTE_NONE if fmt == "tsv" else csv.QUOTE_MINIMAL).names
+            )
+    for lineno, line in _lines(p, source):
+        if line.strip():
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"malformed JSON: {exc.msg} at column {exc.colno}", source=source, row=lineno) from None
+            if not isinstance(obj, dict):
+                raise DataError(f"expected a JSON object, got {type(obj).__name__} {short_repr(obj)}", source=source, row=lineno)
+            return [str(k) for k in obj]
+    raise DataError("file has no texts", source=source)
 
 
 def iter_corpus(
@@ -238,13 +306,15 @@ def iter_corpus(
     *,
     text_column: str | None = None,
     id_column: str | None = None,
+    title_column: str | None = None,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
 ) -> Iterator[CorpusChunk]:
     """The records of the corpus file ``path`` in chunks of ``chunk_rows`` (the last may be shorter),
-    reading no more than a chunk at a time. An empty corpus is a DataError."""
+    reading no more than a chunk at a time. An empty corpus is a DataError. ``title_column``: a
+    column whose value goes before each text (BEIR's documents; a table corpus only)."""
     if not isinstance(chunk_rows, int) or isinstance(chunk_rows, bool) or chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
-    for name, value in (("text_column", text_column), ("id_column", id_column)):
+    for name, value in (("text_column", text_column), ("id_column", id_column), ("title_column", title_column)):
         if value is not None and (not isinstance(value, str) or not value):
             raise ConfigError(f"{name} must be a non-empty column name, got {value!r}")
     p = Path(os.fspath(path)).expanduser()
@@ -255,13 +325,13 @@ def iter_corpus(
     if not p.is_file():
         raise DataError("no such file", source=source)
     if fmt == "txt":
-        records = _txt(p, source, text_column, id_column)
+        records = _txt(p, source, text_column, id_column, title_column)
     elif fmt == "jsonl":
-        records = _jsonl(p, source, text_column, id_column)
+        records = _jsonl(p, source, text_column, id_column, title_column)
     elif fmt in ("csv", "tsv"):
-        records = _delimited(p, source, text_column, id_column, fmt == "tsv")
+        records = _delimited(p, source, text_column, id_column, fmt == "tsv", title_column)
     else:
-        records = _parquet(p, source, text_column, id_column, min(chunk_rows, 65536))
+        records = _parquet(p, source, text_column, id_column, min(chunk_rows, 65536), title_column)
     start = 0
     ids: list[str] = []
     texts: list[str] = []

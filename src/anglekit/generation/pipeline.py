@@ -63,7 +63,7 @@ class GenerationConfig:
         "(in-process transformers: hub name, folder, .gguf, pypi:smollm2-135m-instruct); repeat for an ensemble",
     )
     kinds: tuple[str, ...] = setting(KINDS, choices=KINDS, help="the pairs to generate: synonym (positive pairs), antonym (negative pairs)")
-    size: int = setting(3, minimum=1, help="sentences asked for per prompt ({size}); at most this many kept")
+    size: int = setting(3, minimum=1, help="sentences (--kind queries: queries) asked for per prompt ({size}); at most this many kept from each answer")
     templates: dict[str, str] = setting(default_factory=dict, help="templates per kind, with {text} (and {size}) (default: the paper's)")
     positive_label: float = setting(1.0, help="label of (input, synonym) pairs")
     negative_label: float = setting(0.0, help="label of (input, antonym) pairs")
@@ -150,6 +150,10 @@ class _Task:
     kind: str
 
 
+Task = _Task
+"""One request: input ``index`` (its ``text``), LLM ``llm`` (an index into the backends), prompt ``kind``."""
+
+
 class _Skipped(Exception):
     """A request not sent because the run is stopping (a fatal error came back)."""
 
@@ -216,8 +220,50 @@ def generate_pairs(
     summary is written, and no pairs file is written. A ``--cache`` (``config.cache_dir``) that is a
     file is a ConfigError before any request.
     """
-    loading = time.monotonic()
     out = Path(out)
+    prompts = resolve_prompts(tuple(config.kinds), config.templates)
+    requests = start_requests(config, out, backends)
+    unique = list(dict.fromkeys(texts))  # each input once, in first-seen order
+    tasks = [_Task(i, t, b, k) for i, t in enumerate(unique) for b in range(len(requests.backends)) for k in config.kinds]
+    try:
+        run_requests(requests, tasks, prompts, config)
+    finally:
+        result = _finish(out, config, unique, len(texts), requests, prompts, tasks)
+    progress = requests.progress
+    if progress.fatal is not None:
+        raise progress.fatal
+    if result.summary.get("nothing_generated"):
+        raise NothingGeneratedError(
+            f"{out}: every one of the {len(progress.answers)} answers of {', '.join(b.llm_id for b in requests.backends)} is empty; "
+            "no pairs file is written (raise --max-tokens, or try another model or prompt; the summary is in "
+            f"{summary_path(out)})"
+        )
+    return result
+
+
+@dataclass
+class RequestRun:
+    """The requests of one generation run: the backends asked, the answer cache, what came back
+    (``progress``), the retry counts, whether a Ctrl-C stopped it, and its clock (``started`` after
+    the backends are loaded, which took ``load_s``)."""
+
+    backends: Sequence[Backend]
+    cache: AnswerCache
+    stats: _Stats
+    started: float
+    load_s: float
+    progress: _Progress = field(default_factory=lambda: _Progress())
+    interrupted: bool = False
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+def start_requests(config: GenerationConfig, out: Path, backends: Sequence[Backend] | None = None) -> RequestRun:
+    """Check the cache folder (a ConfigError naming ``--cache`` when it is a file), then make the
+    backends of ``config.llms`` (or take ``backends``) and open the cache."""
+    loading = time.monotonic()
     cache_dir = _check_cache_dir(config.cache_dir, out)
     stats = _Stats()
     if backends is None:
@@ -226,45 +272,61 @@ def generate_pairs(
         for backend in backends:
             if hasattr(backend, "on_retry") and backend.on_retry is None:
                 backend.on_retry = stats.on_retry  # type: ignore[attr-defined]
-    prompts = resolve_prompts(tuple(config.kinds), config.templates)
-    params = config.params()
     cache = AnswerCache(cache_dir)
     started = time.monotonic()
-    load_s = started - loading
+    return RequestRun(backends, cache, stats, started, started - loading)
 
-    unique = list(dict.fromkeys(texts))  # each input once, in first-seen order
-    tasks = [_Task(i, t, b, k) for i, t in enumerate(unique) for b in range(len(backends)) for k in config.kinds]
 
-    progress = _Progress()
-    interrupted = False
+def run_requests(requests: RequestRun, tasks: list[_Task], prompts: dict[str, Any], config: GenerationConfig, *, desc: str = "generate") -> None:
+    """Answer ``tasks`` (``prompts[task.kind]`` renders each one's prompt) from the cache or the
+    backends, at most ``config.concurrency`` at a time, into ``requests.progress``. A Ctrl-C sets
+    ``requests.interrupted`` and is re-raised; what was answered before it is kept."""
     stopping = threading.Event()
-    run = partial(_answer, backends=backends, prompts=prompts, size=config.size, params=params, cache=cache, stopping=stopping)
+    params = config.params()
+    backends = requests.backends
+    run = partial(_answer, backends=backends, prompts=prompts, size=config.size, params=params, cache=requests.cache, stopping=stopping)
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=len(tasks), disable=not config.progress, unit="req", desc="generate", dynamic_ncols=True)
+    bar = tqdm(total=len(tasks), disable=not config.progress, unit="req", desc=desc, dynamic_ncols=True)
     workers = max(config.concurrency, *(getattr(b, "batch_size", 1) for b in backends))
     executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="anglekit-generate")
     try:
-        _drive(executor, workers, tasks, run, progress, stopping, bar, stats)
+        _drive(executor, workers, tasks, run, requests.progress, stopping, bar, requests.stats)
     except KeyboardInterrupt:
-        interrupted = True
+        requests.interrupted = True
         raise
     finally:
-        executor.shutdown(wait=not interrupted, cancel_futures=True)
+        executor.shutdown(wait=not requests.interrupted, cancel_futures=True)
         bar.close()
-        result = _finish(
-            out, config, unique, len(texts), backends, prompts, tasks, progress.answers, progress.counters, progress.usage, stats,
-            progress.errors, interrupted, started, load_s, cache,
-        )  # fmt: skip
-    if progress.fatal is not None:
-        raise progress.fatal
-    if result.summary.get("nothing_generated"):
-        raise NothingGeneratedError(
-            f"{out}: every one of the {len(progress.answers)} answers of {', '.join(b.llm_id for b in backends)} is empty; "
-            "no pairs file is written (raise --max-tokens, or try another model or prompt; the summary is in "
-            f"{summary_path(out)})"
-        )
-    return result
+
+
+def request_summary(requests: RequestRun, tasks: list[_Task]) -> dict[str, Any]:
+    """The summary's ``requests`` entry: total, answered, sent, cache hits, failed, not run, retries."""
+    answers = requests.progress.answers
+    counters = requests.progress.counters
+    stats = requests.stats
+    return {
+        "total": len(tasks),
+        "answered": len(answers),
+        "sent": counters["sent"],
+        "cache_hits": counters["cache_hits"],
+        "failed": counters["failed"],
+        "not_run": len(tasks) - len(answers) - counters["failed"],
+        "retries": sum(stats.retries.values()),
+        "retries_by_reason": dict(stats.retries),
+        "retry_wait_s": round(stats.retry_wait, 3),
+        "cache_corrupt": requests.cache.corrupt,
+    }
+
+
+def usage_and_cost(requests: RequestRun, config: GenerationConfig) -> tuple[dict[str, int] | None, float | None]:
+    """The token usage of the requests sent in this run (None when no server reported it) and its
+    cost at ``--price-prompt`` / ``--price-completion`` (None without prices)."""
+    usage = requests.progress.usage
+    cost = None
+    if config.price_prompt is not None or config.price_completion is not None:
+        cost = usage["prompt_tokens"] / 1e6 * (config.price_prompt or 0.0) + usage["completion_tokens"] / 1e6 * (config.price_completion or 0.0)
+    return ({"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"]} if usage else None), cost
 
 
 def _check_cache_dir(cache_dir: str | None, out: Path) -> Path:
@@ -482,19 +544,13 @@ def _finish(
     config: GenerationConfig,
     unique: list[str],
     n_given: int,
-    backends: Sequence[Backend],
+    requests: RequestRun,
     prompts: dict[str, PromptTemplate],
     tasks: list[_Task],
-    answers: dict[_Task, dict[str, Any]],
-    counters: Counter[str],
-    usage: Counter[str],
-    stats: _Stats,
-    errors: list[str],
-    interrupted: bool,
-    started: float,
-    load_s: float,
-    cache: AnswerCache,
 ) -> GenerationResult:
+    backends = requests.backends
+    answers = requests.progress.answers
+    interrupted = requests.interrupted
     records, drops, drops_by_kind, formats, candidates_total = _records(config, backends, prompts, tasks, answers)
     per_llm: dict[str, Counter[str]] = {b.llm_id: Counter() for b in backends}
     for record in records:
@@ -507,11 +563,9 @@ def _finish(
     nothing = bool(answers) and not interrupted and all(not str(entry.get("answer", "")).strip() for entry in answers.values())
     if not nothing:  # every answer empty: no pairs file (generate_pairs raises NothingGeneratedError)
         atomic_write(out, write)
-    elapsed = time.monotonic() - started
+    elapsed = requests.elapsed
     done_inputs = len({t.index for t in answers})
-    cost = None
-    if config.price_prompt is not None or config.price_completion is not None:
-        cost = usage["prompt_tokens"] / 1e6 * (config.price_prompt or 0.0) + usage["completion_tokens"] / 1e6 * (config.price_completion or 0.0)
+    usage, cost = usage_and_cost(requests, config)
     summary: dict[str, Any] = {
         "out": str(out),
         "complete": len(answers) == len(tasks) and not interrupted and not nothing,
@@ -522,19 +576,8 @@ def _finish(
         "size": config.size,
         "labels": {"positive": config.positive_label, "negative": config.negative_label},
         "inputs": {"given": n_given, "unique": len(unique), "duplicate": n_given - len(unique), "done": done_inputs},
-        "requests": {
-            "total": len(tasks),
-            "answered": len(answers),
-            "sent": counters["sent"],
-            "cache_hits": counters["cache_hits"],
-            "failed": counters["failed"],
-            "not_run": len(tasks) - len(answers) - counters["failed"],
-            "retries": sum(stats.retries.values()),
-            "retries_by_reason": dict(stats.retries),
-            "retry_wait_s": round(stats.retry_wait, 3),
-            "cache_corrupt": cache.corrupt,
-        },
-        "errors": errors,
+        "requests": request_summary(requests, tasks),
+        "errors": requests.progress.errors,
         "answer_formats": dict(formats),
         "candidates": candidates_total,
         "drops": dict(drops),
@@ -545,9 +588,9 @@ def _finish(
             "negative": sum(r["kind"] == "antonym" for r in records),
             "per_llm": {k: dict(v) for k, v in per_llm.items()},
         },
-        "usage": {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"]} if usage else None,
+        "usage": usage,
         "cost": cost,
-        "load_s": round(load_s, 3),
+        "load_s": round(requests.load_s, 3),
         "elapsed_s": round(elapsed, 3),
         "throughput_note": "elapsed_s, sentences_per_s and requests_per_s exclude loading the backends (load_s) and count cache hits as done",
         "sentences_per_s": round(done_inputs / elapsed, 4) if elapsed > 0 else None,
@@ -558,4 +601,18 @@ def _finish(
     return GenerationResult(out, summary, records)
 
 
-__all__ = ["HF_OPTIONS", "GenerationConfig", "GenerationResult", "build_backends", "default_cache_dir", "generate_pairs", "summary_path"]
+__all__ = [
+    "HF_OPTIONS",
+    "GenerationConfig",
+    "GenerationResult",
+    "RequestRun",
+    "Task",
+    "build_backends",
+    "default_cache_dir",
+    "generate_pairs",
+    "request_summary",
+    "run_requests",
+    "start_requests",
+    "summary_path",
+    "usage_and_cost",
+]
