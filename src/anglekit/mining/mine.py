@@ -10,12 +10,15 @@ resumable after a kill:
 2. the candidates of each query shard (the ``range_max + positives + 1`` best pool rows) are found
    with anglekit's search (exact: streamed over the corpus shards; ``hnsw`` / ``int8``: a
    :class:`~anglekit.index.VectorIndex` of them) and saved, one file per query shard;
-3. :func:`~anglekit.mining.select.select_negatives` picks the negatives, the corpus is read once
-   more for their texts, and the output (JSON Lines or Parquet), its summary (JSON) and the
-   score histogram (PNG) are written atomically: all of them, or none.
+3. :func:`~anglekit.mining.select.select_negatives` picks the negatives (with a teacher, which
+   scores the positives and the negatives, its guard as one more filter:
+   :mod:`anglekit.mining.teaching`), the corpus is read once more for their texts, and the output
+   (JSON Lines or Parquet), its summary (JSON) and the score histogram (PNG) are written
+   atomically: all of them, or none.
 
 The output has the columns ``anchor``, ``positive``, ``negative_1`` .. ``negative_N`` and the
-cosines ``positive_score``, ``negative_1_score`` .. ``negative_N_score``: one row for each
+cosines ``positive_score``, ``negative_1_score`` .. ``negative_N_score`` (with a teacher: its
+scores, :mod:`anglekit.mining.teacher`): one row for each
 distinct (anchor, positive) pair that got N negatives. Texts are matched by content (a 64-bit
 BLAKE2b hash of the text): a pool text equal to the anchor or to one of its positives is never
 its negative. Every input is checked before anything is created: the corpus exists and is
@@ -40,8 +43,10 @@ from anglekit.errors import ConfigError, DataError
 from anglekit.io.atomic import atomic_path, atomic_write, atomic_write_json
 from anglekit.mining.checks import OUTPUT_FORMATS, check_paths, check_pool_size
 from anglekit.mining.pool import Pool, PoolShards, scan_pool, text_hash, text_hashes
-from anglekit.mining.select import FILTERS, select_negatives
-from anglekit.mining.settings import MineSettings
+from anglekit.mining.select import FILTERS, Selection, select_negatives
+from anglekit.mining.settings import MineSettings, TeacherSettings
+from anglekit.mining.teacher import Teacher, TeacherSpec, check_teacher, load_teacher
+from anglekit.mining.teaching import GuardedChoice, check_finite, guarded_selection, score_stats, teacher_section, teacher_text
 from anglekit.model import DEFAULT_BATCH_SIZE
 
 __all__ = ["OUTPUT_FORMATS", "MineReport", "mine_hard_negatives", "text_hash"]
@@ -78,9 +83,10 @@ class MineReport:
             f"{self.rows} of {s['pairs']} (anchor, positive) pairs got {s['settings']['num_negatives']} negatives -> {self.output}\n"
             f"candidate pool: {pool}\n"
             f"rows by negatives found: {counts}\n"
-            f"scores: positive mean {s['scores']['positive']['mean']:.4f}, negative mean {s['scores']['negative']['mean']:.4f}; "
+            f"model scores: positive mean {s['scores']['positive']['mean']:.4f}, negative mean {s['scores']['negative']['mean']:.4f}; "
             f"skipped candidates: {s['skipped'] or 'none'}\n"
             f"summary {self.summary_path}, histogram {self.histogram_path} ({s['seconds']['total']:.1f} s)"
+            + (f"\n{teacher_text(s['teacher'])}" if "teacher" in s else "")
         )
 
 
@@ -235,15 +241,8 @@ def _candidates(work: Path, queries: Any, pool: PoolShards, settings: MineSettin
     return np.concatenate(all_s), np.concatenate(all_r)
 
 
-def _stats(values: np.ndarray) -> dict[str, float]:
-    if not len(values):
-        return {"count": 0}
-    q25, q50, q75 = np.quantile(values, [0.25, 0.5, 0.75])
-    return {"count": int(len(values)), "mean": float(values.mean()), "std": float(values.std()), "min": float(values.min()),
-            "25%": float(q25), "50%": float(q50), "75%": float(q75), "max": float(values.max())}  # fmt: skip
-
-
-def _histogram(path: Path, positive: np.ndarray, negative: np.ndarray, title: str) -> None:
+def histogram(path: Path, positive: np.ndarray, negative: np.ndarray, title: str, xlabel: str = "cosine to the anchor") -> None:
+    """A PNG of the positive and negative score histograms, written atomically."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -253,7 +252,7 @@ def _histogram(path: Path, positive: np.ndarray, negative: np.ndarray, title: st
     bins = np.linspace(min(positive.min(), negative.min()), max(positive.max(), negative.max()), 51)
     axes.hist(positive, bins=bins, alpha=0.6, label=f"positive ({len(positive)})")
     axes.hist(negative, bins=bins, alpha=0.6, label=f"negative ({len(negative)})")
-    axes.set_xlabel("cosine to the anchor")
+    axes.set_xlabel(xlabel)
     axes.set_ylabel("count")
     axes.set_title(title)
     axes.legend(loc="upper left")
@@ -263,7 +262,7 @@ def _histogram(path: Path, positive: np.ndarray, negative: np.ndarray, title: st
     plt.close(figure)
 
 
-def _write_output(path: Path, columns: dict[str, list[Any]]) -> None:
+def write_output(path: Path, columns: dict[str, list[Any]]) -> None:
     if OUTPUT_FORMATS[path.suffix.lower()] == "parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -333,24 +332,45 @@ def _positive_sets(pairs: _Pairs, positive_scores: np.ndarray) -> tuple[np.ndarr
 
 
 def _select_all(rows: np.ndarray, scores: np.ndarray, pool: Pool, anchors: list[str], positives: tuple[np.ndarray, np.ndarray, np.ndarray],
-                settings: MineSettings) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:  # fmt: skip
-    """:func:`select_negatives` over every query, in blocks; (rows, scores, skipped counts)."""
+                settings: MineSettings, dropped: np.ndarray | None = None, guarded: bool = False) -> Selection:  # fmt: skip
+    """:func:`select_negatives` over every query, in blocks (``dropped``: candidates a teacher guard removed)."""
     matrix, mask, lowest = positives
     n_queries = len(rows)
     cand_hashes = np.where(rows >= 0, pool.hashes[np.clip(rows, 0, None)], np.uint64(0))
     anchor_hashes = text_hashes(anchors)
     rng = np.random.default_rng(settings.seed)
-    neg_rows = np.full((n_queries, settings.num_negatives), -1, np.int64)
-    neg_scores = np.full((n_queries, settings.num_negatives), np.nan, np.float32)
-    skipped: dict[str, int] = {}
+    out = Selection(np.full((n_queries, settings.num_negatives), -1, np.int64), np.full((n_queries, settings.num_negatives), np.nan, np.float32), {},
+                    np.full((n_queries, settings.num_negatives), -1, np.int64), np.zeros(rows.shape, bool))  # fmt: skip
+    assert out.columns is not None and out.considered is not None
     for lo in range(0, n_queries, _QUERY_BLOCK):
         hi = min(n_queries, lo + _QUERY_BLOCK)
         chosen = select_negatives(rows[lo:hi], scores[lo:hi], cand_hashes[lo:hi], matrix[lo:hi], mask[lo:hi], lowest[lo:hi], settings, matrix.shape[1], rng,
-                                  anchor_hashes=anchor_hashes[lo:hi])  # fmt: skip
-        neg_rows[lo:hi], neg_scores[lo:hi] = chosen.rows, chosen.scores
+                                  anchor_hashes=anchor_hashes[lo:hi], dropped=None if dropped is None else dropped[lo:hi], guarded=guarded)  # fmt: skip
+        out.rows[lo:hi], out.scores[lo:hi], out.columns[lo:hi], out.considered[lo:hi] = chosen.rows, chosen.scores, chosen.columns, chosen.considered
         for name, value in chosen.skipped.items():
-            skipped[name] = skipped.get(name, 0) + value
-    return neg_rows, neg_scores, skipped
+            out.skipped[name] = out.skipped.get(name, 0) + value
+    return out
+
+
+def _teach(teacher: Teacher | None, settings: TeacherSettings, data: _Pairs, pool: Pool, candidates: tuple[np.ndarray, np.ndarray],
+           positives: tuple[np.ndarray, np.ndarray, np.ndarray], mine: MineSettings) -> tuple[Selection, GuardedChoice | None, np.ndarray | None]:  # fmt: skip
+    """The selection, with the teacher's scores (of each negative, and of each pair's positive) and its guard, if there is a teacher."""
+    scores, rows = candidates
+
+    def select(dropped: np.ndarray | None) -> Selection:
+        return _select_all(rows, scores, pool, data.anchors, positives, mine, dropped, settings.guarded)
+
+    if teacher is None:
+        return select(None), None, None
+    positive = teacher.score([data.anchors[int(a)] for a in data.pair_anchor], data.pair_positive)
+    check_finite(positive, lambda i: (data.source, data.pair_row[i], "positive", data.pair_positive[i]), teacher)
+    lowest = np.full(len(data.anchors), np.inf, np.float32)
+    np.minimum.at(lowest, data.pair_anchor, positive)
+    first_pair = np.zeros(len(data.anchors), np.int64)
+    first_pair[data.pair_anchor[::-1]] = np.arange(len(data.pair_anchor))[::-1]
+    choice = guarded_selection(teacher, settings, select, rows, data.anchors, lowest, pool.texts_of,
+                               lambda q: (data.source, data.pair_row[int(first_pair[q])]))  # fmt: skip
+    return choice.selection, choice, positive
 
 
 def _table(pairs: _Pairs, keep: np.ndarray, kept_rows: np.ndarray, kept_scores: np.ndarray, positive_scores: np.ndarray, pool: Pool) -> dict[str, list[Any]]:
@@ -392,7 +412,7 @@ def _complete_rows(neg_rows: np.ndarray, data: _Pairs, count: int, skipped: dict
     return keep, per_row
 
 
-def _search(work: Path, data: _Pairs, pool: Pool, shards: tuple[PoolShards, Any], settings: MineSettings,
+def _search(work: Path, data: _Pairs, pool: Pool, shards: tuple[PoolShards, Any], settings: MineSettings, guarded: bool,
             say: Callable[[str], None]) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray, int]:  # fmt: skip
     """Positive scores, the positive sets, and the candidates (scores, rows) of every anchor, with their width."""
     pool_shards, query_shards = shards
@@ -401,9 +421,42 @@ def _search(work: Path, data: _Pairs, pool: Pool, shards: tuple[PoolShards, Any]
     positive_scores = np.einsum("ij,ij->i", query_vectors[data.pair_anchor], _unit(pool_shards.gather(positive_rows)))
     positives = _positive_sets(data, positive_scores)
     max_positives = positives[0].shape[1]
-    width = min(pool.distinct, settings.window(max_positives) + max_positives + 1)  # room for the positives and the anchor, as sentence-transformers
+    width = min(
+        pool.distinct, settings.window(max_positives, guarded=guarded) + max_positives + 1
+    )  # room for the positives and the anchor, as sentence-transformers
     scores, rows = _candidates(work, query_shards, pool_shards, settings, width, pool.first(), say)
     return positive_scores, positives, scores, rows, width
+
+
+def _summary(data: _Pairs, pool: Pool, paths: Any, settings: MineSettings, width: int, keep: np.ndarray, per_row: dict[str, int],
+             selection: Selection, positive_scores: np.ndarray, embedder: Any) -> dict[str, Any]:  # fmt: skip
+    """The summary of a mine (the teacher's section is added by the caller)."""
+    out = paths.output
+    kept_scores = selection.scores[data.pair_anchor[keep]]
+    skipped = selection.skipped
+    return {
+        "output": str(out), "format": OUTPUT_FORMATS[out.suffix.lower()], "model": embedder.source, "model_fingerprint": embedder.fingerprint(),
+        "pairs_source": data.source, "rows_read": data.read, "duplicate_pairs": data.duplicates, "pairs": len(data.pair_positive),
+        "anchors": len(data.anchors), "corpus": str(paths.corpus) if paths.corpus is not None else "the distinct positives",
+        "corpus_rows": pool.file_rows, "positives_added_to_pool": len(pool.added), "pool_rows": len(pool.hashes),
+        "corpus_repeated_texts": len(pool.hashes) - pool.distinct, "candidates_per_query": width,
+        "rows_written": int(len(keep)), "negatives_per_row": per_row, "skipped": {name: skipped[name] for name in FILTERS if skipped.get(name)},
+        "scores": {"positive": score_stats(positive_scores[keep]), "negative": score_stats(kept_scores.reshape(-1)),
+                   "difference": score_stats((positive_scores[keep][:, None] - kept_scores).reshape(-1))},
+        "score_columns": "the model's cosines", "settings": asdict(settings), "work_dir": str(paths.work),
+    }  # fmt: skip
+
+
+def _check_teacher(teacher: Any, settings: TeacherSettings, model_kwargs: dict[str, Any] | None) -> TeacherSpec | Teacher | None:
+    """The teacher checked before anything is created (a loaded :class:`Teacher` passes as is)."""
+    if teacher is None:
+        given = settings.given()
+        if given:
+            raise ConfigError(f"--{next(iter(given)).replace('_', '-')} is a setting of the teacher: give --teacher MODEL, or leave it out")
+        return None
+    if isinstance(teacher, Teacher):
+        return teacher
+    return check_teacher(os.fspath(teacher), settings, (model_kwargs or {}).get("revision"))
 
 
 def mine_hard_negatives(
@@ -420,6 +473,8 @@ def mine_hard_negatives(
     batch_size: int = DEFAULT_BATCH_SIZE,
     shard_size: int = 10_000,
     model_kwargs: dict[str, Any] | None = None,
+    teacher: str | os.PathLike[str] | Teacher | None = None,
+    teacher_settings: TeacherSettings | None = None,
     show_progress: bool = False,
     say: Callable[[str], None] | None = None,
 ) -> MineReport:
@@ -428,15 +483,19 @@ def mine_hard_negatives(
     names) from ``corpus`` (a .txt/.jsonl/.csv/.tsv/.parquet corpus, the positives it lacks added
     to it; default: the distinct positives) with ``model`` (an Embedder or a name loaded with
     ``model_kwargs``), and write ``output`` (.jsonl or .parquet) with its summary and histogram
-    (see the module doc). Bad input is refused before anything is created."""
+    (see the module doc). With a ``teacher`` (:mod:`anglekit.mining.teacher`, loaded on the
+    model's device) the ``*_score`` columns hold its scores, and ``teacher_settings`` may guard
+    against false negatives with them (:mod:`anglekit.mining.guard`). Bad input is refused before
+    anything is created."""
     from anglekit.model.embedder import Embedder
 
     started = time.perf_counter()
     say = say or logger.info
-    settings = settings or MineSettings()
+    settings, teacher_settings = settings or MineSettings(), teacher_settings or TeacherSettings()
     if corpus is None and (corpus_text_column or corpus_id_column):
         raise ConfigError("--corpus-column and --corpus-id-column name columns of --corpus; give --corpus or leave them out")
     paths = check_paths(output, work_dir, corpus, pairs)
+    spec = _check_teacher(teacher, teacher_settings, model_kwargs)
     data = _read_pairs(pairs, columns)
     pool = scan_pool(paths.corpus, corpus_text_column, corpus_id_column, data.pair_positive)
     check_pool_size(pool, data.anchors, data.pair_anchor, data.pair_positive, settings.num_negatives, say)
@@ -450,30 +509,28 @@ def mine_hard_negatives(
     timings["encode"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    positive_scores, positives, scores, rows, width = _search(paths.work, data, pool, shards, settings, say)
+    positive_scores, positives, scores, rows, width = _search(paths.work, data, pool, shards, settings, teacher_settings.guarded, say)
     timings["search"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    neg_rows, neg_scores, skipped = _select_all(rows, scores, pool, data.anchors, positives, settings)
-    keep, per_row = _complete_rows(neg_rows, data, settings.num_negatives, skipped)
-    kept_rows, kept_scores = neg_rows[data.pair_anchor[keep]], neg_scores[data.pair_anchor[keep]]
-    table = _table(data, keep, kept_rows, kept_scores, positive_scores, pool)
+    loaded = spec if not isinstance(spec, TeacherSpec) else load_teacher(spec, teacher_settings, str(embedder.device), (model_kwargs or {}).get("revision"))
+    selection, choice, teacher_positive = _teach(loaded, teacher_settings, data, pool, (scores, rows), positives, settings)
+    keep, per_row = _complete_rows(selection.rows, data, settings.num_negatives, selection.skipped)
+    kept_rows, kept_scores = selection.rows[data.pair_anchor[keep]], selection.scores[data.pair_anchor[keep]]
+    written = (positive_scores, kept_scores) if choice is None else (teacher_positive, choice.scores[data.pair_anchor[keep]])
+    table = _table(data, keep, kept_rows, written[1], written[0], pool)
     timings["select"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - started
 
-    out = paths.output
-    summary = {
-        "output": str(out), "format": OUTPUT_FORMATS[out.suffix.lower()], "model": embedder.source, "model_fingerprint": embedder.fingerprint(),
-        "pairs_source": data.source, "rows_read": data.read, "duplicate_pairs": data.duplicates, "pairs": len(data.pair_positive),
-        "anchors": len(data.anchors), "corpus": str(paths.corpus) if paths.corpus is not None else "the distinct positives",
-        "corpus_rows": pool.file_rows, "positives_added_to_pool": len(pool.added), "pool_rows": len(pool.hashes),
-        "corpus_repeated_texts": len(pool.hashes) - pool.distinct, "candidates_per_query": width,
-        "rows_written": int(len(keep)), "negatives_per_row": per_row, "skipped": {name: skipped[name] for name in FILTERS if skipped.get(name)},
-        "scores": {"positive": _stats(positive_scores[keep]), "negative": _stats(kept_scores.reshape(-1)),
-                   "difference": _stats((positive_scores[keep][:, None] - kept_scores).reshape(-1))},
-        "settings": asdict(settings), "work_dir": str(paths.work), "seconds": {k: round(v, 3) for k, v in timings.items()},
-    }  # fmt: skip
-    _histogram(paths.histogram, positive_scores[keep], kept_scores.reshape(-1), f"{out.name}: {len(keep)} rows x {settings.num_negatives} negatives")
-    _write_output(out, table)
+    summary = _summary(data, pool, paths, settings, width, keep, per_row, selection, positive_scores, embedder)
+    xlabel = "cosine to the anchor"
+    if loaded is not None and choice is not None and teacher_positive is not None:
+        summary["teacher"] = teacher_section(loaded, teacher_settings, teacher_positive[keep], written[1], choice.dropped)
+        summary["score_columns"] = f"the teacher's {loaded.scale}s"
+        xlabel = f"teacher {loaded.scale} ({loaded.spec.name})"
+    summary["seconds"] = {k: round(v, 3) for k, v in timings.items()}
+    title = f"{paths.output.name}: {len(keep)} rows x {settings.num_negatives} negatives"
+    histogram(paths.histogram, np.asarray(table["positive_score"]), written[1].reshape(-1), title, xlabel)
+    write_output(paths.output, table)
     atomic_write_json(paths.summary, summary)  # last: a summary means the output beside it is complete
-    return MineReport(out, paths.summary, paths.histogram, int(len(keep)), summary)
+    return MineReport(paths.output, paths.summary, paths.histogram, int(len(keep)), summary)

@@ -9,7 +9,8 @@ Per query, candidates come best first (cosine; ties: lower corpus row first). In
    ``score > p - |p| x margin``; ``p`` is the query's lowest positive score (the safe side when a
    query has several positives);
 4. ``max_score`` / ``min_score``: dropped above / below;
-5. of what remains, the first ``range_max`` are the window and the first ``range_min`` of it are
+5. ``dropped``: candidates a teacher's guard removed (:mod:`anglekit.mining.guard`);
+6. of what remains, the first ``range_max`` are the window and the first ``range_min`` of it are
    skipped; ``top`` takes the next ``num_negatives`` in order, ``random`` samples that many of
    the window (seeded), kept best first.
 
@@ -26,7 +27,7 @@ from anglekit.mining.settings import MineSettings
 
 __all__ = ["Selection", "select_negatives"]
 
-FILTERS = ("anchor", "positive", "duplicate_text", "absolute_margin", "relative_margin", "max_score", "min_score")
+FILTERS = ("anchor", "positive", "duplicate_text", "absolute_margin", "relative_margin", "max_score", "min_score", "teacher_guard")
 
 
 @dataclass
@@ -37,6 +38,11 @@ class Selection:
     scores: np.ndarray
     skipped: dict[str, int] = field(default_factory=dict)
     """Candidates each filter removed (counted on those still in the list when it applied)."""
+    columns: np.ndarray | None = None
+    """``columns[q, j]``: the candidate column of negative j (-1: none)."""
+    considered: np.ndarray | None = None
+    """``[q, w]``: the candidates the choice depended on (those kept by the filters, up to the last
+    position ``top`` could take, or the whole window for ``random``): a teacher guard scores these."""
 
 
 def select_negatives(
@@ -50,16 +56,19 @@ def select_negatives(
     max_positives: int,
     rng: np.random.Generator | None = None,
     anchor_hashes: np.ndarray | None = None,
+    dropped: np.ndarray | None = None,
+    guarded: bool = False,
 ) -> Selection:
     """Negatives of ``len(rows)`` queries from their candidates (see the module doc).
 
     ``rows``/``scores``/``hashes``: ``[q, w]`` candidates best first (row -1: no candidate), with
     the hash of each candidate's text; ``positive_hashes``/``positive_mask``: ``[q, p]`` the text
     hashes of each query's positives (mask False: padding); ``lowest_positive``: ``[q]``;
-    ``anchor_hashes``: ``[q]`` the hash of each query's own text (None: not checked).
+    ``anchor_hashes``: ``[q]`` the hash of each query's own text (None: not checked);
+    ``dropped``: ``[q, w]`` candidates a teacher guard removed; ``guarded``: a teacher guard is on
+    (the default window widens as for a margin).
     """
-    n, width = rows.shape
-    count = settings.num_negatives
+    width = rows.shape[1]
     alive = rows >= 0
     skipped: dict[str, int] = {}
 
@@ -89,10 +98,20 @@ def select_negatives(
         drop("max_score", scores > settings.max_score)
     if settings.min_score is not None:
         drop("min_score", scores < settings.min_score)
+    if dropped is not None:
+        drop("teacher_guard", dropped)
 
+    out_rows, out_scores, columns, considered = _pick(rows, scores, alive, settings, settings.window(max_positives, guarded=guarded), rng)
+    return Selection(out_rows, out_scores, skipped, columns, considered)
+
+
+def _pick(rows: np.ndarray, scores: np.ndarray, alive: np.ndarray, settings: MineSettings, window: int,
+          rng: np.random.Generator | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Rule 6 of the module doc over the candidates still ``alive``: (rows, scores, columns, considered)."""
+    n, width = rows.shape
+    count = settings.num_negatives
     survivors = np.argsort(~alive, axis=1, kind="stable")  # the kept candidates first, in order
     kept = alive.sum(axis=1)
-    window = settings.window(max_positives)
     available = np.clip(np.minimum(kept, window) - settings.range_min, 0, None)
     start = settings.range_min
     stop = min(width, window)
@@ -112,7 +131,11 @@ def select_negatives(
     columns = np.take_along_axis(survivors, np.where(found, positions, 0), axis=1)
     out_rows = np.where(found, np.take_along_axis(rows, columns, axis=1), -1)
     out_scores = np.where(found, np.take_along_axis(scores, columns, axis=1), np.nan).astype(np.float32)
+    columns = np.where(found, columns, -1)
     if settings.sampling == "random":  # several found, some missing: keep the found ones first (best first)
         order = np.argsort(~found, axis=1, kind="stable")
         out_rows, out_scores = np.take_along_axis(out_rows, order, axis=1), np.take_along_axis(out_scores, order, axis=1)
-    return Selection(out_rows, out_scores, skipped)
+        columns = np.take_along_axis(columns, order, axis=1)
+    rank = np.cumsum(alive, axis=1) - 1
+    considered = alive & (rank < (stop if settings.sampling == "random" else min(stop, start + count)))
+    return out_rows, out_scores, columns, considered
