@@ -79,3 +79,24 @@ def preset_with_overrides(presets: Mapping[str, _Config], name: str, overrides: 
     if unknown:
         raise ConfigError(f"unknown objective setting(s) {', '.join(unknown)} for {name!r}; valid settings: {', '.join(sorted(fields))}")
     return dataclasses.replace(base, **overrides)  # type: ignore[type-var]
+
+
+GUIDE_MARGIN_STRATEGIES = ("absolute", "relative")
+"""How a guide's margin lowers its threshold (:mod:`anglekit.losses.guide`): ``absolute`` (positive -
+margin) or ``relative`` (positive - |positive| * margin), as sentence-transformers' GISTEmbedLoss."""
+
+
+def check_guide_margin(margin: float, strategy: str) -> tuple[float, str]:
+    """(margin, strategy), checked: a finite number and one of :data:`GUIDE_MARGIN_STRATEGIES`."""
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin):
+        raise ConfigError(f"guide_margin must be a finite number, got {margin!r}")
+    if strategy not in GUIDE_MARGIN_STRATEGIES:
+        raise ConfigError(f"unknown guide_margin_strategy {strategy!r}; valid values: {', '.join(GUIDE_MARGIN_STRATEGIES)}")
+    return float(margin), strategy
+
+
+def check_guide(guide: str | None, margin: float, strategy: str) -> tuple[str | None, float, str]:
+    """(guide, margin, strategy) of an objective config, checked: the guide a non-empty name or None."""
+    if guide is not None and (not isinstance(guide, str) or not guide.strip()):
+        raise ConfigError(f"guide must be a model name or folder, got {guide!r}")
+    return (None if guide is None else guide.strip()), *check_guide_margin(margin, strategy)

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from anglekit.config import setting
+from anglekit.config.fields import same_setting
 from anglekit.errors import ConfigError
-from anglekit.losses._common import ANGLE_VARIANTS, check_similarity, check_tau, preset_with_overrides
+from anglekit.losses._common import ANGLE_VARIANTS, GUIDE_MARGIN_STRATEGIES, check_guide, check_similarity, check_tau, preset_with_overrides
 
 __all__ = ["BATCH_KINDS", "COMPONENTS", "CONTRASTIVE_PRESETS", "PRESETS", "ContrastiveConfig", "ObjectiveConfig", "check_margin", "check_weight"]
 
@@ -56,6 +57,18 @@ class ObjectiveConfig:
         help="AnglE objectives: identical-sentence detection in the in-batch-negative term (default on); "
         "--no-ibn-detect-duplicates makes a text identical to the positive a negative (the paper's ablation).",
     )
+    guide: str | None = setting(
+        None,
+        metavar="MODEL",
+        help="In-batch negatives: a guide model (hub id, folder, pypi:NAME) whose scores leave out the in-batch candidates it ranks "
+        "above a row's positive (GISTEmbed's false-negative guard); the student's own name guides with its current embeddings, detached.",
+    )
+    guide_margin: float = setting(
+        0.0, help="--guide: lower each row's threshold by this margin (0: leave out only candidates the guide scores above the positive)."
+    )
+    guide_margin_strategy: str = setting(
+        "absolute", choices=GUIDE_MARGIN_STRATEGIES, help="--guide: the margin is absolute (positive - margin) or relative (positive - |positive| * margin)."
+    )
 
     def __post_init__(self) -> None:
         for name in ("cosine_weight", "ibn_weight", "angle_weight"):
@@ -75,6 +88,9 @@ class ObjectiveConfig:
         check_similarity(self.ibn_similarity, "ibn_similarity")
         if not isinstance(self.ibn_detect_duplicates, bool):
             raise ConfigError(f"ibn_detect_duplicates must be true or false, got {self.ibn_detect_duplicates!r}")
+        guide = check_guide(self.guide, self.guide_margin, self.guide_margin_strategy)
+        for name, value in zip(("guide", "guide_margin", "guide_margin_strategy"), guide, strict=True):
+            object.__setattr__(self, name, value)
         threshold = self.positive_threshold
         if threshold is not None:
             if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
@@ -167,6 +183,9 @@ class ContrastiveConfig:
     )
     batch_kind: str = "sentences"
     mask_duplicates: bool = True
+    guide: str | None = same_setting(ObjectiveConfig, "guide")
+    guide_margin: float = same_setting(ObjectiveConfig, "guide_margin")
+    guide_margin_strategy: str = same_setting(ObjectiveConfig, "guide_margin_strategy")
 
     def __post_init__(self) -> None:
         check_similarity(self.similarity)
@@ -177,6 +196,9 @@ class ContrastiveConfig:
             raise ConfigError(f"unknown batch_kind {self.batch_kind!r}; valid values: {', '.join(BATCH_KINDS)}")
         if not isinstance(self.mask_duplicates, bool):
             raise ConfigError(f"mask_duplicates must be true or false, got {self.mask_duplicates!r}")
+        guide = check_guide(self.guide, self.guide_margin, self.guide_margin_strategy)
+        for name, value in zip(("guide", "guide_margin", "guide_margin_strategy"), guide, strict=True):
+            object.__setattr__(self, name, value)
 
     @property
     def component(self) -> str:

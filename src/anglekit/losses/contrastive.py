@@ -57,6 +57,7 @@ from anglekit.losses._common import check_tau
 from anglekit.losses.angular import check_similarity, similarity_matrix
 from anglekit.losses.combined import ObjectiveOutput
 from anglekit.losses.configs import BATCH_KINDS, CONTRASTIVE_PRESETS, ContrastiveConfig, check_margin, check_weight
+from anglekit.losses.guide import GuideVectors, guide_mask, masked_share
 
 __all__ = [
     "BATCH_KINDS",
@@ -266,14 +267,18 @@ class ContrastiveObjective(nn.Module):
         negative_ids: Tensor | None = None,
         offset: int = 0,
         negative_valid: Tensor | None = None,
+        guide: GuideVectors | None = None,
     ) -> ObjectiveOutput:
         """Loss for anchors [B, D], positives [P, D] (and hard negatives [H, D] or [H, n, D], with
         ``negative_valid`` [H, n] marking padding negatives False).
 
         With ``mask_duplicates`` and text ids given, candidates identical in text to the anchor
-        or its positive are left out of the softmax.
+        or its positive are left out of the softmax. ``guide``: a guide's embeddings of the same
+        anchors, positives and hard negatives: the candidates it scores above each anchor's
+        positive are left out too (GISTEmbed, :mod:`anglekit.losses.guide`).
         """
         cfg = self.config
+        stats: dict[str, Tensor] = {}
         mask = None
         if cfg.mask_duplicates and anchor_ids is not None and positive_ids is not None:
             if hard_negatives is not None and negative_ids is None:
@@ -284,6 +289,8 @@ class ContrastiveObjective(nn.Module):
                 None if hard_negatives is None else negative_ids.to(anchors.device),  # type: ignore[union-attr]
                 offset=offset,
             )
+        if guide is not None:
+            mask = self._guided(anchors, guide, mask, negative_valid, offset, stats)
         loss = info_nce_loss(
             anchors,
             positives,
@@ -296,7 +303,27 @@ class ContrastiveObjective(nn.Module):
             negative_mask=mask,
             negative_valid=negative_valid,
         )
-        return ObjectiveOutput(loss=loss, components={cfg.component: loss})
+        return ObjectiveOutput(loss=loss, components={cfg.component: loss}, stats=stats)
+
+    def _guided(self, anchors: Tensor, guide: GuideVectors, duplicates: Tensor | None, negative_valid: Tensor | None, offset: int,
+                stats: dict[str, Tensor]) -> Tensor:  # fmt: skip
+        """The duplicate mask (if any) joined with the guide's, over positives then hard negatives;
+        the share of the real negatives the guide removed (beyond the duplicates) in ``stats``."""
+        columns = [guide.positives]
+        if guide.negatives is not None:
+            columns.append(guide.negatives.reshape(-1, guide.negatives.shape[-1]))
+        candidates = torch.cat(columns)
+        device = anchors.device
+        targets = torch.arange(offset, offset + anchors.shape[0], device=device)
+        guided = guide_mask(guide.anchors, candidates, targets, margin=self.config.guide_margin, strategy=self.config.guide_margin_strategy).to(device)
+        eligible = ~F.one_hot(targets, candidates.shape[0]).bool()
+        if duplicates is not None:
+            eligible &= ~duplicates
+        if negative_valid is not None:
+            real = torch.cat([torch.ones(guide.positives.shape[0], dtype=torch.bool, device=device), negative_valid.reshape(-1).to(device)])
+            eligible &= real.unsqueeze(0)
+        stats["guide_masked"] = masked_share(guided, eligible)
+        return guided if duplicates is None else guided | duplicates
 
     def extra_repr(self) -> str:
         return repr(self.config)

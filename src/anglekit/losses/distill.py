@@ -31,6 +31,7 @@ from anglekit.losses.combined import AnglEObjective, ObjectiveOutput
 from anglekit.losses.distill_configs import DistillConfig
 from anglekit.losses.distill_kl import distill_kl_loss
 from anglekit.losses.embed_distill import similarity_distill_loss
+from anglekit.losses.guide import GuideVectors
 from anglekit.losses.margin_mse import margin_mse_loss
 from anglekit.losses.teacher_scores import student_scores, valid_mask
 
@@ -119,12 +120,15 @@ class DistillObjective(nn.Module):
         anchor_ids: Tensor | None = None,
         positive_ids: Tensor | None = None,
         negative_ids: Tensor | None = None,
+        guide: GuideVectors | None = None,
     ) -> ObjectiveOutput:
         """The loss of B rows: ``anchors``, ``positives`` [B, D], ``negatives`` [B, n, D] (zeros where
         ``valid`` [B, n] is False), the ``teacher``'s scores (and embeddings for embed-distill);
-        text ids (``negative_ids`` [B, n], -1 for padding) for the in-batch-negative term."""
+        text ids (``negative_ids`` [B, n], -1 for padding) for the in-batch-negative term, which
+        ``guide`` (a guide's embeddings of the same anchors, positives and negatives) guards."""
         cfg = self.config
         components: dict[str, Tensor] = {}
+        stats: dict[str, Tensor] = {}
         mask = None if valid is None else valid_mask(teacher.scores, valid)
         if cfg.margin_mse_weight > 0 or cfg.distill_kl_weight > 0:
             scores = student_scores(anchors, positives, negatives, cfg.distill_similarity)
@@ -141,13 +145,14 @@ class DistillObjective(nn.Module):
         weights = {"margin_mse": cfg.margin_mse_weight, "distill_kl": cfg.distill_kl_weight, "embed_distill": cfg.embed_distill_weight}
         terms = [weights[name] * value for name, value in components.items()]
         if self.angle is not None:
-            out = self._angle_terms(anchors, positives, negatives, mask, anchor_ids, positive_ids, negative_ids)
+            out = self._angle_terms(anchors, positives, negatives, mask, anchor_ids, positive_ids, negative_ids, guide)
             components.update(out.components)
+            stats.update(out.stats)
             terms.append(out.loss)
         loss = terms[0]
         for term in terms[1:]:
             loss = loss + term
-        return ObjectiveOutput(loss=loss, components=components)
+        return ObjectiveOutput(loss=loss, components=components, stats=stats)
 
     @staticmethod
     def _embed_distill(anchors: Tensor, positives: Tensor, negatives: Tensor, teacher: Teacher, mask: Tensor | None) -> Tensor:
@@ -162,7 +167,7 @@ class DistillObjective(nn.Module):
 
     def _angle_terms(
         self, anchors: Tensor, positives: Tensor, negatives: Tensor, mask: Tensor | None,
-        anchor_ids: Tensor | None, positive_ids: Tensor | None, negative_ids: Tensor | None,
+        anchor_ids: Tensor | None, positive_ids: Tensor | None, negative_ids: Tensor | None, guide: GuideVectors | None = None,
     ) -> ObjectiveOutput:  # fmt: skip
         """The AnglE terms on the rows expanded into labelled pairs, ranked within each row."""
         assert self.angle is not None
@@ -178,7 +183,13 @@ class DistillObjective(nn.Module):
         if anchor_ids is not None and positive_ids is not None and negative_ids is not None:
             ids1 = torch.cat([anchor_ids, anchor_ids[owners]])
             ids2 = torch.cat([positive_ids, negative_ids[mask]])
-        return self.angle(x, y, labels, ids1, ids2, torch.cat([rows, owners]))
+        guided = None
+        if guide is not None:
+            assert guide.negatives is not None, "the guide's embeddings need the negatives too"
+            guided = GuideVectors(
+                torch.cat([guide.anchors, guide.anchors[owners]]), torch.cat([guide.positives, guide.negatives[mask.to(guide.negatives.device)]])
+            )
+        return self.angle(x, y, labels, ids1, ids2, torch.cat([rows, owners]), guide=guided)
 
     def extra_repr(self) -> str:
         return repr(self.config)

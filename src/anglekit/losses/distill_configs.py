@@ -16,7 +16,7 @@ from typing import Any
 from anglekit.config import setting
 from anglekit.config.fields import same_setting
 from anglekit.errors import ConfigError
-from anglekit.losses._common import ANGLE_VARIANTS, check_similarity, check_tau, preset_with_overrides
+from anglekit.losses._common import ANGLE_VARIANTS, check_guide, check_similarity, check_tau, preset_with_overrides
 from anglekit.losses.configs import ObjectiveConfig
 
 __all__ = ["DISTILL_PRESETS", "DISTILL_SIMILARITIES", "DISTILL_TERMS", "DistillConfig"]
@@ -71,6 +71,9 @@ class DistillConfig:
     angle_variant: str = same_setting(ObjectiveConfig, "angle_variant")
     ibn_similarity: str = same_setting(ObjectiveConfig, "ibn_similarity")
     ibn_detect_duplicates: bool = same_setting(ObjectiveConfig, "ibn_detect_duplicates")
+    guide: str | None = same_setting(ObjectiveConfig, "guide")
+    guide_margin: float = same_setting(ObjectiveConfig, "guide_margin")
+    guide_margin_strategy: str = same_setting(ObjectiveConfig, "guide_margin_strategy")
 
     def __post_init__(self) -> None:
         for name in [f"{t}_weight" for t in (*DISTILL_TERMS, *_ANGLE_TERMS)]:
@@ -92,6 +95,9 @@ class DistillConfig:
         if self.angle_variant not in ANGLE_VARIANTS:
             raise ConfigError(f"unknown angle_variant {self.angle_variant!r}; valid variants: {', '.join(sorted(ANGLE_VARIANTS))}")
         check_similarity(self.ibn_similarity, "ibn_similarity")
+        guide = check_guide(self.guide, self.guide_margin, self.guide_margin_strategy)
+        for name, value in zip(("guide", "guide_margin", "guide_margin_strategy"), guide, strict=True):
+            object.__setattr__(self, name, value)
 
     @property
     def teacher_tau(self) -> float:
@@ -113,6 +119,9 @@ class DistillConfig:
             "angle_variant",
             "ibn_similarity",
             "ibn_detect_duplicates",
+            "guide",
+            "guide_margin",
+            "guide_margin_strategy",
         )
         return ObjectiveConfig(positive_threshold=1.0, **{name: getattr(self, name) for name in fields})
 

@@ -182,7 +182,7 @@ class ESEObjective(nn.Module):
             shallow = shallow / (n - 1)
             components["ese_layers"] = shallow
             loss = loss + shallow
-        return ObjectiveOutput(loss=loss, components=components)
+        return ObjectiveOutput(loss=loss, components=components, stats=full.stats)
 
     def extra_repr(self) -> str:
         return f"compression_size={self.config.compression_size}, kl_temperature={self.config.kl_temperature}, target={self.config.target}"

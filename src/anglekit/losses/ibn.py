@@ -22,6 +22,11 @@ Differences from the official angle-emb code, on purpose:
 * Candidates. Early official versions take the softmax over every other embedding of the
   interleaved batch (x's and y's alike); here, as in eq. 2, over the y_j of the batch.
 
+A guide (``negative_mask``, :mod:`anglekit.losses.guide`) removes other candidates from row i's
+softmax: those a guide model scores above the row's positive (likely false negatives). The two
+rules stay distinct: identical texts are *targets* (pulled toward), guided candidates are left out
+(neither pushed nor pulled), and a target is never left out.
+
 ``similarity="angle"`` replaces ``cos(x_i, y_j)`` by SimACE's angle similarity
 ``pi/2 - arccos(clip(cos))`` (radians; :mod:`anglekit.losses.angular`), the "+angle" extension
 the SimACE paper suggests for AnglE's in-batch term. The default is the paper's cosine.
@@ -38,7 +43,7 @@ from anglekit.errors import ConfigError
 from anglekit.losses._common import check_batch_vector, check_pair_batch, check_tau
 from anglekit.losses.angular import check_similarity, similarity_matrix
 
-__all__ = ["InBatchNegativeLoss", "in_batch_negative_loss"]
+__all__ = ["InBatchNegativeLoss", "in_batch_negative_loss", "ibn_targets"]
 
 
 def _check_threshold(positive_threshold: float) -> float:
@@ -48,6 +53,14 @@ def _check_threshold(positive_threshold: float) -> float:
     if not math.isfinite(value):
         raise ConfigError(f"positive_threshold must be finite, got {positive_threshold!r}")
     return value
+
+
+def ibn_targets(ids1: Tensor, ids2: Tensor, detect_duplicates: bool = True) -> Tensor:
+    """bool [B, B]: candidate j is a target of row i (j = i, or with identical-sentence detection
+    y_j the same text as y_i or as x_i)."""
+    if detect_duplicates:
+        return (ids2.unsqueeze(0) == ids2.unsqueeze(1)) | (ids2.unsqueeze(0) == ids1.unsqueeze(1))
+    return torch.eye(ids2.shape[0], dtype=torch.bool, device=ids2.device)
 
 
 def in_batch_negative_loss(
@@ -61,6 +74,7 @@ def in_batch_negative_loss(
     positive_threshold: float,
     similarity: str = "cosine",
     detect_duplicates: bool = True,
+    negative_mask: Tensor | None = None,
 ) -> Tensor:
     """In-batch negative loss (AnglE eq. 2) with soft targets for identical texts.
 
@@ -74,6 +88,8 @@ def in_batch_negative_loss(
         detect_duplicates: identical-sentence detection (the default). False makes only j = i the
             target, so a text identical to the positive is a negative (the early official code;
             the paper's "without detection" ablation, about 0.18 lower on STS-B).
+        negative_mask: optional bool ``[B, B]``: True leaves candidate j out of row i's softmax
+            (a guide's false negatives); targets are never left out, whatever it says.
 
     Returns:
         A scalar: mean cross-entropy over positive rows, 0 when there is none.
@@ -93,11 +109,16 @@ def in_batch_negative_loss(
     labels, ids1, ids2 = labels.to(device), ids1.to(device), ids2.to(device)
 
     logits = similarity_matrix(x, y, similarity) / tau  # [B, B]
+    is_target = ibn_targets(ids1, ids2, detect_duplicates)
+    left_out = None
+    if negative_mask is not None:
+        if negative_mask.dtype != torch.bool or negative_mask.shape != logits.shape:
+            raise ValueError(f"negative_mask must be a bool tensor of shape {tuple(logits.shape)}, got {negative_mask.dtype} {tuple(negative_mask.shape)}")
+        left_out = negative_mask.to(device) & ~is_target
+        logits = logits.masked_fill(left_out, float("-inf"))
     log_probs = torch.log_softmax(logits, dim=-1)
-    if detect_duplicates:
-        is_target = (ids2.unsqueeze(0) == ids2.unsqueeze(1)) | (ids2.unsqueeze(0) == ids1.unsqueeze(1))
-    else:
-        is_target = torch.eye(batch, dtype=torch.bool, device=device)
+    if left_out is not None:
+        log_probs = log_probs.masked_fill(left_out, 0.0)  # never a target: 0 * -inf would be NaN
     target = is_target.to(log_probs.dtype)
     target = target / target.sum(dim=-1, keepdim=True)  # row i always contains j = i
     row_loss = -(target * log_probs).sum(dim=-1)  # [B]

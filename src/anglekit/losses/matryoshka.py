@@ -111,16 +111,18 @@ class MatryoshkaObjective(nn.Module):
             raise ValueError(f"matryoshka_dims start at {self.config.dims[0]} but the embeddings have {min(widths)} dimensions")
         total: Tensor | None = None
         components: dict[str, Tensor] = {}
+        stats: dict[str, Tensor] = {}
         for d, weight in zip(self.config.dims, self.config.weights or (), strict=True):
             if weight == 0:
                 continue
             cut, cut_kw = slice_embeddings(args, kwargs, d, rank=_RANKS)
             out = self.objective(*cut, **cut_kw)
             components.update({f"{name}@{d}": value for name, value in out.components.items()})
+            stats.update(out.stats)  # a guide's mask is the same at every width
             term = weight * out.loss
             total = term if total is None else total + term
         assert total is not None  # the config has a weight > 0
-        return ObjectiveOutput(loss=total, components=components)
+        return ObjectiveOutput(loss=total, components=components, stats=stats)
 
     def extra_repr(self) -> str:
         return f"dims={self.config.dims}, weights={self.config.weights}"

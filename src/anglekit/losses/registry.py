@@ -79,6 +79,7 @@ __all__ = [
     "ResolvedObjective",
     "Term",
     "all_presets",
+    "applicable_knobs",
     "build_objective",
     "family_of",
     "get_objective",
@@ -99,6 +100,8 @@ class Term:
 
     The term is off when its ``weight`` field is 0, or, for a term without a weight field, when
     ``active(config)`` is false (``off`` says why, in the warning); its ``settings`` then do nothing.
+    ``refuse``: a setting of it given while it is off is a ConfigError rather than a warning (one
+    that asks for a model, ``--guide``, must not be loaded for nothing nor ignored in silence).
     """
 
     name: str
@@ -106,6 +109,7 @@ class Term:
     weight: str | None = None
     active: Callable[[Any], bool] | None = None
     off: str = ""
+    refuse: bool = False
 
     def __post_init__(self) -> None:
         if (self.weight is None) == (self.active is None):
@@ -293,25 +297,43 @@ def resolve_objective(name: str, knobs: Mapping[str, Any]) -> ResolvedObjective:
         raise ConfigError(f"{flags} {where} the objective {name!r} (its settings: {valid})")
     overrides = {family.knobs[key].name: value for key, value in given.items()}
     config = preset_with_overrides(family.presets, name, overrides, kind="objective")
+    refused = inert_settings(name, config, given, refused=True)
+    if refused:
+        raise ConfigError(refused[0])
     for message in inert_settings(name, config, given):
         logger.warning("%s", message)
     return ResolvedObjective(name, family, overrides, config)
 
 
-def inert_settings(name: str, config: Any, given: Mapping[str, Any]) -> list[str]:
+def applicable_knobs(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The knobs of ``given`` (flat key -> value) that preset ``name`` takes: those of its family,
+    less those a term of it refuses because the term is off (:attr:`Term.refuse`). For one dataset
+    of a multi-dataset run: ``--guide`` goes to the datasets whose objective has in-batch negatives."""
+    family = family_of(name)
+    knobs = {key: value for key, value in given.items() if key in family.knobs and value is not None}
+    config = preset_with_overrides(family.presets, name, {family.knobs[key].name: value for key, value in knobs.items()}, kind="objective")
+    refused = {field_name for term in family.terms if term.refuse and term.why_off(config) is not None for field_name in term.settings}
+    return {key: value for key, value in knobs.items() if family.knobs[key].name not in refused}
+
+
+def inert_settings(name: str, config: Any, given: Mapping[str, Any], *, refused: bool = False) -> list[str]:
     """One message per knob in ``given`` (flat key -> value) that does nothing in ``config`` (preset
-    ``name``'s config with them applied) because the only term it acts through is off."""
+    ``name``'s config with them applied) because the only term it acts through is off; with
+    ``refused``, only those of terms that refuse it (:attr:`Term.refuse`), else only the others."""
     family = family_of(name)
     by_field = {knob.name: key for key, knob in family.knobs.items()}
     out = []
     for term in family.terms:
         reason = term.why_off(config)
-        if reason is None:
+        if reason is None or term.refuse != refused:
             continue
         for field_name in term.settings:
             key = by_field.get(field_name)
             if key is not None and key in given and given[key] is not None:
-                out.append(f"{_flag(key)} {_show(given[key])} does nothing: in the objective {name!r} {reason}")
+                if refused:
+                    out.append(f"{_flag(key)} {_show(given[key])} needs the {term.name} term, and in the objective {name!r} {reason}")
+                else:
+                    out.append(f"{_flag(key)} {_show(given[key])} does nothing: in the objective {name!r} {reason}")
     return out
 
 
@@ -351,6 +373,15 @@ def _angle_sizes(config: ObjectiveConfig, sizes: Sequence[int], what: str) -> st
     )
 
 
+def _guide_terms(*, weight: str | None = None, active: Callable[[Any], bool] | None = None, off: str = "") -> tuple[Term, Term]:
+    """The guide's terms: ``--guide`` needs the in-batch-negative term (refused without it); its
+    margin settings need ``--guide``."""
+    return (
+        Term("in-batch-negative", ("guide",), weight=weight, active=active, off=off, refuse=True),
+        Term("guide", ("guide_margin", "guide_margin_strategy"), active=lambda config: config.guide is not None, off="no --guide is given"),
+    )
+
+
 def _angle_objective(config: ObjectiveConfig) -> Any:
     from anglekit.losses.combined import AnglEObjective
 
@@ -380,6 +411,7 @@ register_objective_family(
         terms=(
             Term("cosine", ("cosine_tau",), weight="cosine_weight"),
             Term("in-batch-negative", ("ibn_tau", "ibn_similarity", "ibn_detect_duplicates"), weight="ibn_weight"),
+            *_guide_terms(weight="ibn_weight"),
             Term("angle", ("angle_tau", "angle_variant"), weight="angle_weight"),
         ),
         check_sizes=_angle_sizes,
@@ -400,6 +432,11 @@ register_objective_family(
                 active=lambda config: config.batch_kind == "triplets",
                 off="the batches are sentences, which have no hard negatives (use a *-sup preset and triplets)",
             ),
+            *_guide_terms(
+                active=lambda config: config.batch_kind == "triplets",
+                off="its batches are sentences whose positive is a dropout view of the anchor itself, so there are no false negatives to guide "
+                "against (use a *-sup preset and triplets)",
+            ),
         ),
     )
 )
@@ -416,6 +453,7 @@ register_objective_family(
             Term("embed-distill", ("distill_teacher",), weight="embed_distill_weight"),
             Term("cosine", ("cosine_tau",), weight="cosine_weight"),
             Term("in-batch-negative", ("ibn_tau", "ibn_similarity", "ibn_detect_duplicates"), weight="ibn_weight"),
+            *_guide_terms(weight="ibn_weight"),
             Term("angle", ("angle_tau", "angle_variant"), weight="angle_weight"),
         ),
         check_sizes=_angle_sizes,

@@ -72,7 +72,7 @@ class Weighted(nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> ObjectiveOutput:
         out = self.objective(*args, **kwargs)
-        return out if self.weight == 1.0 else ObjectiveOutput(loss=self.weight * out.loss, components=out.components)
+        return out if self.weight == 1.0 else ObjectiveOutput(loss=self.weight * out.loss, components=out.components, stats=out.stats)
 
 
 class MultiDataset(Dataset):

@@ -61,6 +61,9 @@ class TrainResult:
     speed_swaps: dict[str, Any] | None = None
     """The speed swaps as applied (:meth:`anglekit.training.speed.SpeedPlan.record`: applied, skipped
     and why); None in older results."""
+    guide_masked: float | None = None
+    """With ``--guide``: the share of in-batch negatives the guide left out, per batch, averaged over
+    the run's training batches; None without a guide."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +82,7 @@ class TrainResult:
             "precision": self.precision,
             "peak_gpu_memory_mb": self.peak_gpu_memory_mb,
             "speed_swaps": self.speed_swaps,
+            "guide_masked": self.guide_masked,
         }
 
     @classmethod
@@ -334,7 +338,7 @@ def dataset_plans(config: TrainConfig) -> list[DatasetPlan]:
     if entries is None:
         task, resolved = resolve(config.objective, config.data.text_column)
         return [DatasetPlan(None, None, task, resolved)]
-    from anglekit.losses.registry import family_of
+    from anglekit.losses.registry import applicable_knobs
 
     given = {key: value for key, value in config.objective.knobs.items() if value is not None}
     used: set[str] = set()
@@ -342,7 +346,7 @@ def dataset_plans(config: TrainConfig) -> list[DatasetPlan]:
     readers = False
     for entry in entries:
         name = entry.objective or config.objective.name
-        knobs = {key: value for key, value in given.items() if key in family_of(name).knobs}
+        knobs = applicable_knobs(name, given)  # of its family; --guide only where there are in-batch negatives
         used |= set(knobs)
         try:
             section = replace(config.objective, name=name, knobs=knobs)
@@ -514,7 +518,7 @@ def _training_data(config: TrainConfig, plans: Sequence[DatasetPlan], train_data
     if data.datasets is None:
         task = plans[0].task
         sets = load_datasets(task, data, train_dataset)
-        objective, objective_config = task.build_objective(plans[0].resolved, sets[0], config.objective.positive_threshold)
+        objective, objective_config = task.build_objective(plans[0].resolved, sets[0], config.objective.positive_threshold, config.model.name)
         return None, task, sets, (nest_objective(objective, config), objective_config)
     several = build_datasets(config, plans)
     dev_set, test_set, probe_set = load_eval_sets(data)
@@ -601,7 +605,7 @@ def build_datasets(config: TrainConfig, plans: Sequence[DatasetPlan]) -> list[An
     for plan in plans:
         data = replace(config.data, train_data=plan.entry.data)
         train_set = plan.task.load_data(data)
-        objective, objective_config = plan.task.build_objective(plan.resolved, train_set, config.objective.positive_threshold)
+        objective, objective_config = plan.task.build_objective(plan.resolved, train_set, config.objective.positive_threshold, config.model.name)
         nested = nest_objective(objective, config)
         datasets.append(TrainingDataset(plan.name or "", plan.task, Weighted(nested, plan.weight), plan.weight, train_set, objective_config))
     return datasets
@@ -783,6 +787,7 @@ def _finish(config: TrainConfig, trainer: Any, embedder: Any, objective_config: 
         precision=precision,
         peak_gpu_memory_mb=gpu_peak,
         speed_swaps=speed_swaps,
+        guide_masked=trainer.guide_masked_overall(),
     )
     if writer:
         if after:

@@ -96,6 +96,10 @@ class AnglETrainer(Trainer):
         self.gather_candidates = gather_candidates
         self._candidates: list[int] = []
         """Candidates per anchor (positives + hard negatives, all processes) of the steps since the last log."""
+        self._guided: list[float] = []
+        """With ``--guide``: each training batch's share of in-batch negatives the guide left out, since the last log."""
+        self._guided_all: list[float] = [0.0, 0.0]
+        """Their sum and count over the whole run (:meth:`guide_masked_overall`)."""
         self.group_by_length = group_by_length
         self.eval_batch_size = eval_batch_size
         self._component_sums: dict[str, float] = defaultdict(float)
@@ -192,6 +196,7 @@ class AnglETrainer(Trainer):
         vectors, out, size = task.loss(self, objective, model, inputs)
         if model.training:
             self.pairs_trained += size
+            self._record_stats(out)
         self._record(out.components, name, out.loss)
         if return_outputs:
             return out.loss, {"embeddings": vectors}
@@ -214,6 +219,7 @@ class AnglETrainer(Trainer):
             no_sync=lambda: self.accelerator.no_sync(model), forward_context=self.compute_loss_context_manager,
         )  # fmt: skip
         self.pairs_trained += size
+        self._record_stats(out)
         self._record(out.components, name, out.loss)
         return out.loss.detach() / steps
 
@@ -228,6 +234,21 @@ class AnglETrainer(Trainer):
         for name, value in components.items():
             self._component_sums[name] += float(value.detach())
             self._component_counts[name] += 1
+
+    def _record_stats(self, out: Any) -> None:
+        """Remember a training batch's guide share (``out.stats['guide_masked']``), if it has one."""
+        share = getattr(out, "stats", {}).get("guide_masked")
+        if share is not None:
+            value = float(share)
+            self._guided.append(value)
+            self._guided_all[0] += value
+            self._guided_all[1] += 1
+
+    def guide_masked_overall(self) -> float | None:
+        """The share of in-batch negatives a guide left out, per training batch, averaged over the
+        run (this process's batches); None when no batch was guided."""
+        total, count = self._guided_all
+        return total / count if count else None
 
     def gather(self, *tensors: Tensor) -> tuple[list[Tensor], int]:
         """Candidates and their text ids from every process, and where this process's rows start
@@ -254,6 +275,9 @@ class AnglETrainer(Trainer):
             if self._candidates:
                 logs["candidates"] = sum(self._candidates) / len(self._candidates)
                 self._candidates.clear()
+            if self._guided:
+                logs["guide_masked"] = sum(self._guided) / len(self._guided)
+                self._guided.clear()
             for name, total in self._component_sums.items():
                 logs[f"loss_{name}"] = total / max(1, self._component_counts[name])
             for name, total in self._dataset_sums.items():

@@ -32,6 +32,7 @@ from anglekit.errors import ConfigError
 from anglekit.losses.combined import ObjectiveOutput
 from anglekit.losses.registry import ResolvedObjective, all_presets
 from anglekit.model.long_text import RowChunks, expand_rows, pool_rows, tokenize_whole
+from anglekit.training.guide import attach_guide
 
 
 class BatchServices(Protocol):
@@ -92,11 +93,12 @@ class TrainingTask(ABC):
         ``train_dataset`` (a ``datasets.Dataset``/``IterableDataset``, read in record batches with
         the same checks, ``data.columns`` naming its columns) when given."""
 
-    def build_objective(self, objective: ResolvedObjective, train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
+    def build_objective(self, objective: ResolvedObjective, train_set: Any, positive_threshold: float | None, student: str | None = None) -> tuple[Any, Any]:
         """(objective module, its typed config) for ``objective`` plus what the task derives from
-        ``train_set`` (:meth:`objective_settings`)."""
+        ``train_set`` (:meth:`objective_settings`); with ``--guide``, the guide attached (its
+        embeddings of ``train_set``; ``student``: the model trained, for a guide that is it)."""
         resolved = objective.with_settings(**self.objective_settings(objective.config, train_set, positive_threshold))
-        return resolved.build(), resolved.config
+        return attach_guide(resolved.build(), resolved.config, train_set, student), resolved.config
 
     def objective_settings(self, config: Any, train_set: Any, positive_threshold: float | None) -> dict[str, Any]:
         """Config fields the task sets from its data (none by default), given the preset's ``config``."""

@@ -18,7 +18,9 @@ from torch.utils.data import Dataset
 from anglekit.data.stream import ArrowRows
 from anglekit.errors import ConfigError
 from anglekit.losses.combined import ObjectiveOutput
+from anglekit.losses.guide import GuideVectors
 from anglekit.model.padding import pad_token_ids
+from anglekit.training.guide import guide_rows, guided
 from anglekit.training.tasks.base import BatchServices, TrainingTask
 from anglekit.training.tasks.streamed import StreamedRows
 
@@ -98,7 +100,7 @@ class TokenizedTriplet:
     scores: tuple[float, ...] | None = None
     """Distillation: the teacher's scores of the positive and of each negative."""
     row: int = -1
-    """Distillation: the training row (for the teacher's embeddings of it)."""
+    """The training row (for a teacher's or a guide's embeddings of it; -1: streamed)."""
 
 
 class TokenizedTriplets(Dataset):
@@ -161,9 +163,9 @@ class TokenizedTriplets(Dataset):
         ids = tuple(int(v) for v in self.row_text_ids[index] if v >= 0)
         if self.ntuple:
             negatives = tuple(self.token_ids[i] for i in ids[2:])
-            return TokenizedTriplet(self.token_ids[ids[0]], self.token_ids[ids[1]], None, ids, negatives)
+            return TokenizedTriplet(self.token_ids[ids[0]], self.token_ids[ids[1]], None, ids, negatives, row=int(index))
         negative = self.token_ids[ids[2]] if len(ids) == 3 else None
-        return TokenizedTriplet(self.token_ids[ids[0]], self.token_ids[ids[1]], negative, ids)
+        return TokenizedTriplet(self.token_ids[ids[0]], self.token_ids[ids[1]], negative, ids, row=int(index))
 
     def lengths(self) -> list[int]:
         """Per row, its longest text (padding slots count 0)."""
@@ -215,7 +217,7 @@ class TripletCollator:
         out: dict[str, Tensor] = pad_token_ids(sequences, self.pad_id, left=self.left_padding)
         out["text_ids"] = torch.tensor([item.text_ids[k] for k in range(parts) for item in batch])
         out["parts"] = torch.tensor(parts)
-        return out
+        return _with_rows(out, batch)
 
     def _ntuples(self, batch: Sequence[TokenizedTriplet], width: int) -> dict[str, Any]:
         sequences = [item.anchor for item in batch] + [item.positive for item in batch]
@@ -232,7 +234,14 @@ class TripletCollator:
         out: dict[str, Tensor] = pad_token_ids(sequences, self.pad_id, left=self.left_padding)
         out["text_ids"] = torch.tensor(text_ids)
         out["negative_index"] = index
-        return out
+        return _with_rows(out, batch)
+
+
+def _with_rows(out: dict[str, Any], batch: Sequence[TokenizedTriplet]) -> dict[str, Any]:
+    """``out`` with the batch's training ``rows`` [B] (for a guide), when every item knows its row."""
+    if all(item.row >= 0 for item in batch):
+        out["rows"] = torch.tensor([item.row for item in batch])
+    return out
 
 
 @dataclass(frozen=True)
@@ -388,14 +397,17 @@ class TripletTask(ContrastiveTask):
         vectors = vectors.float()
         anchors, positives = vectors[:size], vectors[size : 2 * size]
         negatives = vectors[2 * size :] if parts == 3 else None
+        g = guide_rows(objective, vectors, inputs)
+        extra = [] if g is None else [g[size : 2 * size]] + ([] if negatives is None else [g[2 * size :]])
         every_negative, negative_ids = None, None
         if negatives is None:
-            (every_positive, positive_ids), offset = services.gather(positives, text_ids[size : 2 * size])
+            (every_positive, positive_ids, *gathered), offset = services.gather(positives, text_ids[size : 2 * size], *extra)
         else:
-            (every_positive, positive_ids, every_negative, negative_ids), offset = services.gather(
-                positives, text_ids[size : 2 * size], negatives, text_ids[2 * size :]
+            (every_positive, positive_ids, every_negative, negative_ids, *gathered), offset = services.gather(
+                positives, text_ids[size : 2 * size], negatives, text_ids[2 * size :], *extra
             )
         services.count_candidates(every_positive, every_negative)
+        guide = guided(None if g is None else GuideVectors(g[:size], *gathered))
         out = objective(
             anchors,
             every_positive,
@@ -404,6 +416,7 @@ class TripletTask(ContrastiveTask):
             positive_ids=positive_ids,
             negative_ids=negative_ids,
             offset=offset,
+            **guide,
         )
         services.probe(anchors, positives, negatives)
         return vectors, out, size
@@ -413,11 +426,18 @@ class TripletTask(ContrastiveTask):
         every process when gathering); padding slots are masked out of the softmax."""
         batch = NTupleBatch.split(vectors, inputs)
         dense, dense_ids = batch.dense()
-        (every_positive, positive_ids, every_negative, negative_ids), offset = services.gather(batch.positives, batch.positive_ids, dense, dense_ids)
+        g = guide_rows(objective, vectors, inputs)
+        g_batch = None if g is None else NTupleBatch.split(g, inputs)
+        extra = [] if g_batch is None else [g_batch.positives, g_batch.dense()[0]]
+        (every_positive, positive_ids, every_negative, negative_ids, *gathered), offset = services.gather(
+            batch.positives, batch.positive_ids, dense, dense_ids, *extra
+        )
         valid: Tensor | None = negative_ids >= 0  # padding slots have the id -1, on every process
         services.count_candidates(every_positive, every_negative[negative_ids >= 0])
         if dense.shape[1] == 0:  # padded rows without any negative: no hard negatives at all
             every_negative, negative_ids, valid = None, None, None
+            gathered = gathered[:1]
+        guide = guided(None if g_batch is None else GuideVectors(g_batch.anchors, *gathered))
         out = objective(
             batch.anchors,
             every_positive,
@@ -427,6 +447,7 @@ class TripletTask(ContrastiveTask):
             negative_ids=negative_ids,
             offset=offset,
             negative_valid=valid,
+            **guide,
         )
         first = dense[:, 0] if dense.shape[1] and bool(batch.valid[:, 0].all()) else None
         services.probe(batch.anchors, batch.positives, first)

@@ -27,7 +27,10 @@ from anglekit.errors import ConfigError, DataError
 from anglekit.losses.combined import ObjectiveOutput
 from anglekit.losses.distill import DistillObjective, Teacher, TeacherTable
 from anglekit.losses.distill_configs import DistillConfig
+from anglekit.losses.guide import GuideVectors
 from anglekit.losses.registry import ResolvedObjective
+from anglekit.training.frozen import embed_frozen, load_frozen
+from anglekit.training.guide import attach_guide, guide_rows, guided
 from anglekit.training.tasks.base import BatchServices, TrainingTask
 from anglekit.training.tasks.contrastive import NTupleBatch, TokenizedTriplet, TokenizedTriplets, TripletCollator
 
@@ -100,26 +103,19 @@ def check_scored(name: str, train_set: Any) -> None:
 
 def teacher_table(name: str, train_set: TripletDataset, batch_size: int = 64) -> TeacherTable:
     """The teacher model ``name``'s embeddings of ``train_set`` for ``embed-distill``: each distinct
-    anchor embedded once as a query, each distinct positive or negative once as a document."""
-    from anglekit.model import Embedder
-
-    teacher = Embedder.from_pretrained(name)
-    anchors = list(dict.fromkeys(train_set.anchor))
-    documents = list(dict.fromkeys([*train_set.positive, *(text for row in train_set.negative_lists() for text in row)]))
-    logger.info("embed-distill: the teacher %s embeds %d anchors and %d documents", name, len(anchors), len(documents))
-    vectors = np.concatenate([
-        np.asarray(teacher.encode_query(anchors, batch_size=batch_size), dtype=np.float32),
-        np.asarray(teacher.encode_document(documents, batch_size=batch_size), dtype=np.float32),
-    ])  # fmt: skip
-    where_anchor = {text: i for i, text in enumerate(anchors)}
-    where_document = {text: len(anchors) + i for i, text in enumerate(documents)}
+    anchor embedded once as a query, each distinct positive or negative once as a document
+    (:mod:`anglekit.training.frozen`, shared with ``--guide``)."""
+    teacher = load_frozen(name, "--distill-teacher")
+    negative_lists = train_set.negative_lists()
+    documents = [*train_set.positive, *(text for row in negative_lists for text in row)]
+    frozen = embed_frozen(teacher, {"query": train_set.anchor, "document": documents}, batch_size=batch_size, what=f"embed-distill: the teacher {name}")
     negatives = np.full((len(train_set), train_set.negatives_per_row), -1, dtype=np.int64)
-    for row, texts in enumerate(train_set.negative_lists()):
-        negatives[row, : len(texts)] = [where_document[text] for text in texts]
+    for row, texts in enumerate(negative_lists):
+        negatives[row, : len(texts)] = frozen.index("document", texts)
     return TeacherTable(
-        torch.from_numpy(vectors),
-        torch.tensor([where_anchor[t] for t in train_set.anchor]),
-        torch.tensor([where_document[t] for t in train_set.positive]),
+        frozen.vectors,
+        torch.tensor(frozen.index("query", train_set.anchor)),
+        torch.tensor(frozen.index("document", train_set.positive)),
         torch.from_numpy(negatives),
     )
 
@@ -145,7 +141,7 @@ class DistillTask(TrainingTask):
         """``triplets``: the anchor is a query, the positive and negatives documents."""
         return "triplets"
 
-    def build_objective(self, objective: ResolvedObjective, train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
+    def build_objective(self, objective: ResolvedObjective, train_set: Any, positive_threshold: float | None, student: str | None = None) -> tuple[Any, Any]:
         """The objective, refused (before the model loads) for data without teacher scores and for
         embed-distill without a teacher; with embed-distill, the teacher embeds the rows here."""
         check_scored(objective.name, train_set)
@@ -160,8 +156,8 @@ class DistillTask(TrainingTask):
         if positive_threshold is not None and getattr(config, "ibn_weight", 0) > 0 and positive_threshold != 1.0:
             raise ConfigError(f"--positive-threshold {positive_threshold:g}: n-tuple rows are pairs labelled 1 (positive) and 0 (negatives); leave it unset")
         if isinstance(config, DistillConfig):
-            return DistillObjective(config, table), config
-        return super().build_objective(objective, train_set, positive_threshold)
+            return attach_guide(DistillObjective(config, table), config, train_set, student), config
+        return super().build_objective(objective, train_set, positive_threshold, student)
 
     def tokenize(self, train_set: Any, embedder: Any) -> tuple[Any, Any]:
         tokenized = ScoredTuples.build_scored(train_set, self.text_tokenizer(embedder))
@@ -174,9 +170,12 @@ class DistillTask(TrainingTask):
         dense, dense_ids = batch.dense()
         services.count_candidates(batch.positives, batch.negatives)
         teacher = Teacher(inputs["teacher_scores"].float(), rows=inputs.get("rows"))
+        g = guide_rows(objective, vectors, inputs)
+        g_batch = None if g is None else NTupleBatch.split(g, inputs)
+        guide = guided(None if g_batch is None else GuideVectors(g_batch.anchors, g_batch.positives, g_batch.dense()[0]))
         out = objective(
             batch.anchors, batch.positives, dense, teacher=teacher, valid=batch.valid,
-            anchor_ids=batch.anchor_ids, positive_ids=batch.positive_ids, negative_ids=dense_ids,
+            anchor_ids=batch.anchor_ids, positive_ids=batch.positive_ids, negative_ids=dense_ids, **guide,
         )  # fmt: skip
         first = dense[:, 0] if dense.shape[1] and bool(batch.valid[:, 0].all()) else None
         services.probe(batch.anchors, batch.positives, first)

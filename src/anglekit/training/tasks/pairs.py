@@ -30,8 +30,10 @@ from anglekit.data.records import TripletDataset
 from anglekit.data.stream import ArrowRows
 from anglekit.errors import ConfigError, DataError
 from anglekit.losses.combined import ObjectiveOutput
+from anglekit.losses.guide import GuideVectors
 from anglekit.losses.registry import ResolvedObjective
 from anglekit.model.padding import pad_token_ids
+from anglekit.training.guide import guide_rows, guided
 from anglekit.training.tasks.base import BatchServices, TrainingTask
 from anglekit.training.tasks.contrastive import NTupleBatch, TokenizedTriplets, TripletCollator, streamed_ntuples
 from anglekit.training.tasks.streamed import StreamedRows
@@ -44,6 +46,8 @@ class TokenizedPair:
     label: float
     text_id1: int
     text_id2: int
+    row: int = -1
+    """The training row (a guide's embeddings of it)."""
 
 
 class TokenizedPairs(Dataset):
@@ -74,7 +78,7 @@ class TokenizedPairs(Dataset):
 
     def __getitem__(self, index: int) -> TokenizedPair:
         t1, t2 = (int(v) for v in self.pair_text_ids[index])
-        return TokenizedPair(self.token_ids[t1], self.token_ids[t2], float(self.labels[index]), t1, t2)
+        return TokenizedPair(self.token_ids[t1], self.token_ids[t2], float(self.labels[index]), t1, t2, int(index))
 
     def lengths(self) -> list[int]:
         """Per pair, the longer side's token count: what decides a batch's padded width."""
@@ -99,6 +103,8 @@ class PairCollator:
         out: dict[str, Tensor] = pad_token_ids(sequences, self.pad_id, left=self.left_padding)
         out["labels"] = torch.tensor([item.label for item in batch], dtype=torch.float32)
         out["text_ids"] = torch.tensor([item.text_id1 for item in batch] + [item.text_id2 for item in batch])
+        if all(item.row >= 0 for item in batch):
+            out["rows"] = torch.tensor([item.row for item in batch])
         return out
 
 
@@ -228,11 +234,11 @@ class PairTask(TrainingTask):
             threshold = default_positive_threshold(train_set.label_range, train_set.labels)
         return {"positive_threshold": float(threshold)}
 
-    def build_objective(self, objective: ResolvedObjective, train_set: Any, positive_threshold: float | None) -> tuple[Any, Any]:
+    def build_objective(self, objective: ResolvedObjective, train_set: Any, positive_threshold: float | None, student: str | None = None) -> tuple[Any, Any]:
         """As the base task's, but refused when every training label is the same and no term of the
         objective trains on that, or when its in-batch-negative term has no positive pair (before
         the model is loaded)."""
-        module, config = super().build_objective(objective, train_set, positive_threshold)
+        module, config = super().build_objective(objective, train_set, positive_threshold, student)
         check_label_spread(objective.name, config, train_set)
         check_positives(objective.name, config, train_set, positive_threshold)
         return module, config
@@ -263,7 +269,9 @@ class PairTask(TrainingTask):
         # Objectives compute in float32 even under autocast: exp/logsumexp of scaled scores.
         # vectors: [2B, D], or [layers, 2B, D] for ESE (first texts, then second texts, in each layer).
         vectors = vectors.float()
-        out = objective(vectors[..., :size, :], vectors[..., size:, :], labels.float(), text_ids[:size], text_ids[size:])
+        g = guide_rows(objective, vectors, inputs)
+        guide = guided(None if g is None else GuideVectors(g[:size], g[size:]))
+        out = objective(vectors[..., :size, :], vectors[..., size:, :], labels.float(), text_ids[:size], text_ids[size:], **guide)
         final = vectors if vectors.dim() == 2 else vectors[-1]
         services.probe(final[:size], final[size:], None)  # recorded only when probes are on (probe_steps)
         services.probe_gradients(out.components, vectors)
@@ -281,7 +289,9 @@ class PairTask(TrainingTask):
         labels = torch.cat([torch.ones(size), torch.zeros(owners.shape[0])]).to(vectors.device)
         text_ids = inputs["text_ids"]
         x, y = vectors[..., first, :], vectors[..., second, :]
-        out = objective(x, y, labels, text_ids[first], text_ids[second], first)
+        g = guide_rows(objective, vectors, inputs)
+        guide = guided(None if g is None else GuideVectors(g[first], g[second]))
+        out = objective(x, y, labels, text_ids[first], text_ids[second], first, **guide)
         final = vectors if vectors.dim() == 2 else vectors[-1]
         services.probe(final[:size], final[size : 2 * size], None)
         services.probe_gradients(out.components, vectors)
