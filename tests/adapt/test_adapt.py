@@ -14,11 +14,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "generation"))
 from test_generation_fakeserver import FakeOpenAIServer, Reply, numbered  # noqa: E402
 
-import helpers  # noqa: E402
 from anglekit.adapt import AdaptConfig, run_adapt  # noqa: E402
 from anglekit.adapt.stages import fingerprint  # noqa: E402
 from anglekit.cli import main  # noqa: E402
 from anglekit.errors import ConfigError, DataError, NothingGeneratedError  # noqa: E402
+
+import helpers  # noqa: E402
 
 SUBJECTS = ["dog", "cat", "man", "woman", "child", "bird", "horse", "girl", "boy", "car"]
 PLACES = ["park", "street", "beach", "river", "field", "house", "road", "snow", "water", "grass"]
@@ -179,17 +180,18 @@ def test_other_settings_on_an_existing_folder_are_refused_naming_them(tmp_path: 
             run_adapt(_config(server, tiny_bert_dir, teacher_dir, corpus, out, merge_weight=None, num_negatives=3))
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x.txt").write_text("mine", encoding="utf-8")
-    with pytest.raises(ConfigError, match="not empty and holds no adapt run"):
-        AdaptConfig  # noqa: B018
-        with FakeOpenAIServer(_questions) as server:
-            run_adapt(_config(server, tiny_bert_dir, teacher_dir, corpus, tmp_path / "full"))
+    with FakeOpenAIServer(_questions) as server, pytest.raises(ConfigError, match="not empty and holds no adapt run"):
+        run_adapt(_config(server, tiny_bert_dir, teacher_dir, corpus, tmp_path / "full"))
+    assert sorted(p.name for p in (tmp_path / "full").iterdir()) == ["x.txt"]
 
 
 def test_a_filter_that_keeps_nothing_fails_the_stage_naming_its_counts(tmp_path: Path, tiny_bert_dir: Path, teacher_dir: Path, corpus: Path) -> None:
     out = tmp_path / "run"
-    with FakeOpenAIServer(lambda body, n: Reply(content=numbered(["x"]))) as server:  # one-word queries: all too short
-        with pytest.raises(NothingGeneratedError, match="kept none of the .* candidate queries"):
-            run_adapt(_config(server, tiny_bert_dir, teacher_dir, corpus, out))
+    with (
+        FakeOpenAIServer(lambda body, n: Reply(content=numbered(["x"]))) as server,  # one-word queries: all too short
+        pytest.raises(NothingGeneratedError, match="kept none of the .* candidate queries"),
+    ):
+        run_adapt(_config(server, tiny_bert_dir, teacher_dir, corpus, out))
     stages = json.loads((out / "stages.json").read_text(encoding="utf-8"))["stages"]
     assert stages["queries"]["status"] == "failed" and "kept none" in stages["queries"]["error"]
     assert not (out / "queries.jsonl").exists() and list(stages) == ["queries"]
@@ -223,7 +225,10 @@ def test_cli_adapt_runs_the_stages(tmp_path: Path, tiny_bert_dir: Path, teacher_
     out = tmp_path / "run"
     config = tmp_path / "adapt.yaml"
     with FakeOpenAIServer(_questions) as server:
-        config.write_text(f"llm: openai:fake@{server.url}\nnum-negatives: 2\nfilter_top_k: 20\ndev_fraction: 0.2\nrelative_margin: null\nteacher-max-ratio: null\n", encoding="utf-8")
+        config.write_text(
+            f"llm: openai:fake@{server.url}\nnum-negatives: 2\nfilter_top_k: 20\ndev_fraction: 0.2\nrelative_margin: null\nteacher-max-ratio: null\n",
+            encoding="utf-8",
+        )
         argv = ["adapt", str(tiny_bert_dir), "--config", str(config), "--corpus", str(corpus), "--teacher", str(teacher_dir), "--output-dir", str(out),
                 "--batch-size", "8", "--max-length", "16", "--device", "cpu", "--quiet", "--generate-option", "backoff_base=0.01",
                 "--train-option", "max_steps=2"]  # fmt: skip

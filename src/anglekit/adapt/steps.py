@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from anglekit.adapt.config import AdaptConfig
-from anglekit.errors import ConfigError, DataError
+from anglekit.errors import DataError
 from anglekit.io.atomic import atomic_write, atomic_write_text
 
 
@@ -116,7 +116,9 @@ def split(config: AdaptConfig, queries: Path, paths: dict[str, Path]) -> dict[st
         with_queries = sorted(set(doc_of))
         count = max(1, round(config.dev_fraction * len(with_queries)))
         if count >= len(with_queries):
-            raise DataError(f"{queries}: the queries name {len(with_queries)} document(s); holding {count} out for the dev set leaves none to train on (lower --dev-fraction, or give --eval-data)")
+            raise DataError(
+                f"{queries}: the queries name {len(with_queries)} document(s); holding {count} out for the dev set leaves none to train on (lower --dev-fraction, or give --eval-data)"
+            )
         held = set(random.Random(config.seed).sample(with_queries, count))
     train = [r for r, d in zip(rows, doc_of, strict=True) if d not in held]
     dev = [(r, d) for r, d in zip(rows, doc_of, strict=True) if d in held]

@@ -40,7 +40,25 @@ from anglekit.errors import AnglekitError
 from anglekit.io.atomic import check_writable, out_of_space
 from anglekit.version import __version__
 
-COMMANDS = (train, eval, report, encode, index, search, mine, adapt, fingerprint, merge, merge_lora, export, plot_dynamics, generate, github_issues, serve, reproduce)
+COMMANDS = (
+    train,
+    eval,
+    report,
+    encode,
+    index,
+    search,
+    mine,
+    adapt,
+    fingerprint,
+    merge,
+    merge_lora,
+    export,
+    plot_dynamics,
+    generate,
+    github_issues,
+    serve,
+    reproduce,
+)
 """The command modules, in the order ``anglekit --help`` lists them."""
 
 

@@ -80,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_adapt(config, say=lambda line: print(f"adapt: {line}", file=sys.stderr, flush=True))
     except KeyboardInterrupt:
-        print(f"anglekit adapt: interrupted; the finished stages are kept in {config.output_dir} (stages.json): rerun the same command to resume", file=sys.stderr)
+        print(
+            f"anglekit adapt: interrupted; the finished stages are kept in {config.output_dir} (stages.json): rerun the same command to resume", file=sys.stderr
+        )
         return 130
     print(result.text())
     return 0
