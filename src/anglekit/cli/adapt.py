@@ -75,7 +75,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from anglekit.adapt.runner import run_adapt
+    from anglekit.cli.generate import _restore_sigint
 
+    _restore_sigint()  # a Ctrl-C (or kill -INT to a background run) stops it whatever the shell chose
     config = config_from_args(args)
     try:
         result = run_adapt(config, say=lambda line: print(f"adapt: {line}", file=sys.stderr, flush=True))
