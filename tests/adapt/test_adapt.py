@@ -237,3 +237,44 @@ def test_cli_adapt_runs_the_stages(tmp_path: Path, tiny_bert_dir: Path, teacher_
     assert "| trained |" in printed and str(out / "train" / "model") in printed
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert report["training"]["steps"] == 2 and report["settings"]["train_option"] == {"max_steps": 2}
+
+
+def test_a_teacher_scoring_nan_fails_the_mine_stage_in_one_line_writing_no_rows(tmp_path: Path, tiny_bert_dir: Path, teacher_dir: Path, corpus: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import numpy as np
+
+    from anglekit.mining.teacher import Teacher
+
+    real = Teacher.score
+
+    def nan_for_one_document(self: Teacher, anchors: list[str], texts: list[str]) -> np.ndarray:
+        scores = real(self, anchors, texts)
+        scores[[t == DOCUMENTS[5] for t in texts]] = np.nan
+        return scores
+
+    monkeypatch.setattr(Teacher, "score", nan_for_one_document)
+    out = tmp_path / "run"
+    with FakeOpenAIServer(_questions) as server, pytest.raises(DataError, match=r"pairs.jsonl, row \d+.*nan") as caught:
+        run_adapt(_config(server, tiny_bert_dir, teacher_dir, corpus, out, dev_fraction=0.1))
+    assert "\n" not in str(caught.value)
+    stages = json.loads((out / "stages.json").read_text(encoding="utf-8"))["stages"]
+    assert stages["mine"]["status"] == "failed" and "nan" in stages["mine"]["error"] and "eval-start" not in stages
+    assert not (out / "mined.jsonl").exists() and not (out / "report.json").exists()
+
+
+def test_a_given_eval_set_is_scored_and_every_query_trains(tmp_path: Path, tiny_bert_dir: Path, teacher_dir: Path, corpus: Path) -> None:
+    beir = tmp_path / "eval-set"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(DOCUMENTS)), encoding="utf-8")
+    (beir / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": f"a {s} runs"}) + "\n" for i, s in enumerate(SUBJECTS[:5])), encoding="utf-8"
+    )
+    (beir / "qrels" / "test.tsv").write_text("".join(f"q{i}\td{i}\t1\n" for i in range(5)), encoding="utf-8")
+    out = tmp_path / "run"
+    with FakeOpenAIServer(_questions) as server:
+        report = run_adapt(_config(server, tiny_bert_dir, teacher_dir, corpus, out, eval_data=str(beir), merge_weight=None)).report
+    queries = _lines(out / "queries.jsonl")
+    assert report["split"]["dev_queries"] == 0 and report["split"]["train_pairs"] == len(queries) == len(_lines(out / "pairs.jsonl"))
+    assert not (out / "dev").exists() and report["eval_data"] == str(beir)
+    scores = json.loads((out / "eval" / "trained" / "retrieval.json").read_text(encoding="utf-8"))
+    assert list(scores["sets"]) == [beir.name] and report["scores"]["trained"] == pytest.approx(scores["scores"])
