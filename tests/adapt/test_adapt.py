@@ -5,6 +5,7 @@ report against the stage files, resume after an interruption, changed settings r
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -278,3 +279,22 @@ def test_a_given_eval_set_is_scored_and_every_query_trains(tmp_path: Path, tiny_
     assert not (out / "dev").exists() and report["eval_data"] == str(beir)
     scores = json.loads((out / "eval" / "trained" / "retrieval.json").read_text(encoding="utf-8"))
     assert list(scores["sets"]) == [beir.name] and report["scores"]["trained"] == pytest.approx(scores["scores"])
+
+
+@pytest.mark.parametrize(
+    ("option", "needle"),
+    [
+        ({"generate_option": {"llms": ["x"]}}, "--generate-option llms=...: adapt sets llms itself"),
+        ({"generate_option": {"temprature": 0.5}}, "--generate-option temprature=...: not a setting of generate"),
+        ({"mine_option": {"bogus": 1}}, "--mine-option bogus=...: not a setting of mine"),
+        ({"train_option": {"output_dir": "x"}}, "--train-option output_dir=...: adapt sets output_dir itself"),
+        ({"train_option": {"ibn_wieght": 4}}, "--train-option ibn_wieght=...: not a setting of train"),
+        ({"merge_weight": [0.5, 0.5]}, "a weight is given twice"),
+        ({"eval_data": None, "dev_fraction": 0.0}, "--dev-fraction 0 leaves no dev set"),
+    ],
+)
+def test_bad_settings_are_refused_naming_them(tmp_path: Path, option: dict[str, Any], needle: str) -> None:
+    values: dict[str, Any] = dict(model="m", corpus="c", llm="l", teacher="t", output_dir=str(tmp_path / "o"))
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        AdaptConfig(**{**values, **option})
+    assert not (tmp_path / "o").exists()

@@ -98,6 +98,7 @@ class AdaptConfig:
                 raise ConfigError(f"--merge-weight {w}: expected a number in [0, 1]")
         if self.merge_weight is not None and len(set(self.merge_weight)) != len(self.merge_weight):
             raise ConfigError(f"--merge-weight {self.merge_weight}: a weight is given twice")
+        _check_options(self)
         if self.eval_data is None and self.dev_fraction <= 0:
             raise ConfigError("--dev-fraction 0 leaves no dev set: give --eval-data SET, or a fraction above 0")
 
@@ -143,4 +144,42 @@ class AdaptConfig:
         return cls(**values)
 
 
-__all__ = ["STYLES", "AdaptConfig", "key_value"]
+OWN = {
+    "generate_option": ("llms", "size", "styles", "filter_model", "filter_top_k", "kinds"),
+    "mine_option": ("num_negatives", "relative_margin"),
+    "train_option": ("model", "train_data", "objective", "guide", "output_dir", "max_length", "epochs", "batch_size", "learning_rate", "seed",
+                     "device", "resume", "overwrite_output_dir", "quiet"),
+}  # fmt: skip
+"""The keys of each ``--*-option`` that adapt sets from its own flags (given there, an error names the flag)."""
+
+
+def _allowed(name: str) -> set[str]:
+    """The keys a ``--*-option`` mapping may hold: the settings of the step's typed config(s)."""
+    if name == "generate_option":
+        from anglekit.generation.pipeline import GenerationConfig
+        from anglekit.generation.queries import QueryConfig
+
+        return {f.name for f in dataclasses.fields(GenerationConfig)} | {f.name for f in dataclasses.fields(QueryConfig)}
+    if name == "mine_option":
+        from anglekit.mining.settings import MineSettings
+
+        return {f.name for f in dataclasses.fields(MineSettings)}
+    from anglekit.training.config import TrainConfig
+
+    return {s.key for s in settings_of(TrainConfig)}
+
+
+def _check_options(config: AdaptConfig) -> None:
+    """Each ``--*-option`` key is a setting of its step, and not one adapt sets itself: a ConfigError naming it otherwise."""
+    for name, own in OWN.items():
+        given = getattr(config, name)
+        flag = "--" + name.replace("_", "-")
+        for key in given:
+            if key in own:
+                raise ConfigError(f"{flag} {key}=...: adapt sets {key} itself; give --{key.replace('_', '-')} (or leave it out)")
+        unknown = sorted(set(given) - _allowed(name)) if given else []
+        if unknown:
+            raise ConfigError(f"{flag} {unknown[0]}=...: not a setting of {name.split('_')[0]} (a typo?)")
+
+
+__all__ = ["OWN", "STYLES", "AdaptConfig", "key_value"]
