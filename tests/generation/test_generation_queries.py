@@ -20,7 +20,7 @@ from anglekit.generation import DEFAULT_QUERY_TEMPLATES, GenerationConfig, Query
 from anglekit.generation.consistency import own_ranks
 from anglekit.generation.documents import Documents
 from anglekit.generation.pipeline import summary_path
-from anglekit.generation.query_filters import QueryLimits, clean_queries
+from anglekit.generation.query_filters import QueryLimits, clean_queries, strip_query
 from anglekit.generation.query_prompts import QueryTemplate, resolve_query_prompts
 
 DOCS = {
@@ -149,6 +149,9 @@ def test_clean_queries_units() -> None:
     )  # fmt: skip
     assert kept == ["where does the fox jump?"]
     assert drops == {"duplicate": 1, "too long": 1, "copy of document": 3, "too short": 1, "near-duplicate": 1}
+    assert [strip_query(t) for t in ("Q2. Who owns the dog?", "Document: fox near river", '"Keywords - fox river"')] == [
+        "Who owns the dog?", "fox near river", "fox river"
+    ]  # fmt: skip
     seen = ["where does the fox jump"]  # what another style or LLM kept for this document
     assert clean_queries(["Where does the fox jump?!", "Who owns the dog?"], document, limits, seen) == (["Who owns the dog?"], {"duplicate": 1})
 

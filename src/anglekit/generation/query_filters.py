@@ -1,7 +1,7 @@
 """Clean the queries an LLM wrote for a document, counting every drop by reason.
 
 Per answer (:func:`clean_queries`), each candidate is stripped of list markers, labels
-(``Question 2:``, ``Query:``) and quotes, then dropped when it is:
+(``Question 2:``, ``Query:``, ``Document:``) and quotes, then dropped when it is:
 
 * ``not a query``: a line ending with ``:`` (a preamble such as "Here are 3 questions:");
 * ``empty`` (nothing left) or ``no words`` (not a single letter: ``42``, ``--``);
@@ -47,7 +47,8 @@ FILTER_OF = {
 """Drop reason -> the filter that dropped it (the summary's ``filters``)."""
 FILTERS = ("parse", "empty", "document copy", "length", "duplicate", "size", "consistency")
 
-_QUERY_LABEL = re.compile(r"^\s*(?:(?:search\s+)?quer(?:y|ies)|questions?|keywords?|q)\s*\d*\s*[:\-.)]\s+", re.IGNORECASE)
+_QUERY_LABEL = re.compile(r"^\s*(?:(?:search\s+)?quer(?:y|ies)|questions?|keywords?|q|document)\s*\d*\s*[:\-.)]\s+", re.IGNORECASE)
+"""A label before a query: ``Query 2:``, ``Question:``, ``Keywords -``, ``Q1.``, and ``Document:`` (a small model echoing the prompt)."""
 _CONTAINMENT_WORDS = 4
 """A query holding the whole document counts as a copy only for documents of at least this many words."""
 
