@@ -162,6 +162,8 @@ def _guarded_brute_force(model: Any, teacher: Any, rows: list[dict[str, str]], c
     max_pos = max(len(p) for p in positives.values())
     window = s.window(max_pos, guarded=True)
     width = min(len(unique), window + max_pos + 1)
+    span = min(width, window) - s.range_min
+    keys = np.random.default_rng(s.seed).random((len(anchors), span))  # --sampling random: the keys select_negatives draws
     out = {}
     for qi, anchor in enumerate(anchors):
         ranked = sorted(range(len(unique)), key=lambda j: (-(c[j] @ q[qi]), j))[:width]
@@ -173,18 +175,30 @@ def _guarded_brute_force(model: Any, teacher: Any, rows: list[dict[str, str]], c
             drop |= mask[0]
         kept = [text for text, d in zip(candidates, drop, strict=True) if not d]
         chosen = kept[:window][s.range_min :][: s.num_negatives]
+        if s.sampling == "random":
+            available = min(len(kept), window) - s.range_min
+            order = np.argsort(np.where(np.arange(span) < available, keys[qi], np.inf), kind="stable")[: s.num_negatives]
+            chosen = [kept[s.range_min + int(p)] for p in sorted(order) if p < available]
         if len(chosen) == s.num_negatives:
             out.update({(anchor, p): chosen for p in positives[anchor]})
     return out
 
 
-@pytest.mark.parametrize("guard", [TeacherSettings(teacher_max_ratio=0.9), TeacherSettings(teacher_margin=0.1, teacher_max_ratio=0.99)], ids=["ratio", "both"])
-def test_the_guard_in_a_mine_is_a_filter_over_every_candidate(tmp_path: Path, load_bert: Any, cross_dir: Path, guard: TeacherSettings) -> None:
+@pytest.mark.parametrize(
+    ("guard", "sampling"),
+    [
+        (TeacherSettings(teacher_max_ratio=0.9), "top"),
+        (TeacherSettings(teacher_margin=0.1, teacher_max_ratio=0.99), "top"),
+        (TeacherSettings(teacher_margin=0.05), "random"),
+    ],
+    ids=["ratio", "both", "random"],
+)
+def test_the_guard_in_a_mine_is_a_filter_over_every_candidate(tmp_path: Path, load_bert: Any, cross_dir: Path, guard: TeacherSettings, sampling: str) -> None:
     model = load_bert(pooling="last_avg")
     rows = _pairs(30)
     rng = random.Random(5)
     corpus = [random_sentence(rng, 3, 10) for _ in range(80)]
-    settings = MineSettings(num_negatives=3, range_min=1)
+    settings = MineSettings(num_negatives=3, range_min=1, sampling=sampling, seed=11)
     teacher = load_teacher(check_teacher(str(cross_dir), guard), guard, device="cpu")
     report = mine_hard_negatives(model, _write_jsonl(tmp_path / "pairs.jsonl", rows), tmp_path / "out.jsonl",
                                  corpus=_write_jsonl(tmp_path / "corpus.jsonl", [{"text": t} for t in corpus]), settings=settings,
@@ -230,7 +244,7 @@ def test_mine_with_a_teacher_equals_mine_then_rescore(tmp_path: Path, load_bert:
     assert abs(float(q @ teacher.encode_document(first["negative_2"], normalize=True)) - first["negative_2_score"]) < 1e-5
     s = taught.summary["teacher"]
     assert s["kind"] == "bi" and s["max_length"] == 256 and s["pairs_scored"] > 0 and s["scores"]["positive"]["count"] == len(rows)
-    assert taught.summary["score_columns"] == "the teacher's cosines" and "max length 256" in taught.text()  # the student's is 128
+    assert taught.summary["score_columns"] == "the teacher's cosines" and "max length 256, the mining model's 128" in taught.text()
     assert rescored.summary["teacher"]["guard_dropped"] == {} and rescored.summary["rows_shortened"] == 0
 
 
@@ -267,6 +281,8 @@ def test_bad_teachers_and_files_are_one_line_errors_that_write_nothing(tmp_path:
     pairs = _write_jsonl(tmp_path / "pairs.jsonl", rows)
     mined = _write_jsonl(tmp_path / "mined.jsonl", [{**r, "negative_1": "a dog runs", "negative_2": "the cat"} for r in rows])
     two_labels = _cross_encoder(tmp_path / "two", labels=2)
+    empty = tmp_path / "empty"
+    empty.mkdir()
     nan_teacher = _cross_encoder(tmp_path / "nan", nan_word=NAN_WORD)
     no_columns = _write_jsonl(tmp_path / "nocols.jsonl", [{"anchor": r["anchor"], "text": r["positive"]} for r in rows])
     no_negatives = _write_jsonl(tmp_path / "noneg.jsonl", rows)
@@ -282,6 +298,7 @@ def test_bad_teachers_and_files_are_one_line_errors_that_write_nothing(tmp_path:
     cases = [
         (mine + ["--teacher", str(tmp_path / "nope")], ["--teacher", "nope", "not a model directory"]),
         (mine + ["--teacher", str(two_labels)], ["--teacher", "2 output labels", "one label"]),
+        (mine + ["--teacher", str(empty)], ["--teacher", "empty"]),
         (mine + ["--teacher", str(tiny_bert_dir), "--teacher-kind", "cross"], ["sequence-classification", "--teacher-kind bi"]),
         (mine + ["--teacher-max-ratio", "0.9"], ["--teacher-max-ratio", "give --teacher"]),
         (["mine", "--rescore", str(poisoned), "--teacher", str(nan_teacher), "--output", str(out)], ["poisoned.jsonl, row 7, field 'negative_2'", "nan"]),

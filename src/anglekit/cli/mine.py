@@ -95,14 +95,13 @@ def _rescore(args: argparse.Namespace, teacher_settings: TeacherSettings) -> int
 
     given = [_flag(k) for k in RESCORE_REFUSES if getattr(args, k, None) is not None]
     given += [_flag(s.key) for s in settings_of(MineSettings) if getattr(args, s.key, None) is not None]
-    given += [_flag(k) for k in load_settings(args).given() if k not in ("device", "revision")]
+    given += [_flag(k) for k in load_settings(args).given() if k != "device"]
     if given:
         raise ConfigError(f"--rescore scores a mined file without mining: {', '.join(given)} would be ignored; leave them out")
     if args.teacher is None:
         raise ConfigError("--rescore needs --teacher MODEL (the model whose scores it writes)")
-    load = load_settings(args)
     report = rescore_mined(args.rescore, args.output, args.teacher, settings=teacher_settings, columns=parse_columns(args.columns),
-                           device=load.device, revision=load.revision)  # fmt: skip
+                           device=load_settings(args).device)  # fmt: skip
     print(report.text())
     return 0
 

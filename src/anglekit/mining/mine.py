@@ -353,7 +353,8 @@ def _select_all(rows: np.ndarray, scores: np.ndarray, pool: Pool, anchors: list[
 
 
 def _teach(teacher: Teacher | None, settings: TeacherSettings, data: _Pairs, pool: Pool, candidates: tuple[np.ndarray, np.ndarray],
-           positives: tuple[np.ndarray, np.ndarray, np.ndarray], mine: MineSettings) -> tuple[Selection, GuardedChoice | None, np.ndarray | None]:  # fmt: skip
+           positives: tuple[np.ndarray, np.ndarray, np.ndarray], mine: MineSettings,
+           say: Callable[[str], None]) -> tuple[Selection, GuardedChoice | None, np.ndarray | None]:  # fmt: skip
     """The selection, with the teacher's scores (of each negative, and of each pair's positive) and its guard, if there is a teacher."""
     scores, rows = candidates
 
@@ -369,7 +370,7 @@ def _teach(teacher: Teacher | None, settings: TeacherSettings, data: _Pairs, poo
     first_pair = np.zeros(len(data.anchors), np.int64)
     first_pair[data.pair_anchor[::-1]] = np.arange(len(data.pair_anchor))[::-1]
     choice = guarded_selection(teacher, settings, select, rows, data.anchors, lowest, pool.texts_of,
-                               lambda q: (data.source, data.pair_row[int(first_pair[q])]))  # fmt: skip
+                               lambda q: (data.source, data.pair_row[int(first_pair[q])]), say)  # fmt: skip
     return choice.selection, choice, positive
 
 
@@ -447,7 +448,7 @@ def _summary(data: _Pairs, pool: Pool, paths: Any, settings: MineSettings, width
     }  # fmt: skip
 
 
-def _check_teacher(teacher: Any, settings: TeacherSettings, model_kwargs: dict[str, Any] | None) -> TeacherSpec | Teacher | None:
+def _check_teacher(teacher: Any, settings: TeacherSettings) -> TeacherSpec | Teacher | None:
     """The teacher checked before anything is created (a loaded :class:`Teacher` passes as is)."""
     if teacher is None:
         given = settings.given()
@@ -456,7 +457,7 @@ def _check_teacher(teacher: Any, settings: TeacherSettings, model_kwargs: dict[s
         return None
     if isinstance(teacher, Teacher):
         return teacher
-    return check_teacher(os.fspath(teacher), settings, (model_kwargs or {}).get("revision"))
+    return check_teacher(os.fspath(teacher), settings)
 
 
 def mine_hard_negatives(
@@ -495,10 +496,12 @@ def mine_hard_negatives(
     if corpus is None and (corpus_text_column or corpus_id_column):
         raise ConfigError("--corpus-column and --corpus-id-column name columns of --corpus; give --corpus or leave them out")
     paths = check_paths(output, work_dir, corpus, pairs)
-    spec = _check_teacher(teacher, teacher_settings, model_kwargs)
+    spec = _check_teacher(teacher, teacher_settings)
     data = _read_pairs(pairs, columns)
     pool = scan_pool(paths.corpus, corpus_text_column, corpus_id_column, data.pair_positive)
     check_pool_size(pool, data.anchors, data.pair_anchor, data.pair_positive, settings.num_negatives, say)
+    device = (model_kwargs or {}).get("device") or (str(model.device) if isinstance(model, Embedder) else None)
+    loaded = spec if not isinstance(spec, TeacherSpec) else load_teacher(spec, teacher_settings, device)  # loaded before anything is created
     paths.work.mkdir(parents=True, exist_ok=True)
     _write_jsonl_texts(paths.work / "queries.jsonl", data.anchors)
     timings: dict[str, float] = {"read": time.perf_counter() - started}
@@ -513,8 +516,7 @@ def mine_hard_negatives(
     timings["search"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    loaded = spec if not isinstance(spec, TeacherSpec) else load_teacher(spec, teacher_settings, str(embedder.device), (model_kwargs or {}).get("revision"))
-    selection, choice, teacher_positive = _teach(loaded, teacher_settings, data, pool, (scores, rows), positives, settings)
+    selection, choice, teacher_positive = _teach(loaded, teacher_settings, data, pool, (scores, rows), positives, settings, say)
     keep, per_row = _complete_rows(selection.rows, data, settings.num_negatives, selection.skipped)
     kept_rows, kept_scores = selection.rows[data.pair_anchor[keep]], selection.scores[data.pair_anchor[keep]]
     written = (positive_scores, kept_scores) if choice is None else (teacher_positive, choice.scores[data.pair_anchor[keep]])
@@ -526,6 +528,7 @@ def mine_hard_negatives(
     xlabel = "cosine to the anchor"
     if loaded is not None and choice is not None and teacher_positive is not None:
         summary["teacher"] = teacher_section(loaded, teacher_settings, teacher_positive[keep], written[1], choice.dropped)
+        summary["teacher"]["mining_model_max_length"] = getattr(getattr(embedder, "config", None), "max_length", None)
         summary["score_columns"] = f"the teacher's {loaded.scale}s"
         xlabel = f"teacher {loaded.scale} ({loaded.spec.name})"
     summary["seconds"] = {k: round(v, 3) for k, v in timings.items()}

@@ -131,8 +131,10 @@ def check_teacher(name: str, settings: TeacherSettings, revision: str | None = N
     except ConfigError as exc:
         raise ConfigError(f"--teacher: {exc}") from None
     raw = _json_file(location, "config.json", revision)
-    if raw is None:
-        raise ConfigError(f"--teacher {name}: {location} has no config.json; a teacher is a transformers model folder")
+    if raw is None and settings.teacher_kind == "cross":
+        raise ConfigError(f"--teacher {name}: {location} has no config.json; a cross-encoder teacher is a transformers model folder")
+    if raw is None:  # adapters, a GGUF file, an export: anglekit's loading decides (a bi-encoder)
+        return TeacherSpec(name, location, "bi", "--teacher-kind" if settings.teacher_kind == "bi" else "no config.json: not a cross-encoder")
     st_config = _json_file(location, "config_sentence_transformers.json", revision)
     markers = _cross_markers(raw, st_config)
     kind = settings.teacher_kind
@@ -205,15 +207,19 @@ class Teacher:
 
 
 def _bi_scorer(embedder: Any, batch_size: int) -> Callable[[list[str], list[str]], np.ndarray]:
+    """Cosines of query and document vectors; each distinct text is embedded once per teacher (its
+    vector kept for the later calls: a mine scores its anchors again in every round of the guard)."""
+    queries: dict[str, np.ndarray] = {}
+    documents: dict[str, np.ndarray] = {}
+
+    def vectors(texts: list[str], cache: dict[str, np.ndarray], encode: Callable[..., np.ndarray]) -> np.ndarray:
+        new = [t for t in dict.fromkeys(texts) if t not in cache]
+        if new:
+            cache.update(zip(new, np.asarray(encode(new, batch_size, normalize=True), dtype=np.float64), strict=True))
+        return np.stack([cache[t] for t in texts])
+
     def score(anchors: list[str], texts: list[str]) -> np.ndarray:
-        distinct_a, distinct_t = list(dict.fromkeys(anchors)), list(dict.fromkeys(texts))
-        at_a = {t: i for i, t in enumerate(distinct_a)}
-        at_t = {t: i for i, t in enumerate(distinct_t)}
-        a = embedder.encode_query(distinct_a, batch_size, normalize=True)
-        t = embedder.encode_document(distinct_t, batch_size, normalize=True)
-        rows_a = np.fromiter((at_a[x] for x in anchors), np.int64, len(anchors))
-        rows_t = np.fromiter((at_t[x] for x in texts), np.int64, len(texts))
-        return np.einsum("ij,ij->i", a[rows_a].astype(np.float64), t[rows_t].astype(np.float64))
+        return np.einsum("ij,ij->i", vectors(anchors, queries, embedder.encode_query), vectors(texts, documents, embedder.encode_document))
 
     return score
 
@@ -239,7 +245,17 @@ def _cross_scorer(model: Any, tokenizer: Any, max_length: int, batch_size: int) 
 
 
 def load_teacher(spec: TeacherSpec, settings: TeacherSettings, device: str | None = None, revision: str | None = None) -> Teacher:
-    """Load the checked teacher ``spec`` on ``device`` (default: the best one), in float32."""
+    """Load the checked teacher ``spec`` on ``device`` (default: the best one), in float32; a
+    ConfigError naming ``--teacher`` when it does not load."""
+    try:
+        return _load(spec, settings, device, revision)
+    except ConfigError as exc:
+        raise ConfigError(f"--teacher {spec.name}: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"--teacher {spec.name}: cannot load the model ({exc})") from None
+
+
+def _load(spec: TeacherSpec, settings: TeacherSettings, device: str | None, revision: str | None) -> Teacher:
     started = time.perf_counter()
     if spec.kind == "bi":
         from anglekit.model.embedder import Embedder

@@ -59,13 +59,14 @@ def guarded_selection(
     lowest_positive: np.ndarray,
     texts_of: Callable[[np.ndarray], dict[int, str]],
     where: Callable[[int], tuple[str, int | None]],
+    say: Callable[[str], None] | None = None,
 ) -> GuardedChoice:
     """Negatives chosen with the teacher's guard as a filter (module doc) and their teacher scores.
 
     ``select(dropped)`` runs the selection with the candidates ``dropped`` (``[q, w]``) removed;
     ``rows``: ``[q, w]`` the candidates' pool rows; ``lowest_positive``: ``[q]`` the teacher's
     lowest positive score per anchor; ``texts_of(rows)``: pool texts; ``where(q)``: (source, row)
-    to name in an error about anchor q."""
+    to name in an error about anchor q; ``say``: a line per round (pairs scored, dropped)."""
     scored = np.full(rows.shape, np.nan, np.float32)
     dropped = np.zeros(rows.shape, bool)
     counts = {name: 0 for name in GUARDS if getattr(settings, name) is not None}
@@ -91,6 +92,8 @@ def guarded_selection(
         for name, mask in masks.items():
             counts[name] += int(mask.sum())
             dropped[q_idx, c_idx] |= mask[:, 0]
+        if say is not None:
+            say(f"teacher round {rounds}: scored {len(q_idx)} (anchor, candidate) pairs; the guard has dropped {int(dropped.sum())} so far")
     columns = selection.columns
     negatives = np.where(columns >= 0, np.take_along_axis(scored, np.clip(columns, 0, None), axis=1), np.nan)
     return GuardedChoice(selection, negatives.astype(np.float32), {**counts, "total": int(dropped.sum())} if counts else {}, rounds)
@@ -131,8 +134,10 @@ def teacher_text(section: dict[str, Any]) -> str:
         else "; no guard"
     )
     scores = section["scores"]
+    student = section.get("mining_model_max_length")
+    length = f"{section['max_length']}" + (f", the mining model's {student}" if student is not None and student != section["max_length"] else "")
     return (
-        f"teacher {section['name']} ({kind}, max length {section['max_length']}): {section['pairs_scored']} pairs in {section['seconds']:.1f} s ({rate})"
+        f"teacher {section['name']} ({kind}, max length {length}): {section['pairs_scored']} pairs in {section['seconds']:.1f} s ({rate})"
         f"{guard}\nteacher scores: positive mean {scores['positive'].get('mean', float('nan')):.4f}, "
         f"negative mean {scores['negative'].get('mean', float('nan')):.4f}"
     )
