@@ -81,8 +81,9 @@ def test_bad_input() -> None:
     a, c = _embeddings(0, 3, G), _embeddings(1, 4, G)
     with pytest.raises(ConfigError, match="guide_margin_strategy"):
         guide_mask(a, c, torch.arange(3), strategy="cosine")
-    with pytest.raises(ConfigError, match="guide_margin must be a finite number"):
-        guide_mask(a, c, torch.arange(3), margin=float("nan"))
+    for margin in (float("nan"), 2.5, True):
+        with pytest.raises(ConfigError, match="guide_margin must be a number from -2 to 2"):
+            guide_mask(a, c, torch.arange(3), margin=margin)
     with pytest.raises(ValueError, match="expected guide anchors"):
         guide_mask(a, _embeddings(1, 4, G + 1), torch.arange(3))
     with pytest.raises(ValueError, match="positive_columns"):

@@ -19,11 +19,13 @@ from torch import Tensor, nn
 from anglekit.data.triplets import read_triplets
 from anglekit.losses import AnglEObjective, ContrastiveObjective, ObjectiveConfig
 from anglekit.losses.configs import ContrastiveConfig
+from anglekit.losses.distill import DistillObjective
+from anglekit.losses.distill_configs import DistillConfig
 from anglekit.losses.guide import GuideTable
 from anglekit.model.embedder import Embedder
 from anglekit.training.gradcache import gradcache_step
 from anglekit.training.guide import Guide, guide_table
-from anglekit.training.tasks import PairTask, TripletTask
+from anglekit.training.tasks import DistillTask, PairTask, TripletTask
 
 import helpers
 from helpers import run_cli
@@ -73,6 +75,12 @@ def _ntuple_batch(model: Embedder) -> dict[str, Tensor]:
     return {**padded, "text_ids": torch.arange(9), "negative_index": torch.tensor([[0, 1], [-1, -1], [2, -1]]), "rows": torch.arange(3)}
 
 
+def _scored_batch(model: Embedder) -> dict[str, Tensor]:
+    """:func:`_ntuple_batch` with a teacher's scores of each row's positive and negatives."""
+    scores = torch.tensor([[0.9, 0.2, 0.4], [0.8, 0.0, 0.0], [0.7, 0.5, 0.0]])
+    return {**_ntuple_batch(model), "teacher_scores": scores}
+
+
 def _ntuple_table() -> GuideTable:
     vectors = torch.randn(9, 5, generator=torch.Generator().manual_seed(3))
     return GuideTable(vectors, torch.tensor([[0, 3, 6, 7], [1, 4, -1, -1], [2, 5, 8, -1]]))
@@ -95,6 +103,13 @@ CASES = {
         _ntuple_table,
     ),
     "ntuple-simcse-table": (TripletTask(), lambda: ContrastiveObjective(ContrastiveConfig(batch_kind="triplets", guide="g")), _ntuple_batch, _ntuple_table),
+    "scored-table": (
+        DistillTask(),
+        lambda: DistillObjective(DistillConfig(margin_mse_weight=1.0, ibn_weight=1.0, guide="g", guide_margin=0.1)),
+        _scored_batch,
+        _ntuple_table,
+    ),
+    "scored-self": (DistillTask(), lambda: DistillObjective(DistillConfig(margin_mse_weight=1.0, ibn_weight=1.0, guide="g")), _scored_batch, lambda: None),
 }
 
 
@@ -191,6 +206,9 @@ def test_cli_trains_with_a_guide_of_another_tokenizer_with_gradcache_and_a_token
     results = json.loads((out / "results.json").read_text())
     assert results["guide_masked"] == pytest.approx(np.mean([r["guide_masked"] for r in logged]))
     assert str(guide) in (out / "model" / "README.md").read_text()
+    from anglekit.training.run import TrainResult
+
+    assert f"the guide left out {100 * results['guide_masked']:.2f}% of the in-batch negatives" in TrainResult.from_dict(results).table()
 
 
 def test_the_student_as_its_own_guide_is_allowed_and_said(tiny_bert_dir: Path, pair_file: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -218,6 +236,7 @@ def test_without_a_guide_nothing_is_counted(tiny_bert_dir: Path, tmp_path: Path,
     ("extra", "expected"),
     [
         (["--objective", "simcse-sup", "--guide", "{missing}"], "--guide {missing}: no such file or folder"),
+        (["--objective", "simcse-sup", "--guide", "pypi:no-such-model"], "--guide pypi:no-such-model: cannot load the model: unknown packaged model"),
         (["--objective", "cosine", "--guide", "{student}"], "--guide {student} needs the in-batch-negative term, and in the objective 'cosine'"),
         (["--objective", "simcse-unsup", "--guide", "{student}"], "in the objective 'simcse-unsup' its batches are sentences"),
     ],

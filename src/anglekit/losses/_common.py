@@ -87,9 +87,9 @@ margin) or ``relative`` (positive - |positive| * margin), as sentence-transforme
 
 
 def check_guide_margin(margin: float, strategy: str) -> tuple[float, str]:
-    """(margin, strategy), checked: a finite number and one of :data:`GUIDE_MARGIN_STRATEGIES`."""
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin):
-        raise ConfigError(f"guide_margin must be a finite number, got {margin!r}")
+    """(margin, strategy), checked: a number from -2 to 2 and one of :data:`GUIDE_MARGIN_STRATEGIES`."""
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) or not -2 <= margin <= 2:
+        raise ConfigError(f"guide_margin must be a number from -2 to 2 (a cosine spans 2), got {margin!r}")
     if strategy not in GUIDE_MARGIN_STRATEGIES:
         raise ConfigError(f"unknown guide_margin_strategy {strategy!r}; valid values: {', '.join(GUIDE_MARGIN_STRATEGIES)}")
     return float(margin), strategy

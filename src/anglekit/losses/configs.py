@@ -64,7 +64,11 @@ class ObjectiveConfig:
         "above a row's positive (GISTEmbed's false-negative guard); the student's own name guides with its current embeddings, detached.",
     )
     guide_margin: float = setting(
-        0.0, help="--guide: lower each row's threshold by this margin (0: leave out only candidates the guide scores above the positive)."
+        0.0,
+        minimum=-2,
+        maximum=2,
+        help="--guide: lower each row's threshold by this margin (0: leave out only candidates the guide scores above the positive; "
+        "negative: only those well above it; -2..2, the span of a cosine).",
     )
     guide_margin_strategy: str = setting(
         "absolute", choices=GUIDE_MARGIN_STRATEGIES, help="--guide: the margin is absolute (positive - margin) or relative (positive - |positive| * margin)."

@@ -42,7 +42,7 @@ def load_frozen(name: str, flag: str) -> Any:
     naming ``flag`` and the model when it cannot be loaded."""
     from anglekit.model import Embedder
 
-    looks_local = name.startswith((".", "/", "~")) or Path(name).expanduser().parent != Path(".")
+    looks_local = name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name  # a hub id is ORG/NAME
     if looks_local and not Path(name).expanduser().exists():
         raise ConfigError(f"{flag} {name}: no such file or folder")
     try:

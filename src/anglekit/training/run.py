@@ -107,6 +107,8 @@ class TrainResult:
             f"peak memory {self.peak_memory_mb:.0f} MB",
             f"model saved to {self.model_dir}",
         ]
+        if self.guide_masked is not None:
+            lines.insert(-1, f"the guide left out {100 * self.guide_masked:.2f}% of the in-batch negatives (mean per batch)")
         if self.already_complete:
             lines.insert(0, f"the run in {self.output_dir} is already complete (results.json); nothing was changed")
         return "\n".join(lines)

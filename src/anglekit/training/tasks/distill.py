@@ -13,7 +13,6 @@ documents, each with its own prompts), and each batch looks its rows up
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,8 +32,6 @@ from anglekit.training.frozen import embed_frozen, load_frozen
 from anglekit.training.guide import attach_guide, guide_rows, guided
 from anglekit.training.tasks.base import BatchServices, TrainingTask
 from anglekit.training.tasks.contrastive import NTupleBatch, TokenizedTriplet, TokenizedTriplets, TripletCollator
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["DistillTask", "ScoredCollator", "ScoredTuples", "check_scored", "teacher_table"]
 
