@@ -447,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="torch threads of every process (default: 2)")
     parser.add_argument("--precision", choices=["auto", "fp32"], default="auto", help="auto: bf16 in both libraries where the CPU has it, else fp32")
     parser.add_argument("--split", choices=["test", "val"], default="test", help="score on Flickr30k test + STS-B test (default) or val + dev")
-    parser.add_argument("--smoke", action="store_true", help="tiny end-to-end check: --docs 24 --size 2 --max-steps 2 --seeds 0, a few rows; a -smoke summary")
+    parser.add_argument("--smoke", action="store_true", help="tiny end-to-end check: --docs 12 --size 2 --max-steps 2 --seeds 0, a few rows; a -smoke summary")
     parser.add_argument("--force", action="store_true", help="make the shared stages and every cell again")
     parser.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "bench_adapt", help="documents, queries, mined data, models (git-ignored)")
     parser.add_argument("--results-dir", type=Path, default=RESULTS, help="where runs/ and the summary go")
@@ -459,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
     if args.smoke:
-        args.docs, args.size, args.max_steps, args.seeds = min(args.docs, 24), min(args.size, 2), args.max_steps or 2, [0]
+        args.docs, args.size, args.max_steps, args.seeds = min(args.docs, 12), min(args.size, 2), args.max_steps or 2, [0]
         args.only = args.only or list(SMOKE_ROWS)
     for flag, value in (("--docs", args.docs), ("--size", args.size), ("--threads", args.threads), ("--max-steps", args.max_steps)):
         if value is not None and value < 1:

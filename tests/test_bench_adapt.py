@@ -1,5 +1,5 @@
 """benchmarks/bench_adapt.py: its documents, rows, verdicts and flag errors; ``slow``: the smoke mode end
-to end (SmolLM2 writes queries for 24 captions, the teacher filters and scores them, a few rows train
+to end (SmolLM2 writes queries for 12 captions, the teacher filters and scores them, a few rows train
 2 steps and are scored by ``anglekit eval`` on Flickr30k test and STS-B: minutes on 2 cores)."""
 
 from __future__ import annotations
