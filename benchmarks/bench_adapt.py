@@ -6,7 +6,7 @@ labelled-pairs recipe and sentence-transformers' losses on the same generated da
 Protocol. Documents: caption 1 of ``--docs`` Flickr30k train images drawn with ``--data-seed`` (one
 caption per image, no pairs used). Queries: ``anglekit generate --kind queries`` with
 SmolLM2-135M-Instruct (``hf:pypi:smollm2-135m-instruct``), ``--size 3`` question-style queries per
-document, kept when the teacher ranks their document within its top 3 (the consistency filter).
+document (16 prompts per generate call, at most 128 new tokens), kept when the teacher ranks their document within its top 3 (the consistency filter).
 Negatives: ``anglekit mine`` with the student over the documents, 3 per query, relative margin 0.05,
 scored by the teacher (all-mpnet-base-v2, cosine) with ``--teacher-max-ratio 0.95``. Every training
 row: all-MiniLM-L6-v2, 1 epoch, batch 32 rows, constant LR 2e-5, no warm-up, max length 64, fp32 (or
@@ -66,6 +66,9 @@ PROTOCOL = "flickr30k-adapt-v1"
 SEEDS = (0, 1, 2)
 LLM = "hf:pypi:smollm2-135m-instruct"
 QUERIES_PER_DOC = 3
+LLM_BATCH = 16
+"""Prompts per generate call (and requests in flight), as bench_generate.py measured SmolLM2."""
+MAX_TOKENS = 128
 FILTER_TOP_K = 3
 NEGATIVES = 3
 TEACHER_MAX_RATIO = 0.95
@@ -148,7 +151,8 @@ def worker_generate(spec: dict[str, Any]) -> dict[str, Any]:
     common.set_threads(spec["threads"])
     from anglekit.generation import GenerationConfig, QueryConfig, generate_queries, read_documents
 
-    config = GenerationConfig(llms=[LLM], size=spec["size"], progress=False, cache_dir=spec["cache"])
+    config = GenerationConfig(llms=[LLM], size=spec["size"], progress=False, cache_dir=spec["cache"], batch_size=LLM_BATCH, concurrency=LLM_BATCH,
+                              max_tokens=MAX_TOKENS)  # fmt: skip
     queries = QueryConfig(filter_model=model_dir("teacher"), filter_top_k=FILTER_TOP_K, filter_device="cpu")
     result = generate_queries(read_documents(spec["docs"]), spec["out"], config, queries)
     s = result.summary
@@ -496,7 +500,7 @@ def _run(args: argparse.Namespace, rows: Sequence[Row]) -> int:
     summary = {
         "bench": "bench_adapt", "smoke": args.smoke, "protocol": PROTOCOL, "tag": tag(args),
         "note": "SMOKE RUN: validates the script end to end at a tiny scale; not the benchmark's figures" if args.smoke else None,
-        "settings": {"docs": args.docs, "data_seed": args.data_seed, "size": args.size, "llm": LLM, "filter_top_k": FILTER_TOP_K, "negatives": NEGATIVES,
+        "settings": {"docs": args.docs, "data_seed": args.data_seed, "size": args.size, "llm": LLM, "llm_batch": LLM_BATCH, "max_tokens": MAX_TOKENS, "filter_top_k": FILTER_TOP_K, "negatives": NEGATIVES,
                      "relative_margin": brt.RELATIVE_MARGIN, "teacher_max_ratio": TEACHER_MAX_RATIO, "seeds": args.seeds, "max_steps": args.max_steps,
                      "precision": args.precision, "split": args.split, "batch_size": common.BATCH_SIZE, "learning_rate": common.LEARNING_RATE,
                      "max_length": common.TRAIN_MAX_LENGTH},
