@@ -150,8 +150,19 @@ def test_resume_after_an_interruption_reuses_finished_stages_and_ends_the_same(t
         assert len(server.ok()) == asked  # nothing asked again
     assert {name: (out / name).stat().st_mtime_ns for name in before} == mtimes
     assert sum("reused" in line for line in said) == 4 and not any(line.startswith("train: done before") for line in said)
-    # A second full run rebuilds the same report from reused stages only.
+    # The same files as a run that was never interrupted (its own folder and LLM cache).
     first = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    with FakeOpenAIServer(_questions) as server:
+        whole = run_adapt(_config(server, tiny_bert_dir, teacher_dir, corpus, tmp_path / "whole")).report
+    for name in ("queries.jsonl", "pairs.jsonl"):  # the same rows but for the fake server's address in "llm"
+        strip = lambda rows: [{k: v for k, v in r.items() if k != "llm"} for r in rows]  # noqa: E731
+        assert strip(_lines(out / name)) == strip(_lines(tmp_path / "whole" / name)), name
+    for name in ("mined.jsonl", "dev/qrels/test.tsv", "dev/queries.jsonl", "corpus-train.jsonl"):
+        assert (out / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+    assert list(whole["scores"]) == list(first["scores"]) and whole["training"]["steps"] == first["training"]["steps"]
+    for name, scores in whole["scores"].items():
+        assert scores == pytest.approx(first["scores"][name], abs=1e-6), name
+    # A second full run rebuilds the same report from reused stages only.
     said.clear()
     run_adapt(config, say=said.append)
     assert sum("reused" in line for line in said) == 8
