@@ -99,7 +99,7 @@ def report_markdown(report: dict[str, Any], *, brief: bool = False) -> str:
         lines += [
             "",
             "## Teacher",
-            f"{teacher['name']} ({teacher['kind']}, {teacher.get('scale', 'score')}, max length {teacher['max_length']}): {teacher['pairs_scored']} pairs in {teacher['seconds']} s; "
+            f"{teacher['name']} ({teacher['kind']}-encoder, {teacher.get('score', 'score')}, max length {teacher['max_length']}): {teacher['pairs_scored']} pairs in {teacher['seconds']} s; "
             f"guard {teacher['guard'] or 'none'} dropped {teacher['guard_dropped'].get('total', 0) if teacher['guard_dropped'] else 0}.",
             "",
             "| scores | mean | std | min | max |",
