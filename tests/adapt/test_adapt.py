@@ -309,3 +309,14 @@ def test_bad_settings_are_refused_naming_them(tmp_path: Path, option: dict[str, 
     with pytest.raises(ConfigError, match=re.escape(needle)):
         AdaptConfig(**{**values, **option})
     assert not (tmp_path / "o").exists()
+
+
+def test_too_few_documents_for_a_dev_set_fail_the_split_naming_the_fix(tmp_path: Path, tiny_bert_dir: Path, teacher_dir: Path) -> None:
+    path = tmp_path / "one.txt"
+    path.write_text(DOCUMENTS[0] + "\n", encoding="utf-8")
+    out = tmp_path / "run"
+    with FakeOpenAIServer(_questions) as server, pytest.raises(DataError, match=r"name 1 document\(s\); holding 1 out .* give --eval-data"):
+        run_adapt(_config(server, tiny_bert_dir, teacher_dir, path, out))
+    stages = json.loads((out / "stages.json").read_text(encoding="utf-8"))["stages"]
+    assert stages["queries"]["status"] == "done" and stages["split"]["status"] == "failed"
+    assert not (out / "pairs.jsonl").exists() and not (out / "dev").exists()
