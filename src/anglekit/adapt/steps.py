@@ -10,6 +10,7 @@ import dataclasses
 import json
 import random
 import shlex
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -229,8 +230,8 @@ def merge(config: AdaptConfig, trained: Path, weight: float, out: Path) -> dict[
     from anglekit.model.load_settings import LoadSettings
     from anglekit.model.merge import merge_models
 
-    if out.is_dir() and not any(out.iterdir()):
-        out.rmdir()  # what merge_models refuses: a folder it did not write (the runner removes a stale merge first)
+    if out.is_dir():  # this stage's own folder, not recorded as done (cut short after its rename): merged again
+        shutil.rmtree(out)
     merge_models(config.model, str(trained), [weight], out, LoadSettings(max_length=config.max_length, device=config.device or "cpu"))
     return {"weight": weight, "model_dir": str(out)}
 
