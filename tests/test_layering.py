@@ -1,5 +1,5 @@
 """The packages' import direction (docs/layout.md): data -> model -> losses -> training, with the faces
-(cli, serve, evaluation, export, reproduce) on top; nothing below a face imports one.
+(cli, serve, evaluation, export, reproduce, adapt) on top; nothing below a face imports one.
 
 Every import counts, deferred ones inside functions and ``importlib.import_module("anglekit...")``
 included, so a lazy import cannot hide a wrong-way edge. The cycle counters in ../shared/tools
@@ -14,7 +14,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "anglekit"
 
-FACES = frozenset({"cli", "serve", "evaluation", "export", "reproduce"})
+FACES = frozenset({"cli", "serve", "evaluation", "export", "reproduce", "adapt"})
 """Packages on top: only other faces (and ``anglekit/__main__.py``) may import them."""
 
 LATER = {

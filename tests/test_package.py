@@ -25,6 +25,7 @@ def test_the_root_holds_only_the_public_api() -> None:
 def test_every_package_is_named_for_a_concept_and_imports() -> None:
     packages = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").is_file())
     assert packages == [
+        "adapt",
         "cli",
         "config",
         "corpus",

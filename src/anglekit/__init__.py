@@ -11,6 +11,7 @@ The root holds the public API only: :class:`Embedder` (from :mod:`anglekit.model
 - ``metrics``: scores from vectors: pair cosine and Spearman, retrieval ranking and nDCG/MRR/recall/MAP
 - ``evaluation``: the papers' suites (STS, transfer, retrieval, geometry), reports
 - ``reproduce``: the papers' tables as resumable cells with seeds and paired statistics
+- ``adapt``: documents in, retriever out: generated queries, a teacher, training, merging, in resumable stages
 - ``generation``: training pairs written by LLMs
 - ``github_issues``: the long-text GitHub issues dataset
 - ``export``: sentence-transformers, ONNX and OpenVINO folders, the hub

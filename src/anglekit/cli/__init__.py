@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from anglekit.cli import (
+    adapt,
     encode,
     eval,
     export,
@@ -39,7 +40,25 @@ from anglekit.errors import EXIT_INTERRUPTED, EXIT_UNEXPECTED, EXIT_USAGE, Angle
 from anglekit.io.atomic import check_writable, out_of_space
 from anglekit.version import __version__
 
-COMMANDS = (train, eval, report, encode, index, search, mine, fingerprint, merge, merge_lora, export, plot_dynamics, generate, github_issues, serve, reproduce)
+COMMANDS = (
+    train,
+    eval,
+    report,
+    encode,
+    index,
+    search,
+    mine,
+    adapt,
+    fingerprint,
+    merge,
+    merge_lora,
+    export,
+    plot_dynamics,
+    generate,
+    github_issues,
+    serve,
+    reproduce,
+)
 """The command modules, in the order ``anglekit --help`` lists them."""
 
 
