@@ -24,7 +24,7 @@ def test_every_declared_range_is_pinned_at_its_lower_bound() -> None:
         if key not in expected or tuple(map(int, bound.split("."))) > tuple(map(int, expected[key].split("."))):
             expected[key] = bound
     expected.pop("setuptools")  # the build system's, not the project's
-    extras = ["data", "eval", "llm", "bench", "serve", "test", "index", "scale", "onnx", "openvino", "docs"]
+    extras = ["data", "eval", "llm", "bench", "serve", "test", "index", "scale", "spark", "onnx", "openvino", "docs"]
     pinned = {name: str(version) for name, version in floors.floors(extras).items()}
     assert {k: floors.Version(v) for k, v in pinned.items()} == {k: floors.Version(v) for k, v in expected.items()}
 
