@@ -225,8 +225,15 @@ def test_cli_one_line_errors_and_help(tmp_path: Path, corpus: Path, capsys: pyte
     assert main(["adapt", "m", "--corpus", str(tmp_path / "none.txt"), "--llm", "x", "--teacher", "t", "--output-dir", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such file" in err
-    assert main(["adapt", "m", "--corpus", str(corpus), "--llm", "x", "--teacher", "t", "--output-dir", str(tmp_path / "o"), "--merge-weight", "1.5"]) == 2
-    assert "[0, 1]" in capsys.readouterr().err
+    # A weight out of [0, 1], or NaN, is refused as the flag is parsed (argparse's exit 2).
+    for bad, says in (("1.5", "must be <= 1, got 1.5"), ("nan", "got nan")):
+        with pytest.raises(SystemExit) as parsed:
+            main(["adapt", "m", "--corpus", str(corpus), "--llm", "x", "--teacher", "t", "--output-dir", str(tmp_path / "o"), "--merge-weight", bad])
+        assert parsed.value.code == 2 and "argument --merge-weight" in (err := capsys.readouterr().err) and says in err
+    for bad_weight in (1.5, float("nan")):  # the same check in the typed settings (Python, YAML)
+        with pytest.raises(ConfigError, match="merge_weight"):
+            AdaptConfig(model="m", corpus="c", llm="x", teacher="t", output_dir="o", merge_weight=[0.5, bad_weight])
+    assert not (tmp_path / "o").exists()
     config = tmp_path / "adapt.yaml"
     config.write_text("model: m\ncorpus: c\nllm: x\nteacher: t\noutput-dir: o\nbogus: 1\n", encoding="utf-8")
     assert main(["adapt", "--config", str(config)]) == 2

@@ -73,7 +73,7 @@ class AdaptConfig:
     max_length: int = setting(64, minimum=1, help="train and score: tokens per text")
     seed: int = setting(0, minimum=0, help="train: random seed (and the dev split's)")
     merge_weight: list[float] | None = setting(
-        None, metavar="W", help="merge the trained model with the start at these trained shares (WiSE-FT), one folder each: merged-wW"
+        None, minimum=0.0, maximum=1.0, metavar="W", help="merge the trained model with the start at these trained shares (WiSE-FT), one folder each: merged-wW"
     )
     device: str | None = setting(None, metavar="DEVICE", help="cpu, cuda, cuda:N or mps for every stage (default: the best available)")
     generate_option: dict[str, Any] = setting(
