@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from anglekit.cli.fields import add_setting, overrides
+from anglekit.cli.fields import add_setting, overrides_with_model
 from anglekit.errors import ConfigError
 
 NAME = "adapt"
@@ -59,12 +59,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     """The AdaptConfig of the parsed flags (and ``--config``)."""
     from anglekit.adapt.config import AdaptConfig
 
-    values = overrides(args, args._settings)
-    positional = getattr(args, "model_argument", None)
-    if positional is not None:
-        if "model" in values and values["model"] != positional:
-            raise ConfigError(f"the model is given twice, as MODEL {positional!r} and as --model {values['model']!r}; give one")
-        values["model"] = positional
+    values = overrides_with_model(args)
     if getattr(args, "config", None):
         return AdaptConfig.from_yaml(args.config, values)
     missing = [flag for flag, key in (("MODEL", "model"), *((f"--{k.replace('_', '-')}", k) for k in REQUIRED)) if key not in values]

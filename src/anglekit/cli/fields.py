@@ -15,6 +15,7 @@ from typing import Any
 
 from anglekit.cli.argtypes import note, ranged
 from anglekit.config import OldName, Setting, settings_of
+from anglekit.errors import ConfigError
 
 SECTION_TITLES = {
     "model": "model",
@@ -124,4 +125,16 @@ def overrides(args: argparse.Namespace, settings: Sequence[Setting]) -> dict[str
     return {s.key: getattr(args, s.key) for s in settings if hasattr(args, s.key)}
 
 
-__all__ = ["add_setting", "add_settings", "overrides"]
+def overrides_with_model(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`overrides` of ``args._settings``, with the positional MODEL (``model_argument``) as the
+    ``model`` setting: giving it both as MODEL and as a different ``--model`` is an error."""
+    values = overrides(args, args._settings)
+    positional = getattr(args, "model_argument", None)
+    if positional is not None:
+        if "model" in values and values["model"] != positional:
+            raise ConfigError(f"the model is given twice, as MODEL {positional!r} and as --model {values['model']!r}; give one")
+        values["model"] = positional
+    return values
+
+
+__all__ = ["add_setting", "add_settings", "overrides", "overrides_with_model"]

@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from anglekit.cli.fields import add_settings, overrides
-from anglekit.errors import ConfigError
+from anglekit.cli.fields import add_settings, overrides_with_model
 
 NAME = "train"
 
@@ -54,12 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from anglekit.training.config import TrainConfig
     from anglekit.training.run import train
 
-    values = overrides(args, args._settings)
-    positional = getattr(args, "model_argument", None)
-    if positional is not None:
-        if "model" in values and values["model"] != positional:
-            raise ConfigError(f"the model is given twice, as MODEL {positional!r} and as --model {values['model']!r}; give one")
-        values["model"] = positional
+    values = overrides_with_model(args)
     config = TrainConfig.from_yaml(args.config, values) if getattr(args, "config", None) else TrainConfig.from_dict(values, source="flags")
     result = train(config)
     print(result.table())
