@@ -401,3 +401,12 @@ def test_eval_falls_back_to_sentence_transformers_for_a_dense_module(
 
     code, _, err = _run(["eval", str(folder), "--data", str(dev_pair_file), "--backend", "anglekit", "--quiet"], capsys)
     assert code == 2 and "Dense" in err
+
+
+@pytest.mark.parametrize("command", ["train", "adapt"])
+def test_model_given_as_positional_and_as_a_different_flag_is_refused(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from anglekit.cli import main
+
+    assert main([command, "model-a", "--model", "model-b"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "the model is given twice, as MODEL 'model-a' and as --model 'model-b'" in err
